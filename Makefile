@@ -1,0 +1,88 @@
+# beck - build, set-up, tests, demo and benchmarks.
+#   make            build bin/beck (installs missing packages first: make deps)
+#   make test       the whole suite, ending with "N passed, N failed"
+#   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make demo       an example topology end to end on the embedded dev broker
+#   make bench      every benchmark in scripts/bench
+PREFIX ?= /usr/local
+SAN ?= 0
+
+ifeq ($(SAN),1)
+  VARIANT := san
+  OPT := -O1
+  SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+  VARIANT := rel
+  OPT := -O2
+  SANFLAGS :=
+endif
+
+B := build/$(VARIANT)
+PKGS := rdkafka luajit rocksdb libssh2 libmicrohttpd
+CFLAGS ?= $(OPT) -g
+ALL_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -pthread -MMD -MP $(SANFLAGS) \
+              -Iruntime -I$(B) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# -Wl,-E exports the bk_ffi_* functions that Lua reaches through FFI.
+ALL_LDFLAGS := $(LDFLAGS) -pthread -Wl,-E $(SANFLAGS)
+LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -ldl
+
+SRCS := $(wildcard runtime/*.c)
+OBJS := $(patsubst runtime/%.c,$(B)/%.o,$(SRCS)) $(B)/embed.o
+LUA_SRCS := $(shell find lua -name '*.lua' | sort)
+# lua/beck/init.lua -> beck, lua/beck/internal/x.lua -> beck.internal.x
+lua_mod = $(subst /,.,$(patsubst %/init,%,$(patsubst lua/%.lua,%,$(1))))
+EMBED_ARGS := $(foreach f,$(LUA_SRCS),$(call lua_mod,$(f))=$(f)) beck.internal.cdef=$(B)/cdef.lua
+
+.PHONY: all build deps test demo bench install clean format
+
+all: deps
+	@$(MAKE) --no-print-directory build
+
+deps:
+	@vendor/install
+
+build: $(B)/beck
+	@mkdir -p bin
+	@cmp -s $(B)/beck bin/beck || cp $(B)/beck bin/beck
+
+$(B)/beck: $(OBJS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
+
+$(B)/%.o: runtime/%.c | $(B)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(B)/embed.o: $(B)/embed.c
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# The FFI declarations Lua uses are cut out of runtime/ffi.h, never copied by hand.
+$(B)/cdef.lua: runtime/ffi.h | $(B)
+	@{ echo 'return [==['; sed -n '/BK_FFI_CDEF_BEGIN/,/BK_FFI_CDEF_END/p' $< | sed '1d;$$d'; echo ']==]'; } > $@
+
+$(B)/embed.c: $(B)/embed-tool $(LUA_SRCS) $(B)/cdef.lua Makefile
+	$(B)/embed-tool $@ $(EMBED_ARGS)
+
+$(B)/embed-tool: tools/embed.c | $(B)
+	$(CC) -O1 -Wall -Wextra -o $@ $<
+
+$(B):
+	@mkdir -p $(B)
+
+test: all
+	@scripts/test
+
+demo: all
+	@scripts/demo
+
+bench: all
+	@for b in scripts/bench/*; do [ -x "$$b" ] && [ -f "$$b" ] && "$$b"; done; true
+
+install: all
+	install -D -m 755 bin/beck $(DESTDIR)$(PREFIX)/bin/beck
+
+clean:
+	rm -rf build bin
+
+format:
+	clang-format -i runtime/*.c runtime/*.h tools/*.c
+
+-include $(OBJS:.o=.d)

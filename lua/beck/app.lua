@@ -1,0 +1,193 @@
+-- beck.app: the topology builder (sources, processors, sinks) that the DSL of
+-- beck.dsl builds on. It only describes; beck.internal.runtime runs it.
+local M = {}
+local App = {}
+App.__index = App
+
+local function where(level)
+  local info = debug.getinfo(level + 1, "Sl")
+  if not info then return "?" end
+  return (info.short_src or "?") .. ":" .. (info.currentline or 0)
+end
+
+local function check_name(self, name, what)
+  if type(name) ~= "string" or name == "" then
+    error(what .. ": the name must be a non-empty string", 4)
+  end
+  if self.nodes[name] then
+    error(string.format("%s: a node named '%s' is already declared at %s", what, name,
+                        self.nodes[name].where), 4)
+  end
+end
+
+local function add_parents(self, node, parents, what)
+  if #parents == 0 then
+    error(string.format("%s '%s': needs at least one parent", what, node.name), 4)
+  end
+  for _, pname in ipairs(parents) do
+    local parent = self.nodes[pname]
+    if type(pname) ~= "string" or not parent then
+      error(string.format("%s '%s': unknown parent '%s' (declare parents first)", what,
+                          node.name, tostring(pname)), 4)
+    end
+    if parent.kind == "sink" then
+      error(string.format("%s '%s': parent '%s' is a sink", what, node.name, pname), 4)
+    end
+    parent.children[#parent.children + 1] = node.name
+    node.parents[#node.parents + 1] = pname
+  end
+end
+
+local function add_node(self, node)
+  self.nodes[node.name] = node
+  self.order[#self.order + 1] = node
+  return self
+end
+
+function M.new(config, level)
+  if type(config.id) ~= "string" or not config.id:match("^[%w._-]+$") then
+    error("beck.app: 'id' must be a string of letters, digits, '.', '_' or '-'", level)
+  end
+  local self = setmetatable({ config = config, nodes = {}, order = {}, hooks = {},
+                              where = where(level) }, App)
+  return self
+end
+
+function M.is_app(x)
+  return getmetatable(x) == App
+end
+
+-- app:source(name, topic | {topic, ...})
+function App:source(name, topics)
+  check_name(self, name, "source")
+  if type(topics) == "string" then topics = { topics } end
+  if type(topics) ~= "table" or #topics == 0 then
+    error(string.format("source '%s': expected a topic name or a list of them", name), 2)
+  end
+  for _, t in ipairs(topics) do
+    if type(t) ~= "string" or not t:match("^[%w._-]+$") then
+      error(string.format("source '%s': bad topic name '%s'", name, tostring(t)), 2)
+    end
+  end
+  return add_node(self, { kind = "source", name = name, topics = topics, children = {},
+                          parents = {}, where = where(2) })
+end
+
+-- app:processor(name, def, parent, ...): def is a table with process(ctx, k, v)
+-- and optional init(ctx) / close(ctx), or a function returning such a table
+-- (called once per task).
+function App:processor(name, def, ...)
+  check_name(self, name, "processor")
+  local t = type(def)
+  if t == "table" then
+    if type(def.process) ~= "function" then
+      error(string.format("processor '%s': the table has no process(ctx, key, value) function",
+                          name), 2)
+    end
+    for _, f in ipairs { "init", "close" } do
+      if def[f] ~= nil and type(def[f]) ~= "function" then
+        error(string.format("processor '%s': '%s' must be a function", name, f), 2)
+      end
+    end
+  elseif t ~= "function" then
+    error(string.format("processor '%s': expected a table with process() or a function " ..
+                        "returning one, got %s", name, t), 2)
+  end
+  local node = { kind = "processor", name = name, def = def, children = {}, parents = {},
+                 where = where(2) }
+  add_parents(self, node, { ... }, "processor")
+  return add_node(self, node)
+end
+
+-- app:sink(name, topic, parent, ...)
+function App:sink(name, topic, ...)
+  check_name(self, name, "sink")
+  if type(topic) ~= "string" or not topic:match("^[%w._-]+$") then
+    error(string.format("sink '%s': expected a topic name, got %s", name, tostring(topic)), 2)
+  end
+  local node = { kind = "sink", name = name, topic = topic, children = {}, parents = {},
+                 where = where(2) }
+  add_parents(self, node, { ... }, "sink")
+  return add_node(self, node)
+end
+
+-- app:hook(name, fn): operational hooks (on_assign, on_revoke, ...).
+function App:hook(name, fn)
+  if type(name) ~= "string" or type(fn) ~= "function" then
+    error("hook: expected a name and a function", 2)
+  end
+  self.hooks[name] = fn
+  return self
+end
+
+-- The plan C needs: topics (sources first, in declaration order, then sinks),
+-- and subtopologies (connected groups of nodes) with their source topics.
+-- Deterministic, so every VM of a node numbers topics the same way.
+function App:describe()
+  if self._plan then return self._plan end
+  local parent_of = {}
+  local function find(n)
+    while parent_of[n] and parent_of[n] ~= n do n = parent_of[n] end
+    return n
+  end
+  for _, node in ipairs(self.order) do
+    parent_of[node.name] = parent_of[node.name] or node.name
+    for _, p in ipairs(node.parents) do
+      local a, b = find(p), find(node.name)
+      if a ~= b then parent_of[b] = a end
+    end
+  end
+  local topics, topic_index, subs, sub_of_root = {}, {}, {}, {}
+  local function topic(name)
+    local i = topic_index[name]
+    if not i then
+      i = #topics + 1
+      topics[i] = { name = name, source = false, sink = false }
+      topic_index[name] = i
+    end
+    return topics[i], i
+  end
+  for _, node in ipairs(self.order) do
+    if node.kind == "source" then
+      local root = find(node.name)
+      local sub = sub_of_root[root]
+      if not sub then
+        sub = { index = #subs + 1, topics = {}, sources = {} }
+        subs[#subs + 1] = sub
+        sub_of_root[root] = sub
+      end
+      sub.sources[#sub.sources + 1] = node.name
+      for _, name in ipairs(node.topics) do
+        local t, i = topic(name)
+        if t.source then
+          error(string.format("topic '%s' is read by two sources ('%s' and '%s')", name,
+                              t.source_node, node.name), 0)
+        end
+        t.source, t.source_node, t.sub = true, node.name, sub.index
+        sub.topics[#sub.topics + 1] = i
+      end
+    end
+  end
+  if #subs == 0 then
+    error(string.format("app '%s' (%s) has no source", self.config.id, self.where), 0)
+  end
+  for _, node in ipairs(self.order) do
+    if node.kind == "sink" then
+      local t, i = topic(node.topic)
+      t.sink = true
+      node.topic_index = i
+    end
+  end
+  for _, node in ipairs(self.order) do
+    node.sub = sub_of_root[find(node.name)]
+    if not node.sub then
+      error(string.format("%s '%s' (%s) is not connected to any source", node.kind, node.name,
+                          node.where), 0)
+    end
+  end
+  self._plan = { id = self.config.id, topics = topics, topic_index = topic_index,
+                 subtopologies = subs }
+  return self._plan
+end
+
+return M

@@ -1,0 +1,275 @@
+-- beck.internal.runtime: runs a topology's processors inside one stream
+-- thread. C hands it records in batches (bk_io_t, an FFI array); this module
+-- turns each into Lua strings, calls the source's children and sends what
+-- reaches a sink back to C through FFI. The per-record loop stays free of
+-- C API calls, varargs and pcall so that LuaJIT compiles it.
+local ffi = require "ffi"
+ffi.cdef(require "beck.internal.cdef")
+
+local C = ffi.C
+local ffi_string = ffi.string
+local tonumber, error, type, setmetatable = tonumber, error, type, setmetatable
+local string_format = string.format
+
+local M = {}
+
+-- Log levels of runtime/log.h.
+local LEVELS = { error = 0, warn = 1, info = 2, debug = 3 }
+M.LEVELS = LEVELS
+
+-- -- The processor context ----------------------------------------------------
+
+local Ctx = {}
+Ctx.__index = Ctx
+
+-- ctx:forward(key, value [, child]): to every child, or to the named one.
+function Ctx:forward(key, value, child)
+  if child == nil then
+    local children = self._children
+    for i = 1, #children do
+      children[i](key, value)
+    end
+  else
+    local f = self._child_by_name[child]
+    if f == nil then
+      error(string_format("forward: processor '%s' has no child '%s'", self.name,
+                          tostring(child)), 2)
+    end
+    f(key, value)
+  end
+end
+
+local function current(self)
+  local task = self._task
+  if task.cur < 0 then return nil end
+  return task.io.recs[task.cur]
+end
+
+function Ctx:topic()
+  local r = current(self)
+  return r and self._task.topics[r.topic + 1].name
+end
+
+function Ctx:partition()
+  local r = current(self)
+  return r and r.partition
+end
+
+function Ctx:offset()
+  local r = current(self)
+  return r and tonumber(r.offset)
+end
+
+-- Timestamp of the record in hand (ms); in a punctuation, its time.
+function Ctx:timestamp()
+  return self._task.ts
+end
+
+-- Headers of the record in hand as { name = value } (the last of a repeated
+-- name wins); an empty table in a punctuation.
+function Ctx:headers()
+  local task, out = self._task, {}
+  if task.cur < 0 then return out end
+  local n = C.bk_ffi_thread_header_count(task.thr, task.cur)
+  local name, value, size = ffi.new("const char *[1]"), ffi.new("const char *[1]"),
+                            ffi.new("size_t[1]")
+  for i = 0, n - 1 do
+    if C.bk_ffi_thread_header_get(task.thr, task.cur, i, name, value, size) == 0 then
+      out[ffi_string(name[0])] = value[0] ~= nil and ffi_string(value[0], size[0]) or false
+    end
+  end
+  return out
+end
+
+-- The task this context belongs to, as "<subtopology>_<partition>".
+function Ctx:task_id()
+  return self._task.id
+end
+
+-- ctx:log(level, fmt, ...) with level "error" | "warn" | "info" | "debug".
+function Ctx:log(level, fmt, ...)
+  local lv = LEVELS[level]
+  if lv == nil then
+    error("log: level must be error, warn, info or debug, got " .. tostring(level), 2)
+  end
+  local msg = select("#", ...) > 0 and string_format(fmt, ...) or tostring(fmt)
+  msg = string_format("task %s %s: %s", self._task.id, self.name, msg)
+  C.bk_ffi_log(lv, msg, #msg)
+end
+
+-- ctx:schedule(ms, fn): calls fn(ctx, now_ms) every `ms` of wall-clock time.
+-- Returns a handle with :cancel().
+function Ctx:schedule(interval, fn)
+  if type(interval) ~= "number" or interval <= 0 or type(fn) ~= "function" then
+    error("schedule: expected an interval in ms (> 0) and a function", 2)
+  end
+  local rt = self._task.rt
+  local p = { ctx = self, task = self._task, interval = interval, fn = fn,
+              due = rt.now() + interval }
+  function p.cancel() p.cancelled = true end
+  rt.schedules[#rt.schedules + 1] = p
+  rt.reschedule()
+  return p
+end
+
+-- -- Building tasks ----------------------------------------------------------
+
+local function instantiate(node)
+  local def = node.def
+  if type(def) == "function" then
+    def = def()
+    if type(def) ~= "table" or type(def.process) ~= "function" then
+      error(string_format("processor '%s' (%s): its function must return a table with " ..
+                          "process(ctx, key, value)", node.name, node.where), 0)
+    end
+  end
+  return def
+end
+
+-- Builds the node functions of one task: each takes (key, value).
+local function build_task(rt, app, plan, sub_index, partition)
+  local task = { sub = sub_index, partition = partition, io = rt.io, thr = rt.thr, rt = rt,
+                 topics = plan.topics, cur = -1, ts = 0, ctxs = {}, sources = {},
+                 id = string_format("%d_%d", sub_index, partition) }
+  local fns = {}
+  local sub = plan.subtopologies[sub_index + 1]
+  local thr = rt.thr
+
+  local function node_fn(name)
+    if fns[name] then return fns[name] end
+    local node = app.nodes[name]
+    local children, by_name = {}, {}
+    local fn
+    if node.kind == "sink" then
+      local ti = node.topic_index - 1
+      fn = function(key, value)
+        if C.bk_ffi_thread_send(thr, ti, key, key and #key or 0, value, value and #value or 0,
+                                task.ts) ~= 0 then
+          error(ffi_string(C.bk_ffi_thread_error(thr)), 0)
+        end
+      end
+      fns[name] = fn
+      return fn
+    end
+    for _, cname in ipairs(node.children) do
+      local f = node_fn(cname)
+      children[#children + 1] = f
+      by_name[cname] = f
+    end
+    if node.kind == "source" then
+      local n = #children
+      if n == 1 then
+        fn = children[1]
+      else
+        fn = function(key, value)
+          for i = 1, n do children[i](key, value) end
+        end
+      end
+    else
+      local inst = instantiate(node)
+      local ctx = setmetatable({ name = name, _task = task, _children = children,
+                                 _child_by_name = by_name, _inst = inst }, Ctx)
+      task.ctxs[#task.ctxs + 1] = ctx
+      local process = inst.process
+      fn = function(key, value) return process(ctx, key, value) end
+    end
+    fns[name] = fn
+    return fn
+  end
+
+  for _, sname in ipairs(sub.sources) do
+    local f = node_fn(sname)
+    for _, topic in ipairs(app.nodes[sname].topics) do
+      task.sources[plan.topic_index[topic] - 1] = f
+    end
+  end
+  return task
+end
+
+-- runtime.new(app, io, thread, tasks) -> run, punctuate, close
+-- Called by runtime/thread.c once per stream thread; `tasks` lists
+-- { subtopology (0-based), partition } pairs.
+function M.new(app, io_ptr, thr_ptr, task_list)
+  local io = ffi.cast("bk_io_t *", io_ptr)
+  local rt = { io = io, thr = ffi.cast("bk_thread_t *", thr_ptr), schedules = {} }
+  local plan = app:describe()
+  local tasks = {}
+
+  function rt.now() return tonumber(C.bk_ffi_clock_ms()) end
+
+  function rt.reschedule()
+    local next_due = -1
+    for _, p in ipairs(rt.schedules) do
+      if not p.cancelled and (next_due < 0 or p.due < next_due) then next_due = p.due end
+    end
+    io.next_wall_ms = next_due
+  end
+
+  for i, t in ipairs(task_list) do
+    tasks[i] = build_task(rt, app, plan, t[1], t[2])
+  end
+  -- init(ctx) of every processor of every task, in declaration order
+  for _, task in ipairs(tasks) do
+    for _, ctx in ipairs(task.ctxs) do
+      if ctx._inst.init then ctx._inst.init(ctx) end
+    end
+  end
+
+  -- The record loop. C catches an error, reads io.cur and calls run again
+  -- after the failed record when the policy says so.
+  local function run(start)
+    local recs, n = io.recs, io.count
+    for i = start, n - 1 do
+      io.cur = i
+      local r = recs[i]
+      local task = tasks[r.task + 1]
+      local key, value
+      if r.key ~= nil then key = ffi_string(r.key, r.key_len) end
+      if r.value ~= nil then value = ffi_string(r.value, r.value_len) end
+      task.cur = i
+      task.ts = tonumber(r.timestamp)
+      task.sources[r.topic](key, value)
+      task.cur = -1
+    end
+  end
+
+  local function punctuate(now)
+    local list = rt.schedules
+    local kept = {}
+    for _, p in ipairs(list) do
+      if not p.cancelled then
+        if p.due <= now then
+          p.task.cur, p.task.ts = -1, now
+          p.fn(p.ctx, now)
+          p.due = p.due + p.interval
+          if p.due <= now then p.due = now + p.interval end
+        end
+        if not p.cancelled then kept[#kept + 1] = p end
+      end
+    end
+    -- schedules added during the punctuation are kept too
+    for i = #list + 1, #rt.schedules do kept[#kept + 1] = rt.schedules[i] end
+    rt.schedules = kept
+    rt.reschedule()
+  end
+
+  local function close()
+    for _, task in ipairs(tasks) do
+      task.cur = -1
+      for _, ctx in ipairs(task.ctxs) do
+        if ctx._inst.close then
+          local ok, err = pcall(ctx._inst.close, ctx)
+          if not ok then
+            local msg = string_format("task %s %s: close failed: %s", task.id, ctx.name,
+                                      tostring(err))
+            C.bk_ffi_log(LEVELS.error, msg, #msg)
+          end
+        end
+      end
+    end
+  end
+
+  return run, punctuate, close
+end
+
+return M

@@ -1,0 +1,762 @@
+/* broker.c - the dev broker: librdkafka's mock cluster plus a line-based control channel. */
+#define _GNU_SOURCE /* accept4, pipe2, MSG_NOSIGNAL */
+
+#include "broker.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#define BK_BROKER_MAX_BROKERS 64
+#define BK_BROKER_MAX_PARTITIONS 10000
+#define BK_BROKER_TOPIC_MAX 249 /* Kafka's limit on topic name length */
+#define BK_BROKER_RACK_MAX 64
+/* Longest command line accepted; CREATE with a 249-character name needs ~270. */
+#define BK_BROKER_LINE_MAX 1024
+/* A connection that sends nothing for this long is closed, because connections
+ * are served one after another and an idle one would block everybody else. */
+#define BK_BROKER_IDLE_MS 10000
+#define BK_BROKER_SEND_TIMEOUT_S 5
+/* Waiting for metadata from our own in-process cluster; only slow when the
+ * broker that would answer has been taken DOWN. */
+#define BK_BROKER_METADATA_MS 5000
+
+struct bk_broker_s {
+    rd_kafka_t *host; /* owns the mock cluster; never connects anywhere */
+    rd_kafka_mock_cluster_t *mcluster;
+    int brokers;
+
+    /* A client of the cluster, made on first need, to read a topic's partition
+     * count: the mock's own API cannot, and topics may also have been
+     * auto-created by clients' Metadata or Produce requests (4 partitions). */
+    pthread_mutex_t meta_lock;
+    rd_kafka_t *meta;
+
+    int listen_fd;
+    int port;
+    int stop_pipe[2]; /* a byte on [1] ends the control thread */
+    pthread_t thread;
+    int thread_started;
+};
+
+/* -- Logging ------------------------------------------------------------------------------- */
+
+static void bk_broker_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void bk_broker_log(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    int n;
+
+    n = snprintf(line, sizeof(line), "beck broker: ");
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    /* One fputs per line so lines from librdkafka's threads do not interleave. */
+    strcat(line, "\n");
+    fputs(line, stderr);
+}
+
+/* librdkafka reports broker disconnects and the like at info/notice level, which
+ * in a dev broker is expected noise; keep warnings and errors (syslog levels).
+ * @locality librdkafka internal threads */
+static void bk_broker_rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    if (level <= 4) {
+        bk_broker_log("librdkafka %s: %s", fac, buf);
+    }
+}
+
+/* The metadata client's connection failures, mostly to brokers taken DOWN on
+ * purpose, would be noise: its errors reach us as rd_kafka_metadata()'s result.
+ * @locality librdkafka internal threads */
+static void bk_broker_rdkafka_log_none(const rd_kafka_t *rk, int level, const char *fac,
+                                       const char *buf)
+{
+    (void)rk, (void)level, (void)fac, (void)buf;
+}
+
+/* -- Validation ---------------------------------------------------------------------------- */
+
+/* Kafka's rule: 1..249 characters of [A-Za-z0-9._-], and not "." or "..". */
+static int bk_broker_topic_valid(const char *topic)
+{
+    size_t len = strlen(topic);
+
+    if (len == 0 || len > BK_BROKER_TOPIC_MAX || !strcmp(topic, ".") || !strcmp(topic, "..")) {
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)topic[i];
+        if (!isalnum(c) && c != '.' && c != '_' && c != '-') {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Parses a whole decimal string into [min, max]; 0 on success. */
+static int bk_broker_parse_int(const char *s, int min, int max, int *out)
+{
+    char *end;
+    long v;
+
+    if (!isdigit((unsigned char)*s) && *s != '-') {
+        return -1;
+    }
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end != '\0' || v < min || v > max) {
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Checks a comma-separated rack list ("a,b,c"): no empty or over-long names. */
+static int bk_broker_racks_valid(const char *csv, char *errstr, size_t errstr_size)
+{
+    const char *p = csv;
+
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len > BK_BROKER_RACK_MAX) {
+            snprintf(errstr, errstr_size,
+                     "invalid rack list '%s': rack names must be 1..%d "
+                     "characters, separated by commas",
+                     csv, BK_BROKER_RACK_MAX);
+            return 0;
+        }
+        if (p[len] == '\0') {
+            return 1;
+        }
+        p += len + 1;
+    }
+}
+
+/* -- Cluster ------------------------------------------------------------------------------- */
+
+/* A producer handle: the mock cluster's host when bootstrap is NULL, else a
+ * silent client of the cluster. */
+static rd_kafka_t *bk_broker_client_new(const char *bootstrap, char *errstr, size_t errstr_size)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_t *rk;
+
+    rd_kafka_conf_set_log_cb(conf, bootstrap ? bk_broker_rdkafka_log_none : bk_broker_rdkafka_log);
+    if (bootstrap && rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, errstr, errstr_size) !=
+                         RD_KAFKA_CONF_OK) {
+        goto fail;
+    }
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, errstr_size);
+    if (!rk) {
+        goto fail;
+    }
+    return rk;
+
+fail:
+    rd_kafka_conf_destroy(conf); /* rd_kafka_new() takes conf only on success */
+    return NULL;
+}
+
+/* Reads a topic's partition count from the cluster: > 0, 0 when the topic does
+ * not exist, -1 with errstr when metadata could not be read.
+ * @locality any thread */
+static int bk_broker_partition_count(bk_broker_t *broker, const char *topic, char *errstr,
+                                     size_t errstr_size)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err;
+    int count = 0;
+
+    pthread_mutex_lock(&broker->meta_lock);
+    if (!broker->meta) {
+        broker->meta = bk_broker_client_new(bk_broker_bootstrap(broker), errstr, errstr_size);
+    }
+    pthread_mutex_unlock(&broker->meta_lock);
+    if (!broker->meta) {
+        return -1;
+    }
+
+    /* All topics rather than just this one: a Metadata request naming a topic
+     * would make the mock auto-create it. */
+    err = rd_kafka_metadata(broker->meta, 1, NULL, &md, BK_BROKER_METADATA_MS);
+    if (err) {
+        snprintf(errstr, errstr_size, "cannot read metadata: %s", rd_kafka_err2str(err));
+        return -1;
+    }
+    for (int i = 0; i < md->topic_cnt; i++) {
+        if (!strcmp(md->topics[i].topic, topic)) {
+            count = md->topics[i].partition_cnt;
+            break;
+        }
+    }
+    rd_kafka_metadata_destroy(md);
+    return count;
+}
+
+const char *bk_broker_bootstrap(const bk_broker_t *broker)
+{
+    return rd_kafka_mock_cluster_bootstraps(broker->mcluster);
+}
+
+int bk_broker_control_port(const bk_broker_t *broker)
+{
+    return broker->port;
+}
+
+int bk_broker_create_topic(bk_broker_t *broker, const char *topic, int partitions, char *errstr,
+                           size_t errstr_size)
+{
+    rd_kafka_resp_err_t err;
+    int existing;
+
+    if (!bk_broker_topic_valid(topic)) {
+        snprintf(errstr, errstr_size,
+                 "invalid topic name '%.60s': 1..%d characters of [A-Za-z0-9._-]", topic,
+                 BK_BROKER_TOPIC_MAX);
+        return -1;
+    }
+    if (partitions < 1 || partitions > BK_BROKER_MAX_PARTITIONS) {
+        snprintf(errstr, errstr_size, "invalid partition count %d for topic '%s': 1..%d",
+                 partitions, topic, BK_BROKER_MAX_PARTITIONS);
+        return -1;
+    }
+
+    /* The mock caps replicas at min(3, brokers) whatever we pass. */
+    err = rd_kafka_mock_topic_create(broker->mcluster, topic, partitions,
+                                     broker->brokers < 3 ? broker->brokers : 3);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        return 0;
+    }
+    if (err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+        snprintf(errstr, errstr_size, "cannot create topic '%s': %s", topic, rd_kafka_err2str(err));
+        return -1;
+    }
+
+    /* Creating is idempotent as long as the partition counts agree. */
+    existing = bk_broker_partition_count(broker, topic, errstr, errstr_size);
+    if (existing < 0) {
+        return -1;
+    }
+    if (existing != partitions) {
+        snprintf(errstr, errstr_size, "topic '%s' exists with %d partitions, not %d", topic,
+                 existing, partitions);
+        return -1;
+    }
+    return 0;
+}
+
+int bk_broker_set_down(bk_broker_t *broker, int broker_id, int down, char *errstr,
+                       size_t errstr_size)
+{
+    rd_kafka_resp_err_t err;
+
+    if (broker_id < 1 || broker_id > broker->brokers) {
+        snprintf(errstr, errstr_size, "no broker %d: ids are 1..%d", broker_id, broker->brokers);
+        return -1;
+    }
+    err = down ? rd_kafka_mock_broker_set_down(broker->mcluster, broker_id)
+               : rd_kafka_mock_broker_set_up(broker->mcluster, broker_id);
+    if (err) {
+        snprintf(errstr, errstr_size, "cannot set broker %d %s: %s", broker_id,
+                 down ? "down" : "up", rd_kafka_err2str(err));
+        return -1;
+    }
+    return 0;
+}
+
+/* -- Control channel ----------------------------------------------------------------------- */
+
+/* Writes all of buf; the peer may be gone, hence MSG_NOSIGNAL (no SIGPIPE). */
+static int bk_broker_send_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -1;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Runs one command line (no newline) and formats its one-line reply. */
+static void bk_broker_ctl_exec(bk_broker_t *broker, char *line, char *reply, size_t reply_size)
+{
+    char err[512];
+    char *argv[4];
+    int argc = 0;
+    int n;
+    char *save = NULL;
+
+    for (char *tok = strtok_r(line, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+        if (argc == 4) {
+            break; /* more than any command takes; reported as wrong usage below */
+        }
+        argv[argc++] = tok;
+    }
+
+    if (argc == 0) {
+        snprintf(reply, reply_size, "ERR empty command");
+    } else if (!strcasecmp(argv[0], "PING")) {
+        snprintf(reply, reply_size, argc == 1 ? "OK pong" : "ERR usage: PING");
+    } else if (!strcasecmp(argv[0], "BOOTSTRAP")) {
+        if (argc == 1) {
+            snprintf(reply, reply_size, "OK %s", bk_broker_bootstrap(broker));
+        } else {
+            snprintf(reply, reply_size, "ERR usage: BOOTSTRAP");
+        }
+    } else if (!strcasecmp(argv[0], "CREATE")) {
+        if (argc != 3) {
+            snprintf(reply, reply_size, "ERR usage: CREATE <topic> <partitions>");
+        } else if (bk_broker_parse_int(argv[2], 1, BK_BROKER_MAX_PARTITIONS, &n) != 0) {
+            snprintf(reply, reply_size, "ERR invalid partition count '%.20s': 1..%d", argv[2],
+                     BK_BROKER_MAX_PARTITIONS);
+        } else if (bk_broker_create_topic(broker, argv[1], n, err, sizeof(err)) != 0) {
+            snprintf(reply, reply_size, "ERR %s", err);
+        } else {
+            snprintf(reply, reply_size, "OK");
+        }
+    } else if (!strcasecmp(argv[0], "DOWN") || !strcasecmp(argv[0], "UP")) {
+        int down = !strcasecmp(argv[0], "DOWN");
+        if (argc != 2) {
+            snprintf(reply, reply_size, "ERR usage: %s <broker-id>", down ? "DOWN" : "UP");
+        } else if (bk_broker_parse_int(argv[1], 1, broker->brokers, &n) != 0) {
+            snprintf(reply, reply_size, "ERR invalid broker id '%.20s': 1..%d", argv[1],
+                     broker->brokers);
+        } else if (bk_broker_set_down(broker, n, down, err, sizeof(err)) != 0) {
+            snprintf(reply, reply_size, "ERR %s", err);
+        } else {
+            bk_broker_log("broker %d %s", n, down ? "down" : "up");
+            snprintf(reply, reply_size, "OK");
+        }
+    } else {
+        snprintf(reply, reply_size,
+                 "ERR unknown command '%.40s' (PING, CREATE, DOWN, UP, BOOTSTRAP)", argv[0]);
+    }
+}
+
+/* Serves one connection until EOF, an error, idle timeout, or stop. Returns 1
+ * when asked to stop. */
+static int bk_broker_ctl_serve(bk_broker_t *broker, int fd)
+{
+    char buf[BK_BROKER_LINE_MAX + 1];
+    char reply[4096];
+    size_t len = 0;
+
+    for (;;) {
+        struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN},
+                                {.fd = broker->stop_pipe[0], .events = POLLIN}};
+        char *nl;
+        ssize_t n;
+        int r = poll(pfd, 2, BK_BROKER_IDLE_MS);
+
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r < 0) {
+            return 0;
+        }
+        if (pfd[1].revents) {
+            return 1;
+        }
+        if (r == 0) {
+            return 0; /* idle: let the next client in */
+        }
+
+        n = recv(fd, buf + len, BK_BROKER_LINE_MAX - len, 0);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return 0; /* EOF or reset; a partial last line without newline is dropped */
+        }
+        len += (size_t)n;
+
+        /* Execute each complete line; keep the partial tail for the next read. */
+        while ((nl = memchr(buf, '\n', len)) != NULL) {
+            size_t line_len = (size_t)(nl - buf);
+            *nl = '\0';
+            if (line_len > 0 && buf[line_len - 1] == '\r') {
+                buf[line_len - 1] = '\0'; /* tolerate CRLF from telnet-like clients */
+            }
+            bk_broker_ctl_exec(broker, buf, reply, sizeof(reply) - 1);
+            strcat(reply, "\n");
+            if (bk_broker_send_all(fd, reply, strlen(reply)) != 0) {
+                return 0;
+            }
+            len -= line_len + 1;
+            memmove(buf, nl + 1, len);
+        }
+        if (len == BK_BROKER_LINE_MAX) {
+            static const char too_long[] = "ERR line too long\n";
+            (void)bk_broker_send_all(fd, too_long, sizeof(too_long) - 1);
+            return 0; /* the rest of that line cannot be told from a new one */
+        }
+    }
+}
+
+/* The control thread: accepts connections and serves them one at a time.
+ * @locality control thread */
+static void *bk_broker_ctl_main(void *arg)
+{
+    bk_broker_t *broker = arg;
+
+    for (;;) {
+        struct pollfd pfd[2] = {{.fd = broker->listen_fd, .events = POLLIN},
+                                {.fd = broker->stop_pipe[0], .events = POLLIN}};
+        struct timeval tv = {.tv_sec = BK_BROKER_SEND_TIMEOUT_S};
+        int fd;
+        int stop;
+
+        if (poll(pfd, 2, -1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            bk_broker_log("control channel: poll: %s", strerror(errno));
+            return NULL;
+        }
+        if (pfd[1].revents) {
+            return NULL;
+        }
+        fd = accept4(broker->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            /* The listener is non-blocking: a client that gave up between poll
+             * and accept leaves EAGAIN or ECONNABORTED, neither fatal. */
+            continue;
+        }
+        /* A client that stops reading must not hang the channel. */
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        stop = bk_broker_ctl_serve(broker, fd);
+        close(fd);
+        if (stop) {
+            return NULL;
+        }
+    }
+}
+
+/* Binds the control listener to 127.0.0.1 on an ephemeral port. */
+static int bk_broker_ctl_listen(bk_broker_t *broker, char *errstr, size_t errstr_size)
+{
+    struct sockaddr_in sin = {
+        .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
+    socklen_t sin_len = sizeof(sin);
+
+    broker->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (broker->listen_fd < 0 || bind(broker->listen_fd, (struct sockaddr *)&sin, sizeof(sin)) ||
+        listen(broker->listen_fd, 16) ||
+        getsockname(broker->listen_fd, (struct sockaddr *)&sin, &sin_len)) {
+        snprintf(errstr, errstr_size, "control channel on 127.0.0.1: %s", strerror(errno));
+        return -1;
+    }
+    broker->port = ntohs(sin.sin_port);
+    return 0;
+}
+
+/* -- Life cycle ---------------------------------------------------------------------------- */
+
+bk_broker_t *bk_broker_new(int brokers, const char *racks_csv, char *errstr, size_t errstr_size)
+{
+    bk_broker_t *broker;
+    char ctl_topic[sizeof(BK_BROKER_CTL_PREFIX) + 8];
+    int err;
+
+    if (brokers < 1 || brokers > BK_BROKER_MAX_BROKERS) {
+        snprintf(errstr, errstr_size, "invalid broker count %d: 1..%d", brokers,
+                 BK_BROKER_MAX_BROKERS);
+        return NULL;
+    }
+    if (racks_csv && !bk_broker_racks_valid(racks_csv, errstr, errstr_size)) {
+        return NULL;
+    }
+
+    broker = calloc(1, sizeof(*broker));
+    if (!broker) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    broker->brokers = brokers;
+    broker->listen_fd = -1;
+    broker->stop_pipe[0] = broker->stop_pipe[1] = -1;
+    pthread_mutex_init(&broker->meta_lock, NULL);
+
+    broker->host = bk_broker_client_new(NULL, errstr, errstr_size);
+    if (!broker->host) {
+        goto fail;
+    }
+    broker->mcluster = rd_kafka_mock_cluster_new(broker->host, brokers);
+    if (!broker->mcluster) {
+        snprintf(errstr, errstr_size, "cannot start the mock cluster (see log above)");
+        goto fail;
+    }
+
+    if (racks_csv) {
+        const char *p = racks_csv;
+        for (int id = 1; id <= brokers; id++) {
+            char rack[BK_BROKER_RACK_MAX + 1];
+            size_t len = strcspn(p, ",");
+            snprintf(rack, sizeof(rack), "%.*s", (int)len, p);
+            rd_kafka_mock_broker_set_rack(broker->mcluster, id, rack);
+            p = p[len] ? p + len + 1 : racks_csv; /* round-robin: wrap to the first */
+        }
+    }
+
+    if (bk_broker_ctl_listen(broker, errstr, errstr_size) != 0) {
+        goto fail;
+    }
+    if (pipe2(broker->stop_pipe, O_CLOEXEC) != 0) {
+        snprintf(errstr, errstr_size, "pipe: %s", strerror(errno));
+        goto fail;
+    }
+
+    snprintf(ctl_topic, sizeof(ctl_topic), "%s%d", BK_BROKER_CTL_PREFIX, broker->port);
+    if (bk_broker_create_topic(broker, ctl_topic, 1, errstr, errstr_size) != 0) {
+        goto fail;
+    }
+
+    err = pthread_create(&broker->thread, NULL, bk_broker_ctl_main, broker);
+    if (err) {
+        snprintf(errstr, errstr_size, "cannot start control thread: %s", strerror(err));
+        goto fail;
+    }
+    broker->thread_started = 1;
+    return broker;
+
+fail:
+    bk_broker_destroy(broker);
+    return NULL;
+}
+
+/* Also tears down a half-built broker from bk_broker_new's failure path. */
+void bk_broker_destroy(bk_broker_t *broker)
+{
+    if (!broker) {
+        return;
+    }
+    if (broker->thread_started) {
+        static const char one = 1;
+        ssize_t n;
+        do {
+            n = write(broker->stop_pipe[1], &one, 1);
+        } while (n < 0 && errno == EINTR);
+        assert(n == 1);
+        pthread_join(broker->thread, NULL);
+    }
+    if (broker->stop_pipe[0] >= 0) {
+        close(broker->stop_pipe[0]);
+        close(broker->stop_pipe[1]);
+    }
+    if (broker->listen_fd >= 0) {
+        close(broker->listen_fd);
+    }
+    /* Clients first, then the cluster they talk to, then its host handle. */
+    if (broker->meta) {
+        rd_kafka_destroy(broker->meta);
+    }
+    if (broker->mcluster) {
+        rd_kafka_mock_cluster_destroy(broker->mcluster);
+    }
+    if (broker->host) {
+        rd_kafka_destroy(broker->host);
+    }
+    pthread_mutex_destroy(&broker->meta_lock);
+    free(broker);
+}
+
+/* -- CLI ----------------------------------------------------------------------------------- */
+
+static void bk_broker_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: beck broker [--brokers N] [--racks a,b,c] [--topic NAME:PARTITIONS]...\n"
+            "\n"
+            "Runs a Kafka dev cluster (librdkafka's mock cluster) until SIGINT or SIGTERM.\n"
+            "Prints the bootstrap address as the first line of stdout, then\n"
+            "'control 127.0.0.1:PORT', the control channel (see docs/dev-broker.md).\n"
+            "\n"
+            "  --brokers N             number of brokers, ids 1..N (default 1, at most %d)\n"
+            "  --racks a,b,c           racks assigned to the brokers round-robin\n"
+            "  --topic NAME:PARTITIONS create a topic before printing the address;\n"
+            "                          may be repeated\n"
+            "  --help                  this text\n"
+            "\n"
+            "Not for production: limited retention (5 MiB or 100,000 batches per\n"
+            "partition), no compaction, no CreateTopics, transactions not enforced.\n",
+            BK_BROKER_MAX_BROKERS);
+}
+
+/* Returns the value of option argv[*i] ("--opt V" or "--opt=V"), advancing *i,
+ * or NULL when it does not match `name` (sets *missing when it lacks a value). */
+static const char *bk_broker_opt(int argc, char **argv, int *i, const char *name, int *missing)
+{
+    const char *arg = argv[*i];
+    size_t len = strlen(name);
+
+    if (strncmp(arg, name, len) != 0) {
+        return NULL;
+    }
+    if (arg[len] == '=') {
+        return arg + len + 1;
+    }
+    if (arg[len] != '\0') {
+        return NULL;
+    }
+    if (*i + 1 >= argc) {
+        *missing = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* Splits "NAME:PARTITIONS" in place (at its last colon). */
+static int bk_broker_parse_topic_spec(char *spec, const char **topic, int *partitions)
+{
+    char *colon = strrchr(spec, ':');
+
+    if (!colon) {
+        return -1;
+    }
+    *colon = '\0';
+    *topic = spec;
+    return bk_broker_parse_int(colon + 1, 1, BK_BROKER_MAX_PARTITIONS, partitions) == 0 &&
+                   bk_broker_topic_valid(spec)
+               ? 0
+               : -1;
+}
+
+/* argv[0] is the subcommand's name ("broker"); options start at argv[1]. */
+int bk_broker_main(int argc, char **argv)
+{
+    char errstr[512];
+    char **specs = NULL;
+    int nspecs = 0;
+    int brokers = 1;
+    const char *racks = NULL;
+    bk_broker_t *broker = NULL;
+    sigset_t sigs, old_sigs;
+    int sig = 0;
+    int status = 2;
+
+    specs = calloc((size_t)argc + 1, sizeof(*specs));
+    if (!specs) {
+        bk_broker_log("out of memory");
+        return 1;
+    }
+
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int missing = 0;
+
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            bk_broker_usage(stdout);
+            status = 0;
+            goto done;
+        } else if ((v = bk_broker_opt(argc, argv, &i, "--brokers", &missing))) {
+            if (bk_broker_parse_int(v, 1, BK_BROKER_MAX_BROKERS, &brokers) != 0) {
+                bk_broker_log("invalid --brokers '%s': a number 1..%d", v, BK_BROKER_MAX_BROKERS);
+                goto done;
+            }
+        } else if (!missing && (v = bk_broker_opt(argc, argv, &i, "--racks", &missing))) {
+            if (!bk_broker_racks_valid(v, errstr, sizeof(errstr))) {
+                bk_broker_log("invalid --racks: %s", errstr);
+                goto done;
+            }
+            racks = v;
+        } else if (!missing && (v = bk_broker_opt(argc, argv, &i, "--topic", &missing))) {
+            specs[nspecs++] = (char *)v;
+        } else if (missing) {
+            bk_broker_log("option %s needs a value (see beck broker --help)", argv[i]);
+            goto done;
+        } else {
+            bk_broker_log("unknown argument '%s' (see beck broker --help)", argv[i]);
+            goto done;
+        }
+    }
+
+    /* Check every --topic before starting anything, so a typo is a usage error.
+     * The specs are copied because splitting them writes into the string. */
+    for (int i = 0; i < nspecs; i++) {
+        const char *topic;
+        int partitions;
+        char *copy = strdup(specs[i]);
+
+        if (!copy || bk_broker_parse_topic_spec(copy, &topic, &partitions) != 0) {
+            bk_broker_log("invalid --topic '%s': want NAME:PARTITIONS, NAME 1..%d characters "
+                          "of [A-Za-z0-9._-], PARTITIONS 1..%d",
+                          specs[i], BK_BROKER_TOPIC_MAX, BK_BROKER_MAX_PARTITIONS);
+            free(copy);
+            goto done;
+        }
+        free(copy);
+    }
+
+    /* Block the signals before any thread starts so that every thread inherits
+     * the mask and only sigwait() below receives them. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, &old_sigs);
+
+    status = 1;
+    broker = bk_broker_new(brokers, racks, errstr, sizeof(errstr));
+    if (!broker) {
+        bk_broker_log("%s", errstr);
+        goto restore;
+    }
+    for (int i = 0; i < nspecs; i++) {
+        const char *topic;
+        int partitions;
+
+        bk_broker_parse_topic_spec(specs[i], &topic, &partitions); /* checked above */
+        if (bk_broker_create_topic(broker, topic, partitions, errstr, sizeof(errstr)) != 0) {
+            bk_broker_log("--topic %s:%d: %s", topic, partitions, errstr);
+            goto restore;
+        }
+    }
+
+    /* The first line is the whole contract for scripts: `read -r bootstrap`. */
+    printf("%s\ncontrol 127.0.0.1:%d\n", bk_broker_bootstrap(broker),
+           bk_broker_control_port(broker));
+    if (fflush(stdout) != 0) {
+        bk_broker_log("cannot write to stdout: %s", strerror(errno));
+        goto restore;
+    }
+    bk_broker_log("%d broker(s) at %s, control port %d", brokers, bk_broker_bootstrap(broker),
+                  bk_broker_control_port(broker));
+
+    while (sigwait(&sigs, &sig) != 0) {
+    }
+    bk_broker_log("stopping on %s", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    status = 0;
+
+restore:
+    bk_broker_destroy(broker);
+    pthread_sigmask(SIG_SETMASK, &old_sigs, NULL);
+done:
+    free(specs);
+    return status;
+}

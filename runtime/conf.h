@@ -1,0 +1,71 @@
+/* conf.h - beck's own settings and the librdkafka settings passed through.
+ *
+ * Every beck setting is declared once in the table of conf.c (name, type,
+ * default, help) and has one name in three spellings: `commit_interval_ms` in
+ * the topology's beck.app{} table, `--commit-interval-ms` on the command line
+ * and BECK_COMMIT_INTERVAL_MS in the environment. Precedence: command line,
+ * environment, topology, default. librdkafka settings (-X key=value and -F
+ * file.properties, as kcat takes them) are kept in order and applied verbatim
+ * after beck's defaults, so a user can override any of them. */
+#ifndef BK_CONF_H
+#define BK_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    BK_CONF_APP_ID = 0,
+    BK_CONF_BROKERS,
+    BK_CONF_STATE_DIR,
+    BK_CONF_THREADS,
+    BK_CONF_NODE_ID,
+    BK_CONF_RACK,
+    BK_CONF_COMMIT_INTERVAL_MS,
+    BK_CONF_ON_ERROR,
+    BK_CONF_DLQ_TOPIC,
+    BK_CONF_PARTITIONS,
+    BK_CONF_REPLICATION_FACTOR,
+    BK_CONF_BATCH_SIZE,
+    BK_CONF_LOG_LEVEL,
+    BK_CONF__COUNT
+} bk_conf_key_t;
+
+/* Where a value came from, highest precedence last. */
+typedef enum { BK_CONF_FROM_DEFAULT = 0, BK_CONF_FROM_TOPOLOGY, BK_CONF_FROM_ENV, BK_CONF_FROM_CLI } bk_conf_src_t;
+
+typedef struct bk_conf_s bk_conf_t;
+
+/* Defaults, then the BECK_* environment. Free with bk_conf_destroy(). */
+bk_conf_t *bk_conf_new(void);
+void bk_conf_destroy(bk_conf_t *conf);
+
+/* Finds a setting by any spelling ("commit_interval_ms", "commit-interval-ms",
+ * "commit.interval.ms"); -1 if unknown. */
+int bk_conf_lookup(const char *name);
+const char *bk_conf_name(bk_conf_key_t key);
+const char *bk_conf_help(bk_conf_key_t key);
+const char *bk_conf_default(bk_conf_key_t key);
+
+/* Sets a value from `src`; a lower-precedence source never overrides a higher
+ * one. Validates the type; -1 with errstr naming the setting when invalid. */
+int bk_conf_set(bk_conf_t *conf, bk_conf_key_t key, const char *value, bk_conf_src_t src,
+                char *errstr, size_t errstr_size);
+
+/* Values: strings are owned by conf (NULL when unset with no default). */
+const char *bk_conf_str(const bk_conf_t *conf, bk_conf_key_t key);
+int64_t bk_conf_int(const bk_conf_t *conf, bk_conf_key_t key);
+bk_conf_src_t bk_conf_source(const bk_conf_t *conf, bk_conf_key_t key);
+
+/* librdkafka pass-through, kept in the order given. */
+void bk_conf_add_kafka(bk_conf_t *conf, const char *key, const char *value);
+/* "key=value"; -1 with errstr when there is no '='. */
+int bk_conf_add_kafka_kv(bk_conf_t *conf, const char *kv, char *errstr, size_t errstr_size);
+/* Reads a Java-style properties file (key=value, # comments). */
+int bk_conf_add_kafka_file(bk_conf_t *conf, const char *path, char *errstr, size_t errstr_size);
+size_t bk_conf_kafka_count(const bk_conf_t *conf);
+void bk_conf_kafka_get(const bk_conf_t *conf, size_t i, const char **key, const char **value);
+
+/* Prints every setting with its default and help, for --help. */
+void bk_conf_print_help(void *file);
+
+#endif

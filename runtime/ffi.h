@@ -1,0 +1,61 @@
+/* ffi.h - everything Lua reaches through LuaJIT's FFI, in one place.
+ *
+ * These are the per-record paths (STYLE.md 4-5): plain exported functions of
+ * scalars and pointers, an int status, never a call back into Lua. The part
+ * between the CDEF markers is cut out by the Makefile and embedded as the Lua
+ * module beck.internal.cdef, so the declarations Lua uses are this header's
+ * own; it must therefore stay plain C declarations (no macros, no includes). */
+#ifndef BK_FFI_H
+#define BK_FFI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* BK_FFI_CDEF_BEGIN */
+/* One input record, pointing into librdkafka's message (valid for one batch). */
+typedef struct bk_rec {
+    const char *key;   /* NULL: no key */
+    const char *value; /* NULL: tombstone */
+    int32_t key_len;
+    int32_t value_len;
+    int32_t task;      /* index of the task in the thread's table, 0-based */
+    int32_t topic;     /* index of the topic in the topology's topic table */
+    int32_t partition;
+    int32_t _pad;
+    int64_t offset;
+    int64_t timestamp; /* ms since the epoch, -1 when the record has none */
+} bk_rec_t;
+
+/* What a stream thread and its VM share. C fills recs/count/now_ms before it
+ * calls into Lua; Lua writes cur (the record in hand, so that C knows which
+ * one failed) and next_wall_ms (earliest wall-clock punctuation, -1: none). */
+typedef struct bk_io {
+    bk_rec_t *recs;
+    int32_t count;
+    int32_t cur;
+    int64_t now_ms;
+    int64_t next_wall_ms;
+} bk_io_t;
+
+typedef struct bk_thread_s bk_thread_t;
+
+/* Status codes, mirrored by lua/beck/internal/runtime.lua. */
+enum { BK_FFI_OK = 0, BK_FFI_ERR = -1 };
+
+/* Produces to sink `sink` (index in the topology's topic table). Copies key
+ * and value; blocks while the producer queue is full. BK_FFI_ERR: see
+ * bk_ffi_thread_error(). */
+int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t key_len,
+                       const char *value, size_t value_len, int64_t timestamp);
+/* Text of the last error of this thread (static or thread-owned). */
+const char *bk_ffi_thread_error(bk_thread_t *thr);
+/* Headers of record `rec` of the current batch: count, then each by index. */
+int bk_ffi_thread_header_count(bk_thread_t *thr, int32_t rec);
+int bk_ffi_thread_header_get(bk_thread_t *thr, int32_t rec, int32_t idx, const char **name,
+                             const char **value, size_t *size);
+void bk_ffi_log(int level, const char *msg, size_t len);
+/* Wall clock in ms since the epoch. */
+int64_t bk_ffi_clock_ms(void);
+/* BK_FFI_CDEF_END */
+
+#endif

@@ -1,0 +1,49 @@
+/* main.c - the beck command: dispatches to run, broker, test and version. */
+#include <stdio.h>
+#include <string.h>
+
+#include "broker.h"
+#include "node.h"
+#include "testrun.h"
+
+#define BK_VERSION "0.1.0"
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: beck COMMAND [ARGS]\n\n"
+                 "  run TOPOLOGY.lua [-b BROKERS] ...  run a topology as one node of its app\n"
+                 "  broker [--brokers N] ...           host a dev broker (librdkafka's mock cluster)\n"
+                 "  test [PATH...]                     run busted specs inside the runtime\n"
+                 "  version                            print the version\n\n"
+                 "`beck COMMAND --help` tells more.\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *cmd = argc > 1 ? argv[1] : NULL;
+
+    if (!cmd || strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        usage(cmd ? stdout : stderr);
+        return cmd ? 0 : 2;
+    }
+    if (strcmp(cmd, "run") == 0) {
+        return bk_node_main(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "broker") == 0) {
+        return bk_broker_main(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "test") == 0) {
+        return bk_testrun_main(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+            printf("usage: beck version\n\nPrints beck's version and its libraries'.\n");
+            return 0;
+        }
+        printf("beck %s\n", BK_VERSION);
+        return 0;
+    }
+    fprintf(stderr, "beck: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,49 @@
+/* plan.h - what C needs to know of a topology: its topics and subtopologies.
+ *
+ * Built once on the main thread from the topology's beck.app (app:describe()
+ * in lua/beck/app.lua), then shared read-only by the stream threads, whose own
+ * VMs number topics the same way. Topic partition counts are filled in later
+ * from the cluster's metadata (node.c). */
+#ifndef BK_PLAN_H
+#define BK_PLAN_H
+
+#include <stddef.h>
+#include <lua.h>
+
+#include "conf.h"
+
+typedef struct bk_plan_topic_s {
+    char *name;
+    int source;     /* read by a source node */
+    int sink;       /* written by a sink node */
+    int sub;        /* subtopology reading it (0-based), -1 for sink-only topics */
+    int partitions; /* from the cluster's metadata, 0 until known */
+} bk_plan_topic_t;
+
+typedef struct bk_plan_sub_s {
+    int ntopics;
+    int *topics;    /* indices into the plan's topics */
+    int partitions; /* tasks of this subtopology */
+} bk_plan_sub_t;
+
+typedef struct bk_plan_s {
+    char *id;
+    char *path; /* topology file */
+    int ntopics;
+    bk_plan_topic_t *topics;
+    int nsubs;
+    bk_plan_sub_t *subs;
+} bk_plan_t;
+
+/* Runs the topology file in L, checks that it returns a beck.app, applies its
+ * settings to conf (as BK_CONF_FROM_TOPOLOGY) and builds the plan. On error
+ * returns NULL with a message naming file and line. Free with
+ * bk_plan_destroy(). */
+bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *errstr,
+                        size_t errstr_size);
+void bk_plan_destroy(bk_plan_t *plan);
+
+/* Index of a topic by name, -1 if the topology does not use it. */
+int bk_plan_topic_index(const bk_plan_t *plan, const char *name);
+
+#endif

@@ -1,0 +1,701 @@
+/* thread.c - the stream thread: consume, run Lua, produce, commit. */
+#include "thread.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <lauxlib.h>
+#include <librdkafka/rdkafka.h>
+
+#include "ffi.h"
+#include "kafka.h"
+#include "log.h"
+#include "vm.h"
+
+typedef enum { POLICY_FAIL, POLICY_SKIP, POLICY_DLQ } policy_t;
+
+struct bk_thread_s {
+    int index;
+    char name[32];
+    const bk_plan_t *plan;
+    const bk_conf_t *conf;
+    bk_node_flags_t *flags;
+    bk_task_id_t *tasks;
+    int ntasks;
+    policy_t policy;
+    int batch_size;
+    int64_t commit_interval_ms;
+    pthread_t tid;
+    int started;
+    volatile int done;
+    int rc;
+
+    lua_State *L;
+    int ref_run, ref_punctuate, ref_close;
+
+    rd_kafka_t *consumer, *producer;
+    rd_kafka_queue_t *queue;
+    rd_kafka_topic_t **out_rkts; /* by topic index, sinks only */
+    rd_kafka_topic_t *dlq_rkt;
+
+    /* The batch in hand, shared with Lua. */
+    bk_io_t io;
+    rd_kafka_message_t **msgs;
+    int *rec_tp; /* toppar of each record */
+
+    /* Assigned topic-partitions and the next offset to commit of each. */
+    int ntp;
+    int *tp_topic, *tp_partition;
+    int64_t *tp_next;
+    char *tp_dirty;
+    int **task_of, **tp_of; /* [topic][partition] -> task / toppar, -1 */
+    const rd_kafka_topic_t *last_rkt;
+    int last_topic;
+
+    int dr_failed;
+    char dr_err[512];
+    char err[1024];
+    bk_thread_stats_t stats;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* -- FFI: called by Lua on this thread ---------------------------------- */
+
+int64_t bk_ffi_clock_ms(void)
+{
+    return now_ms();
+}
+
+void bk_ffi_log(int level, const char *msg, size_t len)
+{
+    if (level < BK_LOG_ERROR || level > BK_LOG_DEBUG) {
+        level = BK_LOG_INFO;
+    }
+    bk_log((bk_log_level_t)level, "%.*s", (int)len, msg);
+}
+
+const char *bk_ffi_thread_error(bk_thread_t *thr)
+{
+    return thr->err;
+}
+
+int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t key_len,
+                       const char *value, size_t value_len, int64_t timestamp)
+{
+    rd_kafka_topic_t *rkt;
+    rd_kafka_resp_err_t err;
+
+    if (topic < 0 || topic >= thr->plan->ntopics || !(rkt = thr->out_rkts[topic])) {
+        snprintf(thr->err, sizeof(thr->err), "no sink topic with index %d", (int)topic);
+        return BK_FFI_ERR;
+    }
+    for (;;) {
+        err = rd_kafka_producev(thr->producer, RD_KAFKA_V_RKT(rkt),
+                                RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_VALUE((void *)value, value_len),
+                                RD_KAFKA_V_TIMESTAMP(timestamp > 0 ? timestamp : 0), RD_KAFKA_V_END);
+        if (!err) {
+            thr->stats.out++;
+            return BK_FFI_OK;
+        }
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            snprintf(thr->err, sizeof(thr->err), "cannot produce to %s: %s",
+                     rd_kafka_topic_name(rkt), rd_kafka_err2str(err));
+            return BK_FFI_ERR;
+        }
+        /* Queue full: serve delivery reports until there is room. */
+        rd_kafka_poll(thr->producer, 5);
+    }
+}
+
+static rd_kafka_headers_t *rec_headers(bk_thread_t *thr, int32_t rec)
+{
+    rd_kafka_headers_t *hdrs = NULL;
+    if (rec < 0 || rec >= thr->io.count) {
+        return NULL;
+    }
+    if (rd_kafka_message_headers(thr->msgs[rec], &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        return NULL;
+    }
+    return hdrs;
+}
+
+int bk_ffi_thread_header_count(bk_thread_t *thr, int32_t rec)
+{
+    rd_kafka_headers_t *hdrs = rec_headers(thr, rec);
+    return hdrs ? (int)rd_kafka_header_cnt(hdrs) : 0;
+}
+
+int bk_ffi_thread_header_get(bk_thread_t *thr, int32_t rec, int32_t idx, const char **name,
+                             const char **value, size_t *size)
+{
+    rd_kafka_headers_t *hdrs = rec_headers(thr, rec);
+    const void *v;
+    if (!hdrs || rd_kafka_header_get_all(hdrs, (size_t)idx, name, &v, size) != 0) {
+        return BK_FFI_ERR;
+    }
+    *value = v;
+    return BK_FFI_OK;
+}
+
+/* -- Set-up ------------------------------------------------------------- */
+
+static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+    bk_thread_t *thr = opaque;
+    (void)rk;
+    if (msg->err && !thr->dr_failed) {
+        thr->dr_failed = 1;
+        snprintf(thr->dr_err, sizeof(thr->dr_err), "delivery to %s failed: %s",
+                 rd_kafka_topic_name(msg->rkt), rd_kafka_err2str(msg->err));
+    }
+}
+
+bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *conf,
+                           bk_node_flags_t *flags, const bk_task_id_t *tasks, int ntasks)
+{
+    bk_thread_t *thr = calloc(1, sizeof(*thr));
+    const char *pol = bk_conf_str(conf, BK_CONF_ON_ERROR);
+
+    thr->index = index;
+    snprintf(thr->name, sizeof(thr->name), "stream-%d", index);
+    thr->plan = plan;
+    thr->conf = conf;
+    thr->flags = flags;
+    thr->ntasks = ntasks;
+    thr->tasks = calloc((size_t)(ntasks ? ntasks : 1), sizeof(*tasks));
+    memcpy(thr->tasks, tasks, (size_t)ntasks * sizeof(*tasks));
+    thr->policy = strcmp(pol, "skip") == 0 ? POLICY_SKIP
+                  : strcmp(pol, "dlq") == 0 ? POLICY_DLQ
+                                            : POLICY_FAIL;
+    thr->batch_size = (int)bk_conf_int(conf, BK_CONF_BATCH_SIZE);
+    thr->commit_interval_ms = bk_conf_int(conf, BK_CONF_COMMIT_INTERVAL_MS);
+    thr->io.next_wall_ms = -1;
+    thr->last_topic = -1;
+    thr->ref_run = thr->ref_punctuate = thr->ref_close = LUA_NOREF;
+    return thr;
+}
+
+/* Builds the (topic, partition) -> task / toppar tables for this thread. */
+static void build_tables(bk_thread_t *thr)
+{
+    const bk_plan_t *plan = thr->plan;
+    int cap = 0;
+
+    thr->task_of = calloc((size_t)plan->ntopics, sizeof(int *));
+    thr->tp_of = calloc((size_t)plan->ntopics, sizeof(int *));
+    for (int t = 0; t < plan->ntopics; t++) {
+        int np = plan->topics[t].partitions;
+        thr->task_of[t] = malloc((size_t)(np ? np : 1) * sizeof(int));
+        thr->tp_of[t] = malloc((size_t)(np ? np : 1) * sizeof(int));
+        for (int p = 0; p < np; p++) {
+            thr->task_of[t][p] = thr->tp_of[t][p] = -1;
+        }
+    }
+    for (int i = 0; i < thr->ntasks; i++) {
+        cap += plan->subs[thr->tasks[i].sub].ntopics;
+    }
+    thr->tp_topic = calloc((size_t)cap + 1, sizeof(int));
+    thr->tp_partition = calloc((size_t)cap + 1, sizeof(int));
+    thr->tp_next = calloc((size_t)cap + 1, sizeof(int64_t));
+    thr->tp_dirty = calloc((size_t)cap + 1, 1);
+    for (int i = 0; i < thr->ntasks; i++) {
+        const bk_plan_sub_t *sub = &plan->subs[thr->tasks[i].sub];
+        int p = thr->tasks[i].partition;
+        for (int j = 0; j < sub->ntopics; j++) {
+            int t = sub->topics[j];
+            thr->task_of[t][p] = i;
+            thr->tp_of[t][p] = thr->ntp;
+            thr->tp_topic[thr->ntp] = t;
+            thr->tp_partition[thr->ntp] = p;
+            thr->ntp++;
+        }
+    }
+}
+
+static int start_lua(bk_thread_t *thr)
+{
+    lua_State *L = thr->L = bk_vm_new();
+    int app;
+
+    if (!L) {
+        snprintf(thr->err, sizeof(thr->err), "cannot create a Lua VM");
+        return -1;
+    }
+    if (bk_vm_dofile(L, thr->plan->path, 1, thr->err, sizeof(thr->err)) != 0) {
+        return -1;
+    }
+    app = lua_gettop(L);
+    if (bk_vm_require(L, "beck.internal.runtime", thr->err, sizeof(thr->err)) != 0) {
+        return -1;
+    }
+    lua_getfield(L, -1, "new");
+    lua_pushvalue(L, app);
+    lua_pushlightuserdata(L, &thr->io);
+    lua_pushlightuserdata(L, thr);
+    lua_createtable(L, thr->ntasks, 0);
+    for (int i = 0; i < thr->ntasks; i++) {
+        lua_createtable(L, 2, 0);
+        lua_pushinteger(L, thr->tasks[i].sub);
+        lua_rawseti(L, -2, 1);
+        lua_pushinteger(L, thr->tasks[i].partition);
+        lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, i + 1);
+    }
+    /* runtime.new(app, io, thread, tasks) -> run, punctuate, close; it calls
+     * every processor's init(ctx), so errors there stop start-up here. */
+    if (bk_vm_pcall(L, 4, 3, 1, thr->err, sizeof(thr->err)) != 0) {
+        return -1;
+    }
+    thr->ref_close = luaL_ref(L, LUA_REGISTRYINDEX);
+    thr->ref_punctuate = luaL_ref(L, LUA_REGISTRYINDEX);
+    thr->ref_run = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_settop(L, 0);
+    return 0;
+}
+
+static int start_kafka(bk_thread_t *thr)
+{
+    char cid[128];
+    rd_kafka_topic_partition_list_t *list;
+    rd_kafka_resp_err_t err;
+    const bk_plan_t *plan = thr->plan;
+    const char *dlq = bk_conf_str(thr->conf, BK_CONF_DLQ_TOPIC);
+
+    snprintf(cid, sizeof(cid), "%s-%s-%d", plan->id, "consumer", thr->index);
+    thr->consumer = bk_kafka_new(thr->conf, BK_KAFKA_CONSUMER, cid, thr, NULL, thr->err,
+                                 sizeof(thr->err));
+    if (!thr->consumer) {
+        return -1;
+    }
+    snprintf(cid, sizeof(cid), "%s-%s-%d", plan->id, "producer", thr->index);
+    thr->producer = bk_kafka_new(thr->conf, BK_KAFKA_PRODUCER, cid, thr, dr_msg_cb, thr->err,
+                                 sizeof(thr->err));
+    if (!thr->producer) {
+        return -1;
+    }
+    thr->out_rkts = calloc((size_t)plan->ntopics, sizeof(*thr->out_rkts));
+    for (int t = 0; t < plan->ntopics; t++) {
+        if (plan->topics[t].sink) {
+            thr->out_rkts[t] = rd_kafka_topic_new(thr->producer, plan->topics[t].name, NULL);
+        }
+    }
+    if (thr->policy == POLICY_DLQ) {
+        thr->dlq_rkt = rd_kafka_topic_new(thr->producer, dlq, NULL);
+    }
+    thr->queue = rd_kafka_queue_get_consumer(thr->consumer);
+    list = rd_kafka_topic_partition_list_new(thr->ntp ? thr->ntp : 1);
+    for (int i = 0; i < thr->ntp; i++) {
+        /* offset left INVALID: start from the committed offset, else
+         * auto.offset.reset (earliest) */
+        rd_kafka_topic_partition_list_add(list, plan->topics[thr->tp_topic[i]].name,
+                                          thr->tp_partition[i]);
+    }
+    err = rd_kafka_assign(thr->consumer, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (err) {
+        snprintf(thr->err, sizeof(thr->err), "cannot assign partitions: %s",
+                 rd_kafka_err2str(err));
+        return -1;
+    }
+    return 0;
+}
+
+/* -- The record path ---------------------------------------------------- */
+
+static int topic_of(bk_thread_t *thr, const rd_kafka_topic_t *rkt)
+{
+    const char *name;
+    if (rkt == thr->last_rkt) {
+        return thr->last_topic;
+    }
+    name = rd_kafka_topic_name(rkt);
+    thr->last_rkt = rkt;
+    thr->last_topic = bk_plan_topic_index(thr->plan, name);
+    return thr->last_topic;
+}
+
+/* Turns fetched messages into bk_rec_t, dropping errors and strays. */
+static int fill_batch(bk_thread_t *thr, int n)
+{
+    int j = 0;
+    for (int i = 0; i < n; i++) {
+        rd_kafka_message_t *m = thr->msgs[i];
+        int t, tp;
+        bk_rec_t *rec;
+        if (m->err) {
+            bk_log_warn("consumer: %s [%d]: %s", m->rkt ? rd_kafka_topic_name(m->rkt) : "-",
+                        (int)m->partition, rd_kafka_message_errstr(m));
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        t = topic_of(thr, m->rkt);
+        if (t < 0 || m->partition >= thr->plan->topics[t].partitions ||
+            (tp = thr->tp_of[t][m->partition]) < 0) {
+            rd_kafka_message_destroy(m); /* not ours: cannot happen with assign() */
+            continue;
+        }
+        rec = &thr->io.recs[j];
+        rec->key = m->key;
+        rec->key_len = (int32_t)m->key_len;
+        rec->value = m->payload;
+        rec->value_len = (int32_t)m->len;
+        rec->task = thr->task_of[t][m->partition];
+        rec->topic = t;
+        rec->partition = m->partition;
+        rec->offset = m->offset;
+        rec->timestamp = rd_kafka_message_timestamp(m, NULL);
+        thr->rec_tp[j] = tp;
+        thr->msgs[j++] = m;
+    }
+    return j;
+}
+
+static void mark_done(bk_thread_t *thr, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        int tp = thr->rec_tp[i];
+        thr->tp_next[tp] = thr->io.recs[i].offset + 1;
+        thr->tp_dirty[tp] = 1;
+    }
+    thr->stats.in += (uint64_t)(to - from);
+}
+
+static int dead_letter(bk_thread_t *thr, int idx, const char *msg)
+{
+    rd_kafka_message_t *m = thr->msgs[idx];
+    const bk_rec_t *rec = &thr->io.recs[idx];
+    rd_kafka_headers_t *orig = NULL, *hdrs;
+    char num[32];
+    rd_kafka_resp_err_t err;
+
+    hdrs = rd_kafka_message_headers(m, &orig) == 0 ? rd_kafka_headers_copy(orig)
+                                                  : rd_kafka_headers_new(4);
+    rd_kafka_header_add(hdrs, "beck.error", -1, msg, -1);
+    rd_kafka_header_add(hdrs, "beck.topic", -1, thr->plan->topics[rec->topic].name, -1);
+    snprintf(num, sizeof(num), "%d", (int)rec->partition);
+    rd_kafka_header_add(hdrs, "beck.partition", -1, num, -1);
+    snprintf(num, sizeof(num), "%lld", (long long)rec->offset);
+    rd_kafka_header_add(hdrs, "beck.offset", -1, num, -1);
+    for (;;) {
+        err = rd_kafka_producev(thr->producer, RD_KAFKA_V_RKT(thr->dlq_rkt),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_VALUE(m->payload, m->len),
+                                RD_KAFKA_V_TIMESTAMP(rec->timestamp > 0 ? rec->timestamp : 0),
+                                RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            break;
+        }
+        rd_kafka_poll(thr->producer, 5);
+    }
+    if (err) {
+        rd_kafka_headers_destroy(hdrs);
+        bk_log_error("cannot write to the dead-letter topic %s: %s",
+                     rd_kafka_topic_name(thr->dlq_rkt), rd_kafka_err2str(err));
+        return -1;
+    }
+    return 0;
+}
+
+/* A record raised in process(): apply on_error. Returns -1 to stop. */
+static int handle_error(bk_thread_t *thr, int idx, const char *msg)
+{
+    const bk_rec_t *rec = &thr->io.recs[idx];
+    const bk_task_id_t *task = &thr->tasks[rec->task];
+    const char *topic = thr->plan->topics[rec->topic].name;
+
+    switch (thr->policy) {
+    case POLICY_SKIP:
+        thr->stats.skipped++;
+        bk_log_warn("task %d_%d: skipped record %s/%d/%lld: %s", task->sub, task->partition, topic,
+                    (int)rec->partition, (long long)rec->offset, msg);
+        return 0;
+    case POLICY_DLQ:
+        if (dead_letter(thr, idx, msg) != 0) {
+            break;
+        }
+        thr->stats.dlq++;
+        bk_log_warn("task %d_%d: record %s/%d/%lld sent to %s: %s", task->sub, task->partition,
+                    topic, (int)rec->partition, (long long)rec->offset,
+                    rd_kafka_topic_name(thr->dlq_rkt), msg);
+        return 0;
+    case POLICY_FAIL:
+        break;
+    }
+    bk_log_error("task %d_%d: process failed on record %s/%d/%lld: %s (on_error=fail: stopping; "
+                 "offsets are committed up to the record before)",
+                 task->sub, task->partition, topic, (int)rec->partition, (long long)rec->offset,
+                 msg);
+    return -1;
+}
+
+/* Runs Lua over the batch; returns -1 when the thread must stop. */
+static int process_batch(bk_thread_t *thr, int n)
+{
+    lua_State *L = thr->L;
+    int start = 0;
+
+    thr->io.count = n;
+    while (start < n) {
+        const char *msg;
+        char err[1024];
+        int cur;
+        lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref_run);
+        lua_pushinteger(L, start);
+        if (lua_pcall(L, 1, 0, 0) == 0) {
+            mark_done(thr, start, n);
+            return 0;
+        }
+        msg = lua_tostring(L, -1);
+        snprintf(err, sizeof(err), "%s", msg ? msg : "(error object is not a string)");
+        lua_pop(L, 1);
+        cur = thr->io.cur;
+        if (cur < start || cur >= n) {
+            bk_log_error("%s: Lua failed outside any record: %s", thr->name, err);
+            return -1;
+        }
+        mark_done(thr, start, cur);
+        if (handle_error(thr, cur, err) != 0) {
+            return -1;
+        }
+        mark_done(thr, cur, cur + 1);
+        start = cur + 1;
+    }
+    return 0;
+}
+
+static int punctuate(bk_thread_t *thr, int64_t now)
+{
+    char err[1024];
+    thr->io.now_ms = now;
+    thr->io.count = 0;
+    lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref_punctuate);
+    lua_pushnumber(thr->L, (lua_Number)now);
+    if (bk_vm_pcall(thr->L, 1, 0, 0, err, sizeof(err)) != 0) {
+        bk_log_error("%s: punctuation failed: %s", thr->name, err);
+        return thr->policy == POLICY_FAIL ? -1 : 0;
+    }
+    return 0;
+}
+
+/* At-least-once: offsets are committed only once everything the records
+ * before them caused has been acknowledged by the brokers. */
+static int commit(bk_thread_t *thr)
+{
+    rd_kafka_topic_partition_list_t *list;
+    rd_kafka_resp_err_t err;
+
+    while (rd_kafka_outq_len(thr->producer) > 0 && !thr->dr_failed) {
+        rd_kafka_flush(thr->producer, 500);
+    }
+    if (thr->dr_failed) {
+        bk_log_error("%s: %s; not committing input offsets", thr->name, thr->dr_err);
+        return -1;
+    }
+    list = rd_kafka_topic_partition_list_new(thr->ntp ? thr->ntp : 1);
+    for (int i = 0; i < thr->ntp; i++) {
+        if (thr->tp_dirty[i]) {
+            rd_kafka_topic_partition_list_add(list, thr->plan->topics[thr->tp_topic[i]].name,
+                                              thr->tp_partition[i])
+                ->offset = thr->tp_next[i];
+        }
+    }
+    if (list->cnt > 0) {
+        err = rd_kafka_commit(thr->consumer, list, 0);
+        if (err) {
+            /* Not fatal: the next commit carries the same offsets. */
+            bk_log_warn("%s: offset commit failed: %s", thr->name, rd_kafka_err2str(err));
+        } else {
+            memset(thr->tp_dirty, 0, (size_t)thr->ntp);
+            thr->stats.commits++;
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    return 0;
+}
+
+static int run_loop(bk_thread_t *thr)
+{
+    int64_t last_commit = now_ms();
+    int rc = 0;
+
+    while (!thr->flags->stop) {
+        int64_t now = now_ms();
+        int wait = 100, n;
+        if (thr->io.next_wall_ms >= 0) {
+            if (now >= thr->io.next_wall_ms && punctuate(thr, now) != 0) {
+                rc = -1;
+                break;
+            }
+            if (thr->io.next_wall_ms >= 0 && thr->io.next_wall_ms - now < wait) {
+                wait = (int)(thr->io.next_wall_ms > now ? thr->io.next_wall_ms - now : 0);
+            }
+        }
+        /* Drain what is there; block for one message only when idle. */
+        n = (int)rd_kafka_consume_batch_queue(thr->queue, 0, thr->msgs, (size_t)thr->batch_size);
+        if (n == 0) {
+            n = (int)rd_kafka_consume_batch_queue(thr->queue, wait, thr->msgs, 1);
+        }
+        rd_kafka_poll(thr->producer, 0);
+        if (n > 0) {
+            int kept = fill_batch(thr, n);
+            thr->io.now_ms = now;
+            rc = process_batch(thr, kept);
+            for (int i = 0; i < kept; i++) {
+                rd_kafka_message_destroy(thr->msgs[i]);
+            }
+            thr->io.count = 0;
+            if (rc != 0) {
+                break;
+            }
+        }
+        if (thr->dr_failed) {
+            bk_log_error("%s: %s", thr->name, thr->dr_err);
+            rc = -1;
+            break;
+        }
+        if (now - last_commit >= thr->commit_interval_ms) {
+            if (commit(thr) != 0) {
+                rc = -1;
+                break;
+            }
+            last_commit = now;
+        }
+    }
+    return rc;
+}
+
+static void close_lua(bk_thread_t *thr)
+{
+    char err[1024];
+    if (thr->ref_close == LUA_NOREF) {
+        return;
+    }
+    lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref_close);
+    if (bk_vm_pcall(thr->L, 0, 0, 1, err, sizeof(err)) != 0) {
+        bk_log_error("%s: close: %s", thr->name, err);
+    }
+    thr->ref_close = LUA_NOREF;
+}
+
+static void *thread_main(void *arg)
+{
+    bk_thread_t *thr = arg;
+    int rc;
+
+    bk_log_set_thread_name(thr->name);
+    build_tables(thr);
+    thr->io.recs = calloc((size_t)thr->batch_size, sizeof(bk_rec_t));
+    thr->msgs = calloc((size_t)thr->batch_size, sizeof(rd_kafka_message_t *));
+    thr->rec_tp = calloc((size_t)thr->batch_size, sizeof(int));
+
+    if (start_lua(thr) != 0 || start_kafka(thr) != 0) {
+        bk_log_error("%s: cannot start: %s", thr->name, thr->err);
+        thr->rc = -1;
+        goto done;
+    }
+    bk_log_info("%s: running %d task(s) over %d partition(s)", thr->name, thr->ntasks, thr->ntp);
+    rc = run_loop(thr);
+    /* Processors may forward from close(); what they send is flushed and
+     * committed with the rest. */
+    close_lua(thr);
+    if (commit(thr) != 0) {
+        rc = -1;
+    }
+    thr->rc = rc;
+
+done:
+    close_lua(thr);
+    if (thr->rc != 0) {
+        thr->flags->failed = 1;
+        thr->flags->stop = 1;
+    }
+    bk_log_info("%s: stopped: %llu in, %llu out, %llu skipped, %llu dead-lettered", thr->name,
+                (unsigned long long)thr->stats.in, (unsigned long long)thr->stats.out,
+                (unsigned long long)thr->stats.skipped, (unsigned long long)thr->stats.dlq);
+    thr->done = 1;
+    return NULL;
+}
+
+int bk_thread_start(bk_thread_t *thr)
+{
+    if (pthread_create(&thr->tid, NULL, thread_main, thr) != 0) {
+        return -1;
+    }
+    thr->started = 1;
+    return 0;
+}
+
+int bk_thread_done(const bk_thread_t *thr)
+{
+    return thr->done;
+}
+
+int bk_thread_join(bk_thread_t *thr, bk_thread_stats_t *stats)
+{
+    if (thr->started) {
+        pthread_join(thr->tid, NULL);
+        thr->started = 0;
+    }
+    if (stats) {
+        *stats = thr->stats;
+    }
+    return thr->rc;
+}
+
+void bk_thread_destroy(bk_thread_t *thr)
+{
+    if (!thr) {
+        return;
+    }
+    bk_vm_destroy(thr->L);
+    if (thr->out_rkts) {
+        for (int t = 0; t < thr->plan->ntopics; t++) {
+            if (thr->out_rkts[t]) {
+                rd_kafka_topic_destroy(thr->out_rkts[t]);
+            }
+        }
+    }
+    if (thr->dlq_rkt) {
+        rd_kafka_topic_destroy(thr->dlq_rkt);
+    }
+    if (thr->queue) {
+        rd_kafka_queue_destroy(thr->queue);
+    }
+    if (thr->consumer) {
+        rd_kafka_consumer_close(thr->consumer);
+        rd_kafka_destroy(thr->consumer);
+    }
+    if (thr->producer) {
+        rd_kafka_flush(thr->producer, 5000);
+        rd_kafka_destroy(thr->producer);
+    }
+    if (thr->task_of) {
+        for (int t = 0; t < thr->plan->ntopics; t++) {
+            free(thr->task_of[t]);
+            free(thr->tp_of[t]);
+        }
+    }
+    free(thr->task_of);
+    free(thr->tp_of);
+    free(thr->out_rkts);
+    free(thr->tp_topic);
+    free(thr->tp_partition);
+    free(thr->tp_next);
+    free(thr->tp_dirty);
+    free(thr->io.recs);
+    free(thr->msgs);
+    free(thr->rec_tp);
+    free(thr->tasks);
+    free(thr);
+}

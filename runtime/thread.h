@@ -1,0 +1,47 @@
+/* thread.h - a stream thread: one LuaJIT VM, one consumer, one producer and
+ * a set of tasks (subtopology, partition), nothing shared on the record path.
+ *
+ * The loop: fetch a batch from the consumer queue, hand it to Lua in one call
+ * (records as an FFI array, bk_io_t), apply the error policy to a record that
+ * raised, fire wall-clock punctuation, and on commit_interval_ms commit in the
+ * at-least-once order: flush the producer, then commit the input offsets of
+ * what was processed. */
+#ifndef BK_THREAD_H
+#define BK_THREAD_H
+
+#include <stdint.h>
+
+#include "conf.h"
+#include "plan.h"
+
+typedef struct bk_thread_s bk_thread_t;
+
+typedef struct bk_task_id_s {
+    int sub;
+    int partition;
+} bk_task_id_t;
+
+/* Totals of a thread, read by the node after join. */
+typedef struct bk_thread_stats_s {
+    uint64_t in, out, skipped, dlq, commits;
+} bk_thread_stats_t;
+
+/* Shared flags of the node: `stop` asks every thread to finish and commit;
+ * a thread that fails sets `failed` and `stop`. */
+typedef struct bk_node_flags_s {
+    volatile int stop;
+    volatile int failed;
+} bk_node_flags_t;
+
+/* Creates (does not start) thread `index` for `tasks` (copied). plan, conf
+ * and flags must outlive the thread. */
+bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *conf,
+                           bk_node_flags_t *flags, const bk_task_id_t *tasks, int ntasks);
+int bk_thread_start(bk_thread_t *thr);
+/* Waits for the thread to end; returns 0 if it ended cleanly. */
+int bk_thread_join(bk_thread_t *thr, bk_thread_stats_t *stats);
+/* True once the thread has stopped by itself or after a stop request. */
+int bk_thread_done(const bk_thread_t *thr);
+void bk_thread_destroy(bk_thread_t *thr);
+
+#endif
