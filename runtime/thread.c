@@ -15,6 +15,9 @@
 #include "log.h"
 #include "vm.h"
 
+/* spec/01-unit/03-ffi_spec.lua checks the same layout from Lua's side. */
+_Static_assert(sizeof(bk_rec_t) == 56, "bk_rec_t layout changed: update the FFI spec");
+
 typedef enum { POLICY_FAIL, POLICY_SKIP, POLICY_DLQ } policy_t;
 
 struct bk_thread_s {

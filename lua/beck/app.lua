@@ -12,26 +12,26 @@ end
 
 local function check_name(self, name, what)
   if type(name) ~= "string" or name == "" then
-    error(what .. ": the name must be a non-empty string", 4)
+    error(what .. ": the name must be a non-empty string", 3)
   end
   if self.nodes[name] then
     error(string.format("%s: a node named '%s' is already declared at %s", what, name,
-                        self.nodes[name].where), 4)
+                        self.nodes[name].where), 3)
   end
 end
 
 local function add_parents(self, node, parents, what)
   if #parents == 0 then
-    error(string.format("%s '%s': needs at least one parent", what, node.name), 4)
+    error(string.format("%s '%s': needs at least one parent", what, node.name), 3)
   end
   for _, pname in ipairs(parents) do
     local parent = self.nodes[pname]
     if type(pname) ~= "string" or not parent then
       error(string.format("%s '%s': unknown parent '%s' (declare parents first)", what,
-                          node.name, tostring(pname)), 4)
+                          node.name, tostring(pname)), 3)
     end
     if parent.kind == "sink" then
-      error(string.format("%s '%s': parent '%s' is a sink", what, node.name, pname), 4)
+      error(string.format("%s '%s': parent '%s' is a sink", what, node.name, pname), 3)
     end
     parent.children[#parent.children + 1] = node.name
     node.parents[#node.parents + 1] = pname

@@ -1,0 +1,38 @@
+-- The FFI boundary: the declarations Lua uses are cut from runtime/ffi.h at
+-- build time (beck.internal.cdef); every function declared there must be
+-- exported by the binary, and the record layout must be the header's.
+local ffi = require "ffi"
+require "beck.internal.runtime" -- loads the cdefs
+local cdef = require "beck.internal.cdef"
+
+describe("runtime/ffi.h", function()
+  it("is the source of beck.internal.cdef", function()
+    local f = assert(io.open("runtime/ffi.h"))
+    local header = f:read("*a")
+    f:close()
+    local cut = header:match("/%* BK_FFI_CDEF_BEGIN %*/\n(.-)/%* BK_FFI_CDEF_END %*/")
+    assert.is_string(cut)
+    assert.equal(cut, cdef:gsub("^\n", ""))
+  end)
+
+  it("exports every function it declares", function()
+    local names = {}
+    for name in cdef:gmatch("(bk_ffi_[%w_]+)%s*%(") do
+      names[#names + 1] = name
+      local ok, err = pcall(function() return ffi.C[name] end)
+      assert(ok, "not exported by the binary: " .. name .. " (" .. tostring(err) .. ")")
+    end
+    assert.is_true(#names >= 5)
+  end)
+
+  it("lays out bk_rec_t as C does", function()
+    assert.equal(56, ffi.sizeof("bk_rec_t")) -- _Static_assert in thread.c
+    assert.equal(40, ffi.offsetof("bk_rec_t", "offset"))
+    assert.equal(48, ffi.offsetof("bk_rec_t", "timestamp"))
+  end)
+
+  it("gives Lua the wall clock", function()
+    local now = tonumber(ffi.C.bk_ffi_clock_ms())
+    assert.is_true(math.abs(now - os.time() * 1000) < 2000)
+  end)
+end)
