@@ -31,8 +31,10 @@
 /* Longest command line accepted; CREATE with a 249-character name needs ~270. */
 #define BK_BROKER_LINE_MAX 1024
 /* A connection that sends nothing for this long is closed, because connections
- * are served one after another and an idle one would block everybody else. */
-#define BK_BROKER_IDLE_MS 10000
+ * are served one after another and an idle one would block everybody else.
+ * Shorter than devctl's 5 s reply timeout, so a request queued behind an idle
+ * connection is still answered in time. */
+#define BK_BROKER_IDLE_MS 3000
 #define BK_BROKER_SEND_TIMEOUT_S 5
 /* Waiting for metadata from our own in-process cluster; only slow when the
  * broker that would answer has been taken DOWN. */

@@ -91,36 +91,6 @@ const char *bk_ffi_thread_error(bk_thread_t *thr)
     return thr->err;
 }
 
-int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t key_len,
-                       const char *value, size_t value_len, int64_t timestamp)
-{
-    rd_kafka_topic_t *rkt;
-    rd_kafka_resp_err_t err;
-
-    if (topic < 0 || topic >= thr->plan->ntopics || !(rkt = thr->out_rkts[topic])) {
-        snprintf(thr->err, sizeof(thr->err), "no sink topic with index %d", (int)topic);
-        return BK_FFI_ERR;
-    }
-    for (;;) {
-        err = rd_kafka_producev(thr->producer, RD_KAFKA_V_RKT(rkt),
-                                RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
-                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_VALUE((void *)value, value_len),
-                                RD_KAFKA_V_TIMESTAMP(timestamp > 0 ? timestamp : 0), RD_KAFKA_V_END);
-        if (!err) {
-            thr->stats.out++;
-            return BK_FFI_OK;
-        }
-        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-            snprintf(thr->err, sizeof(thr->err), "cannot produce to %s: %s",
-                     rd_kafka_topic_name(rkt), rd_kafka_err2str(err));
-            return BK_FFI_ERR;
-        }
-        /* Queue full: serve delivery reports until there is room. */
-        rd_kafka_poll(thr->producer, 5);
-    }
-}
-
 static rd_kafka_headers_t *rec_headers(bk_thread_t *thr, int32_t rec)
 {
     rd_kafka_headers_t *hdrs = NULL;
@@ -131,6 +101,46 @@ static rd_kafka_headers_t *rec_headers(bk_thread_t *thr, int32_t rec)
         return NULL;
     }
     return hdrs;
+}
+
+int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t key_len,
+                       const char *value, size_t value_len, int64_t timestamp)
+{
+    rd_kafka_topic_t *rkt;
+    rd_kafka_headers_t *hdrs;
+    rd_kafka_resp_err_t err;
+
+    if (topic < 0 || topic >= thr->plan->ntopics || !(rkt = thr->out_rkts[topic])) {
+        snprintf(thr->err, sizeof(thr->err), "no sink topic with index %d", (int)topic);
+        return BK_FFI_ERR;
+    }
+    /* Output records carry the headers of the input record in hand, as in
+     * Kafka Streams (none from a punctuation). */
+    hdrs = rec_headers(thr, thr->io.cur);
+    for (;;) {
+        rd_kafka_headers_t *copy = hdrs ? rd_kafka_headers_copy(hdrs) : NULL;
+        err = rd_kafka_producev(thr->producer, RD_KAFKA_V_RKT(rkt),
+                                RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                RD_KAFKA_V_KEY(key, key_len),
+                                RD_KAFKA_V_VALUE((void *)value, value_len),
+                                RD_KAFKA_V_TIMESTAMP(timestamp > 0 ? timestamp : 0),
+                                RD_KAFKA_V_HEADERS(copy), RD_KAFKA_V_END);
+        if (!err) {
+            thr->stats.out++;
+            return BK_FFI_OK;
+        }
+        if (copy) {
+            rd_kafka_headers_destroy(copy); /* not taken over on failure */
+        }
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            snprintf(thr->err, sizeof(thr->err), "cannot produce to %s: %s",
+                     rd_kafka_topic_name(rkt), rd_kafka_err2str(err));
+            return BK_FFI_ERR;
+        }
+        /* Queue full: serve delivery reports until there is room. */
+        rd_kafka_poll(thr->producer, 5);
+    }
 }
 
 int bk_ffi_thread_header_count(bk_thread_t *thr, int32_t rec)
