@@ -38,7 +38,7 @@
 #define BK_BROKER_SEND_TIMEOUT_S 5
 /* Waiting for metadata from our own in-process cluster; only slow when the
  * broker that would answer has been taken DOWN. */
-#define BK_BROKER_METADATA_MS 5000
+#define BK_BROKER_METADATA_MS 3000
 
 struct bk_broker_s {
     rd_kafka_t *host; /* owns the mock cluster; never connects anywhere */
