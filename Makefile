@@ -43,7 +43,7 @@ deps:
 
 build: $(B)/beck
 	@mkdir -p bin
-	@cmp -s $(B)/beck bin/beck || cp $(B)/beck bin/beck
+	@cmp -s $(B)/beck bin/beck || { cp $(B)/beck bin/beck.tmp && mv -f bin/beck.tmp bin/beck; }
 
 $(B)/beck: $(OBJS)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(OBJS) $(LDLIBS)

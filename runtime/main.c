@@ -2,6 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <librdkafka/rdkafka.h>
+#include <luajit.h>
+
 #include "broker.h"
 #include "node.h"
 #include "testrun.h"
@@ -40,7 +43,8 @@ int main(int argc, char **argv)
             printf("usage: beck version\n\nPrints beck's version and its libraries'.\n");
             return 0;
         }
-        printf("beck %s\n", BK_VERSION);
+        printf("beck %s (librdkafka %s, %s)\n", BK_VERSION,
+               rd_kafka_version_str(), LUAJIT_VERSION);
         return 0;
     }
     fprintf(stderr, "beck: unknown command '%s'\n", cmd);

@@ -331,6 +331,15 @@ int bk_node_main(int argc, char **argv)
         plan->id = strdup(bk_conf_str(conf, BK_CONF_APP_ID));
     }
     bk_conf_set(conf, BK_CONF_APP_ID, plan->id, BK_CONF_FROM_TOPOLOGY, err, sizeof(err));
+    if (!bk_conf_str(conf, BK_CONF_NODE_ID)) {
+        char host[200], id[256];
+        if (gethostname(host, sizeof(host)) != 0) {
+            snprintf(host, sizeof(host), "node");
+        }
+        host[sizeof(host) - 1] = '\0';
+        snprintf(id, sizeof(id), "%s-%d", host, (int)getpid());
+        bk_conf_set(conf, BK_CONF_NODE_ID, id, BK_CONF_FROM_DEFAULT, err, sizeof(err));
+    }
     snprintf(dlq, sizeof(dlq), "%s-dlq", plan->id);
     bk_conf_set(conf, BK_CONF_DLQ_TOPIC, dlq, BK_CONF_FROM_TOPOLOGY, err, sizeof(err));
 
