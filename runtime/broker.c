@@ -36,8 +36,9 @@
  * connection is still answered in time. */
 #define BK_BROKER_IDLE_MS 3000
 #define BK_BROKER_SEND_TIMEOUT_S 5
-/* Waiting for metadata from our own in-process cluster; only slow when the
- * broker that would answer has been taken DOWN. */
+/* Waiting for metadata from our own in-process cluster: only slow when every
+ * broker is DOWN, and shorter than devctl's 5 s timeout so that the ERR reply
+ * still reaches the client. */
 #define BK_BROKER_METADATA_MS 3000
 
 struct bk_broker_s {
@@ -188,20 +189,22 @@ static int bk_broker_partition_count(bk_broker_t *broker, const char *topic, cha
 {
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t err;
+    rd_kafka_t *meta;
     int count = 0;
 
     pthread_mutex_lock(&broker->meta_lock);
     if (!broker->meta) {
         broker->meta = bk_broker_client_new(bk_broker_bootstrap(broker), errstr, errstr_size);
     }
+    meta = broker->meta;
     pthread_mutex_unlock(&broker->meta_lock);
-    if (!broker->meta) {
+    if (!meta) {
         return -1;
     }
 
     /* All topics rather than just this one: a Metadata request naming a topic
      * would make the mock auto-create it. */
-    err = rd_kafka_metadata(broker->meta, 1, NULL, &md, BK_BROKER_METADATA_MS);
+    err = rd_kafka_metadata(meta, 1, NULL, &md, BK_BROKER_METADATA_MS);
     if (err) {
         snprintf(errstr, errstr_size, "cannot read metadata: %s", rd_kafka_err2str(err));
         return -1;
@@ -366,7 +369,7 @@ static void bk_broker_ctl_exec(bk_broker_t *broker, char *line, char *reply, siz
  * when asked to stop. */
 static int bk_broker_ctl_serve(bk_broker_t *broker, int fd)
 {
-    char buf[BK_BROKER_LINE_MAX + 1];
+    char buf[BK_BROKER_LINE_MAX];
     char reply[4096];
     size_t len = 0;
 
@@ -394,8 +397,17 @@ static int bk_broker_ctl_serve(bk_broker_t *broker, int fd)
         if (n < 0 && errno == EINTR) {
             continue;
         }
-        if (n <= 0) {
-            return 0; /* EOF or reset; a partial last line without newline is dropped */
+        if (n < 0) {
+            return 0;
+        }
+        if (n == 0) {
+            if (len == 0) {
+                return 0;
+            }
+            /* EOF after a last line without its newline (`printf PING | nc`):
+             * answer it, then the next round sees EOF with nothing left. */
+            buf[len] = '\n';
+            n = 1;
         }
         len += (size_t)n;
 
@@ -522,7 +534,10 @@ bk_broker_t *bk_broker_new(int brokers, const char *racks_csv, char *errstr, siz
             char rack[BK_BROKER_RACK_MAX + 1];
             size_t len = strcspn(p, ",");
             snprintf(rack, sizeof(rack), "%.*s", (int)len, p);
-            rd_kafka_mock_broker_set_rack(broker->mcluster, id, rack);
+            if (rd_kafka_mock_broker_set_rack(broker->mcluster, id, rack) != 0) {
+                snprintf(errstr, errstr_size, "cannot set rack of broker %d", id);
+                goto fail;
+            }
             p = p[len] ? p + len + 1 : racks_csv; /* round-robin: wrap to the first */
         }
     }
@@ -634,27 +649,35 @@ static const char *bk_broker_opt(int argc, char **argv, int *i, const char *name
     return argv[++*i];
 }
 
-/* Splits "NAME:PARTITIONS" in place (at its last colon). */
-static int bk_broker_parse_topic_spec(char *spec, const char **topic, int *partitions)
-{
-    char *colon = strrchr(spec, ':');
+/* A --topic NAME:PARTITIONS option, checked before the cluster starts. */
+typedef struct {
+    char *name; /* malloc'd */
+    int partitions;
+} bk_broker_topic_spec_t;
 
-    if (!colon) {
+/* Splits "NAME:PARTITIONS" at its last colon; 0, or -1 when malformed. */
+static int bk_broker_parse_topic_spec(const char *arg, bk_broker_topic_spec_t *spec)
+{
+    const char *colon = strrchr(arg, ':');
+
+    if (!colon ||
+        bk_broker_parse_int(colon + 1, 1, BK_BROKER_MAX_PARTITIONS, &spec->partitions) != 0) {
         return -1;
     }
-    *colon = '\0';
-    *topic = spec;
-    return bk_broker_parse_int(colon + 1, 1, BK_BROKER_MAX_PARTITIONS, partitions) == 0 &&
-                   bk_broker_topic_valid(spec)
-               ? 0
-               : -1;
+    spec->name = strndup(arg, (size_t)(colon - arg));
+    if (!spec->name || !bk_broker_topic_valid(spec->name)) {
+        free(spec->name);
+        spec->name = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 /* argv[0] is the subcommand's name ("broker"); options start at argv[1]. */
 int bk_broker_main(int argc, char **argv)
 {
     char errstr[512];
-    char **specs = NULL;
+    bk_broker_topic_spec_t *specs;
     int nspecs = 0;
     int brokers = 1;
     const char *racks = NULL;
@@ -663,7 +686,7 @@ int bk_broker_main(int argc, char **argv)
     int sig = 0;
     int status = 2;
 
-    specs = calloc((size_t)argc + 1, sizeof(*specs));
+    specs = calloc((size_t)argc + 1, sizeof(*specs)); /* at most one --topic per argument */
     if (!specs) {
         bk_broker_log("out of memory");
         return 1;
@@ -689,7 +712,14 @@ int bk_broker_main(int argc, char **argv)
             }
             racks = v;
         } else if (!missing && (v = bk_broker_opt(argc, argv, &i, "--topic", &missing))) {
-            specs[nspecs++] = (char *)v;
+            /* Checked now, before anything starts, so that a typo is a usage error. */
+            if (bk_broker_parse_topic_spec(v, &specs[nspecs]) != 0) {
+                bk_broker_log("invalid --topic '%s': want NAME:PARTITIONS, NAME 1..%d characters "
+                              "of [A-Za-z0-9._-], PARTITIONS 1..%d",
+                              v, BK_BROKER_TOPIC_MAX, BK_BROKER_MAX_PARTITIONS);
+                goto done;
+            }
+            nspecs++;
         } else if (missing) {
             bk_broker_log("option %s needs a value (see beck broker --help)", argv[i]);
             goto done;
@@ -697,23 +727,6 @@ int bk_broker_main(int argc, char **argv)
             bk_broker_log("unknown argument '%s' (see beck broker --help)", argv[i]);
             goto done;
         }
-    }
-
-    /* Check every --topic before starting anything, so a typo is a usage error.
-     * The specs are copied because splitting them writes into the string. */
-    for (int i = 0; i < nspecs; i++) {
-        const char *topic;
-        int partitions;
-        char *copy = strdup(specs[i]);
-
-        if (!copy || bk_broker_parse_topic_spec(copy, &topic, &partitions) != 0) {
-            bk_broker_log("invalid --topic '%s': want NAME:PARTITIONS, NAME 1..%d characters "
-                          "of [A-Za-z0-9._-], PARTITIONS 1..%d",
-                          specs[i], BK_BROKER_TOPIC_MAX, BK_BROKER_MAX_PARTITIONS);
-            free(copy);
-            goto done;
-        }
-        free(copy);
     }
 
     /* Block the signals before any thread starts so that every thread inherits
@@ -730,12 +743,9 @@ int bk_broker_main(int argc, char **argv)
         goto restore;
     }
     for (int i = 0; i < nspecs; i++) {
-        const char *topic;
-        int partitions;
-
-        bk_broker_parse_topic_spec(specs[i], &topic, &partitions); /* checked above */
-        if (bk_broker_create_topic(broker, topic, partitions, errstr, sizeof(errstr)) != 0) {
-            bk_broker_log("--topic %s:%d: %s", topic, partitions, errstr);
+        if (bk_broker_create_topic(broker, specs[i].name, specs[i].partitions, errstr,
+                                   sizeof(errstr)) != 0) {
+            bk_broker_log("--topic %s:%d: %s", specs[i].name, specs[i].partitions, errstr);
             goto restore;
         }
     }
@@ -759,6 +769,9 @@ restore:
     bk_broker_destroy(broker);
     pthread_sigmask(SIG_SETMASK, &old_sigs, NULL);
 done:
+    for (int i = 0; i < nspecs; i++) {
+        free(specs[i].name);
+    }
     free(specs);
     return status;
 }

@@ -17,7 +17,7 @@
 
 typedef struct bk_broker_s bk_broker_t;
 
-/* Starts a mock cluster of `brokers` brokers (1..), racks given as a
+/* Starts a mock cluster of `brokers` brokers (1..64), racks given as a
  * comma-separated list assigned round-robin (NULL: no racks), and its control
  * channel. Returns NULL with errstr filled on failure. Free with
  * bk_broker_destroy(). */
@@ -42,7 +42,10 @@ void bk_broker_destroy(bk_broker_t *broker);
 
 /* `beck broker [--brokers N] [--racks a,b,c] [--topic NAME:PARTITIONS]...`:
  * prints the bootstrap address as its first line and runs until SIGINT or
- * SIGTERM. Returns the process exit status. */
+ * SIGTERM. argv[0] is the subcommand ("broker"), options follow. Blocks
+ * SIGINT and SIGTERM in the calling thread before starting any thread, so call
+ * it before the process has other threads. Returns the process exit status:
+ * 0, 1 (cluster failed to start) or 2 (usage error). */
 int bk_broker_main(int argc, char **argv);
 
 #endif
