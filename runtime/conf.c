@@ -38,6 +38,8 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
     {"replication_factor", T_INT, "-1", -1, 32, NULL,
      "replication factor of created topics on a real cluster (-1: broker default)"},
     {"batch_size", T_INT, "1000", 1, 100000, NULL, "records handed to Lua per call"},
+    {"cache_max_bytes", T_INT, "10485760", 0, INT64_C(1) << 40, NULL,
+     "per-thread write-back cache in front of the stores, flushed at commit (0: off)"},
     {"log_level", T_ENUM, "info", 0, 0, "error|warn|info|debug", "log level"},
 };
 

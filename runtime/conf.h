@@ -26,6 +26,7 @@ typedef enum {
     BK_CONF_PARTITIONS,
     BK_CONF_REPLICATION_FACTOR,
     BK_CONF_BATCH_SIZE,
+    BK_CONF_CACHE_MAX_BYTES,
     BK_CONF_LOG_LEVEL,
     BK_CONF__COUNT
 } bk_conf_key_t;

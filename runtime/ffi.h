@@ -54,6 +54,29 @@ int bk_ffi_thread_header_count(bk_thread_t *thr, int32_t rec);
 int bk_ffi_thread_header_get(bk_thread_t *thr, int32_t rec, int32_t idx, const char **name,
                              const char **value, size_t *size);
 void bk_ffi_log(int level, const char *msg, size_t len);
+
+/* Stores (store.h). Keys and values are copied; a value returned by get is
+ * valid until the next get on the same store. get returns 1 found, 0 not. */
+typedef struct bk_store_s bk_store_t;
+typedef struct bk_store_iter_s bk_store_iter_t;
+enum { BK_FFI_ITER_ALL = 0, BK_FFI_ITER_RANGE = 1, BK_FFI_ITER_PREFIX = 2 };
+/* Store `store` (index in the topology's store table) of the thread's task
+ * `task`; NULL if that task has no such store. */
+bk_store_t *bk_ffi_thread_store(bk_thread_t *thr, int32_t task, int32_t store);
+int bk_ffi_store_get(bk_store_t *st, const char *key, size_t key_len, const char **value,
+                     size_t *value_len);
+int bk_ffi_store_put(bk_store_t *st, const char *key, size_t key_len, const char *value,
+                     size_t value_len, int64_t timestamp);
+int bk_ffi_store_delete(bk_store_t *st, const char *key, size_t key_len, int64_t timestamp);
+int64_t bk_ffi_store_approximate_count(bk_store_t *st);
+const char *bk_ffi_store_error(bk_store_t *st);
+/* range: keys in [a, b] (b NULL: to the end); prefix: keys starting with a;
+ * all: every key. In key order. Writes to the store fail while one is open. */
+bk_store_iter_t *bk_ffi_store_iter_new(bk_store_t *st, int mode, const char *a, size_t a_len,
+                                       const char *b, size_t b_len);
+int bk_ffi_store_iter_next(bk_store_iter_t *it, const char **key, size_t *key_len,
+                           const char **value, size_t *value_len);
+void bk_ffi_store_iter_free(bk_store_iter_t *it);
 /* Wall clock in ms since the epoch. */
 int64_t bk_ffi_clock_ms(void);
 /* BK_FFI_CDEF_END */

@@ -132,8 +132,8 @@ int bk_kafka_partitions(rd_kafka_t *rk, const char **topics, int n, int *counts,
     return 0;
 }
 
-static int admin_create(rd_kafka_t *rk, const char *topic, int partitions, int rf, char *errstr,
-                        size_t errstr_size)
+static int admin_create(rd_kafka_t *rk, const char *topic, int partitions, int rf, int compact,
+                        char *errstr, size_t errstr_size)
 {
     char err[512];
     rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, rf, err, sizeof(err));
@@ -144,6 +144,9 @@ static int admin_create(rd_kafka_t *rk, const char *topic, int partitions, int r
     if (!nt) {
         snprintf(errstr, errstr_size, "topic %s: %s", topic, err);
         return -1;
+    }
+    if (compact) {
+        rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
     }
     q = rd_kafka_queue_new(rk);
     rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
@@ -174,12 +177,12 @@ static int admin_create(rd_kafka_t *rk, const char *topic, int partitions, int r
 }
 
 int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int partitions,
-                          int replication_factor, char *errstr, size_t errstr_size)
+                          int replication_factor, int compact, char *errstr, size_t errstr_size)
 {
     bk_log_info("creating topic %s with %d partitions%s", topic, partitions,
                 dev_port > 0 ? " on the dev broker" : "");
     if (dev_port > 0) {
         return bk_devctl_create_topic(dev_port, topic, partitions, errstr, errstr_size);
     }
-    return admin_create(rk, topic, partitions, replication_factor, errstr, errstr_size);
+    return admin_create(rk, topic, partitions, replication_factor, compact, errstr, errstr_size);
 }

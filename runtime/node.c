@@ -109,6 +109,44 @@ static int read_counts(rd_kafka_t *rk, const char **names, int n, int *counts, c
     return bk_kafka_partitions(rk, names, n, counts, 10000, err, errsz);
 }
 
+/* A changelog has one partition per task of its store's subtopology; an
+ * existing one with fewer could not hold every task's records. */
+static int ensure_changelogs(const bk_plan_t *plan, rd_kafka_t *rk, int dev_port, int rf,
+                             char *err, size_t errsz)
+{
+    for (int s = 0; s < plan->nstores; s++) {
+        const bk_plan_store_t *st = &plan->stores[s];
+        int want = plan->subs[st->sub].partitions, have = 0;
+        if (!st->logged) {
+            continue;
+        }
+        if (read_counts(rk, (const char **)&st->changelog, 1, &have, err, errsz) != 0) {
+            return -1;
+        }
+        if (have == 0) {
+            if (bk_kafka_create_topic(rk, dev_port, st->changelog, want, rf, 1, err, errsz) != 0) {
+                snprintf(err + strlen(err), errsz - strlen(err),
+                         " (the changelog of store %s)", st->name);
+                return -1;
+            }
+            for (int tries = 0; tries < 100 && have == 0; tries++) {
+                if (read_counts(rk, (const char **)&st->changelog, 1, &have, err, errsz) != 0) {
+                    return -1;
+                }
+                if (have == 0) {
+                    usleep(100 * 1000);
+                }
+            }
+        }
+        if (have < want) {
+            snprintf(err, errsz, "changelog %s of store %s has %d partitions, the store's tasks "
+                     "need %d", st->changelog, st->name, have, want);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Finds every topic's partition count, creating what the app may create:
  * sinks and the dead-letter topic always, sources only on a dev broker (on a
  * real cluster the input is someone else's to create). */
@@ -142,7 +180,7 @@ static int ensure_topics(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
             snprintf(err, errsz, "source topic %s does not exist", names[i]);
             goto done;
         }
-        if (bk_kafka_create_topic(rk, dev_port, names[i], defp, rf, err, errsz) != 0) {
+        if (bk_kafka_create_topic(rk, dev_port, names[i], defp, rf, 0, err, errsz) != 0) {
             goto done;
         }
         counts[i] = defp;
@@ -161,7 +199,7 @@ static int ensure_topics(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
         if (counts[i] > 0) {
             continue;
         }
-        if (bk_kafka_create_topic(rk, dev_port, names[i], defp, rf, err, errsz) != 0) {
+        if (bk_kafka_create_topic(rk, dev_port, names[i], defp, rf, 0, err, errsz) != 0) {
             goto done;
         }
         created = 1;
@@ -201,6 +239,9 @@ static int ensure_topics(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
                 goto done;
             }
         }
+    }
+    if (ensure_changelogs(plan, rk, dev_port, rf, err, errsz) != 0) {
+        goto done;
     }
     rc = 0;
 done:

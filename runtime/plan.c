@@ -20,6 +20,11 @@ void bk_plan_destroy(bk_plan_t *plan)
     for (int i = 0; i < plan->nsubs; i++) {
         free(plan->subs[i].topics);
     }
+    for (int i = 0; i < plan->nstores; i++) {
+        free(plan->stores[i].name);
+        free(plan->stores[i].changelog);
+    }
+    free(plan->stores);
     free(plan->topics);
     free(plan->subs);
     free(plan->id);
@@ -162,6 +167,25 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
             lua_pop(L, 1);
         }
         lua_pop(L, 2);
+    }
+    lua_pop(L, 1);
+
+    lua_getfield(L, plan_idx, "stores");
+    n = (int)lua_objlen(L, -1);
+    plan->nstores = n;
+    plan->stores = calloc((size_t)(n ? n : 1), sizeof(*plan->stores));
+    for (int i = 0; i < n; i++) {
+        bk_plan_store_t *st = &plan->stores[i];
+        lua_rawgeti(L, -1, i + 1);
+        lua_getfield(L, -1, "name");
+        st->name = strdup(lua_tostring(L, -1));
+        lua_getfield(L, -2, "changelog");
+        st->changelog = strdup(lua_tostring(L, -1));
+        lua_getfield(L, -3, "sub");
+        st->sub = (int)lua_tointeger(L, -1) - 1;
+        lua_pop(L, 3);
+        st->logged = field_bool(L, -1, "logged");
+        lua_pop(L, 1);
     }
     lua_settop(L, top);
     return plan;

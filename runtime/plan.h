@@ -26,6 +26,13 @@ typedef struct bk_plan_sub_s {
     int partitions; /* tasks of this subtopology */
 } bk_plan_sub_t;
 
+typedef struct bk_plan_store_s {
+    char *name;
+    char *changelog; /* <app>-<store>-changelog */
+    int logged;
+    int sub;         /* subtopology whose tasks hold it (0-based) */
+} bk_plan_store_t;
+
 typedef struct bk_plan_s {
     char *id;
     char *path; /* topology file */
@@ -33,6 +40,8 @@ typedef struct bk_plan_s {
     bk_plan_topic_t *topics;
     int nsubs;
     bk_plan_sub_t *subs;
+    int nstores;
+    bk_plan_store_t *stores;
 } bk_plan_t;
 
 /* Runs the topology file in L, checks that it returns a beck.app, applies its

@@ -12,6 +12,8 @@
 
 #include "ffi.h"
 #include "kafka.h"
+#include "restore.h"
+#include "store.h"
 #include "log.h"
 #include "vm.h"
 
@@ -37,7 +39,12 @@ struct bk_thread_s {
     int rc;
 
     lua_State *L;
-    int ref_run, ref_punctuate, ref_close;
+    int ref_run, ref_punctuate, ref_close, ref_flush, ref_hook, ref_init;
+
+    /* State: one DB per task; store_of[task][plan store] or NULL. */
+    bk_db_t **dbs;
+    bk_store_t ***store_of;
+    rd_kafka_topic_t **changelog_rkts; /* by plan store */
 
     rd_kafka_t *consumer, *producer;
     rd_kafka_queue_t *queue;
@@ -161,12 +168,23 @@ int bk_ffi_thread_header_get(bk_thread_t *thr, int32_t rec, int32_t idx, const c
     return BK_FFI_OK;
 }
 
+bk_store_t *bk_ffi_thread_store(bk_thread_t *thr, int32_t task, int32_t store)
+{
+    if (task < 0 || task >= thr->ntasks || store < 0 || store >= thr->plan->nstores) {
+        return NULL;
+    }
+    return thr->store_of[task][store];
+}
+
 /* -- Set-up ------------------------------------------------------------- */
 
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     bk_thread_t *thr = opaque;
     (void)rk;
+    if (!msg->err && msg->_private) {
+        bk_store_acked(msg->_private, msg->offset); /* a changelog record */
+    }
     if (msg->err && !thr->dr_failed) {
         thr->dr_failed = 1;
         snprintf(thr->dr_err, sizeof(thr->dr_err), "delivery to %s failed: %s",
@@ -196,6 +214,7 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     thr->io.next_wall_ms = -1;
     thr->last_topic = -1;
     thr->ref_run = thr->ref_punctuate = thr->ref_close = LUA_NOREF;
+    thr->ref_flush = thr->ref_hook = thr->ref_init = LUA_NOREF;
     return thr;
 }
 
@@ -236,6 +255,12 @@ static void build_tables(bk_thread_t *thr)
     }
 }
 
+static int ref_field(lua_State *L, const char *name)
+{
+    lua_getfield(L, -1, name);
+    return luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
 static int start_lua(bk_thread_t *thr)
 {
     lua_State *L = thr->L = bk_vm_new();
@@ -265,23 +290,134 @@ static int start_lua(bk_thread_t *thr)
         lua_rawseti(L, -2, 2);
         lua_rawseti(L, -2, i + 1);
     }
-    /* runtime.new(app, io, thread, tasks) -> run, punctuate, close; it calls
-     * every processor's init(ctx), so errors there stop start-up here. */
-    if (bk_vm_pcall(L, 4, 3, 1, thr->err, sizeof(thr->err)) != 0) {
+    lua_pushinteger(L, bk_conf_int(thr->conf, BK_CONF_CACHE_MAX_BYTES));
+    /* runtime.new(app, io, thread, tasks, cache_bytes) -> { run, punctuate, ... } */
+    if (bk_vm_pcall(L, 5, 1, 1, thr->err, sizeof(thr->err)) != 0) {
         return -1;
     }
-    thr->ref_close = luaL_ref(L, LUA_REGISTRYINDEX);
-    thr->ref_punctuate = luaL_ref(L, LUA_REGISTRYINDEX);
-    thr->ref_run = luaL_ref(L, LUA_REGISTRYINDEX);
+    thr->ref_run = ref_field(L, "run");
+    thr->ref_punctuate = ref_field(L, "punctuate");
+    thr->ref_close = ref_field(L, "close");
+    thr->ref_flush = ref_field(L, "flush");
+    thr->ref_hook = ref_field(L, "hook");
+    thr->ref_init = ref_field(L, "init");
     lua_settop(L, 0);
     return 0;
+}
+
+/* Calls every processor's init(ctx); errors here stop start-up. */
+static int init_lua(bk_thread_t *thr)
+{
+    lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref_init);
+    return bk_vm_pcall(thr->L, 0, 0, 1, thr->err, sizeof(thr->err));
+}
+
+/* Opens the DB of every task that has stores: <state_dir>/<app>/<task>. */
+static int open_stores(bk_thread_t *thr)
+{
+    const bk_plan_t *plan = thr->plan;
+    bk_store_spec_t *specs = calloc((size_t)plan->nstores + 1, sizeof(*specs));
+    int *idx = calloc((size_t)plan->nstores + 1, sizeof(int)), rc = 0;
+
+    thr->dbs = calloc((size_t)thr->ntasks + 1, sizeof(*thr->dbs));
+    thr->store_of = calloc((size_t)thr->ntasks + 1, sizeof(*thr->store_of));
+    for (int t = 0; t < thr->ntasks && rc == 0; t++) {
+        int n = 0;
+        thr->store_of[t] = calloc((size_t)plan->nstores + 1, sizeof(bk_store_t *));
+        for (int s = 0; s < plan->nstores; s++) {
+            if (plan->stores[s].sub == thr->tasks[t].sub) {
+                specs[n].name = plan->stores[s].name;
+                specs[n].logged = plan->stores[s].logged;
+                idx[n++] = s;
+            }
+        }
+        if (n > 0) {
+            char dir[4096], err[900];
+            snprintf(dir, sizeof(dir), "%s/%s/%d_%d", bk_conf_str(thr->conf, BK_CONF_STATE_DIR),
+                     plan->id, thr->tasks[t].sub, thr->tasks[t].partition);
+            thr->dbs[t] = bk_db_open(dir, specs, n, err, sizeof(err));
+            if (!thr->dbs[t]) {
+                snprintf(thr->err, sizeof(thr->err), "task %d_%d: %s", thr->tasks[t].sub,
+                         thr->tasks[t].partition, err);
+                rc = -1;
+                break;
+            }
+            for (int i = 0; i < n; i++) {
+                thr->store_of[t][idx[i]] = bk_db_store(thr->dbs[t], i);
+            }
+        }
+    }
+    free(specs);
+    free(idx);
+    return rc;
+}
+
+static void restore_progress(void *opaque, const bk_restore_progress_t *p)
+{
+    bk_thread_t *thr = opaque;
+    lua_State *L = thr->L;
+    char err[1024];
+
+    lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref_hook);
+    lua_pushstring(L, "on_restore");
+    lua_createtable(L, 0, 8);
+    lua_pushnumber(L, (lua_Number)p->records);
+    lua_setfield(L, -2, "records");
+    lua_pushnumber(L, (lua_Number)p->total);
+    lua_setfield(L, -2, "total");
+    lua_pushnumber(L, p->total ? 100.0 * (double)p->records / (double)p->total : 100.0);
+    lua_setfield(L, -2, "percent");
+    lua_pushnumber(L, p->rate);
+    lua_setfield(L, -2, "rate");
+    lua_pushnumber(L, p->eta_s);
+    lua_setfield(L, -2, "eta_s");
+    lua_pushnumber(L, p->elapsed_s);
+    lua_setfield(L, -2, "elapsed_s");
+    lua_pushinteger(L, p->stores);
+    lua_setfield(L, -2, "stores");
+    lua_pushboolean(L, p->done);
+    lua_setfield(L, -2, "done");
+    lua_pushinteger(L, thr->index);
+    lua_setfield(L, -2, "thread");
+    if (bk_vm_pcall(L, 2, 0, 1, err, sizeof(err)) != 0) {
+        bk_log_error("%s: on_restore hook failed: %s", thr->name, err);
+    }
+}
+
+/* Replays the changelogs of this thread's logged stores from their
+ * checkpoints, then checkpoints the result. */
+static int restore(bk_thread_t *thr)
+{
+    const bk_plan_t *plan = thr->plan;
+    bk_restore_item_t *items = calloc((size_t)(thr->ntasks * plan->nstores) + 1, sizeof(*items));
+    char (*ids)[32] = calloc((size_t)thr->ntasks + 1, 32);
+    int n = 0, rc;
+
+    for (int t = 0; t < thr->ntasks; t++) {
+        snprintf(ids[t], 32, "%d_%d", thr->tasks[t].sub, thr->tasks[t].partition);
+        for (int s = 0; s < plan->nstores; s++) {
+            bk_store_t *st = thr->store_of[t][s];
+            if (st && bk_store_logged(st)) {
+                items[n++] = (bk_restore_item_t){st, plan->stores[s].changelog,
+                                                 thr->tasks[t].partition, ids[t]};
+            }
+        }
+    }
+    rc = bk_restore_run(thr->consumer, items, n, restore_progress, thr, &thr->flags->stop,
+                        thr->err, sizeof(thr->err));
+    for (int t = 0; rc == 0 && t < thr->ntasks; t++) {
+        if (thr->dbs[t] && bk_db_checkpoint(thr->dbs[t], thr->err, sizeof(thr->err)) != 0) {
+            rc = -1;
+        }
+    }
+    free(items);
+    free(ids);
+    return rc;
 }
 
 static int start_kafka(bk_thread_t *thr)
 {
     char cid[128];
-    rd_kafka_topic_partition_list_t *list;
-    rd_kafka_resp_err_t err;
     const bk_plan_t *plan = thr->plan;
     const char *dlq = bk_conf_str(thr->conf, BK_CONF_DLQ_TOPIC);
 
@@ -306,7 +442,29 @@ static int start_kafka(bk_thread_t *thr)
     if (thr->policy == POLICY_DLQ) {
         thr->dlq_rkt = rd_kafka_topic_new(thr->producer, dlq, NULL);
     }
+    thr->changelog_rkts = calloc((size_t)plan->nstores + 1, sizeof(*thr->changelog_rkts));
+    for (int s = 0; s < plan->nstores; s++) {
+        if (plan->stores[s].logged) {
+            thr->changelog_rkts[s] = rd_kafka_topic_new(thr->producer, plan->stores[s].changelog,
+                                                        NULL);
+        }
+        for (int t = 0; t < thr->ntasks; t++) {
+            if (thr->store_of[t][s]) {
+                bk_store_set_changelog(thr->store_of[t][s], thr->producer,
+                                       thr->changelog_rkts[s], thr->tasks[t].partition);
+            }
+        }
+    }
     thr->queue = rd_kafka_queue_get_consumer(thr->consumer);
+    return 0;
+}
+
+static int assign_inputs(bk_thread_t *thr)
+{
+    const bk_plan_t *plan = thr->plan;
+    rd_kafka_topic_partition_list_t *list;
+    rd_kafka_resp_err_t err;
+
     list = rd_kafka_topic_partition_list_new(thr->ntp ? thr->ntp : 1);
     for (int i = 0; i < thr->ntp; i++) {
         /* offset left INVALID: start from the committed offset, else
@@ -506,8 +664,20 @@ static int punctuate(bk_thread_t *thr, int64_t now)
 static int commit(bk_thread_t *thr)
 {
     rd_kafka_topic_partition_list_t *list;
-    rd_kafka_resp_err_t err;
+    rd_kafka_resp_err_t kerr;
 
+    char err[1024];
+
+    /* 1. the record cache: dirty entries to the stores and their changelogs */
+    if (thr->ref_flush != LUA_NOREF) {
+        lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref_flush);
+        if (bk_vm_pcall(thr->L, 0, 0, 1, err, sizeof(err)) != 0) {
+            bk_log_error("%s: flushing the record cache failed: %s; not committing", thr->name,
+                         err);
+            return -1;
+        }
+    }
+    /* 2. the producer: outputs and changelog records acknowledged */
     while (rd_kafka_outq_len(thr->producer) > 0 && !thr->dr_failed) {
         rd_kafka_flush(thr->producer, 500);
     }
@@ -515,6 +685,16 @@ static int commit(bk_thread_t *thr)
         bk_log_error("%s: %s; not committing input offsets", thr->name, thr->dr_err);
         return -1;
     }
+    /* 3. the stores' writes durable, 4. checkpoints of the changelog offsets */
+    for (int t = 0; t < thr->ntasks; t++) {
+        if (thr->dbs[t] && (bk_db_commit(thr->dbs[t], err, sizeof(err)) != 0 ||
+                            bk_db_checkpoint(thr->dbs[t], err, sizeof(err)) != 0)) {
+            bk_log_error("%s: task %d_%d: %s; not committing input offsets", thr->name,
+                         thr->tasks[t].sub, thr->tasks[t].partition, err);
+            return -1;
+        }
+    }
+    /* 5. input offsets */
     list = rd_kafka_topic_partition_list_new(thr->ntp ? thr->ntp : 1);
     for (int i = 0; i < thr->ntp; i++) {
         if (thr->tp_dirty[i]) {
@@ -524,10 +704,10 @@ static int commit(bk_thread_t *thr)
         }
     }
     if (list->cnt > 0) {
-        err = rd_kafka_commit(thr->consumer, list, 0);
-        if (err) {
+        kerr = rd_kafka_commit(thr->consumer, list, 0);
+        if (kerr) {
             /* Not fatal: the next commit carries the same offsets. */
-            bk_log_warn("%s: offset commit failed: %s", thr->name, rd_kafka_err2str(err));
+            bk_log_warn("%s: offset commit failed: %s", thr->name, rd_kafka_err2str(kerr));
         } else {
             memset(thr->tp_dirty, 0, (size_t)thr->ntp);
             thr->stats.commits++;
@@ -612,7 +792,10 @@ static void *thread_main(void *arg)
     thr->msgs = calloc((size_t)thr->batch_size, sizeof(rd_kafka_message_t *));
     thr->rec_tp = calloc((size_t)thr->batch_size, sizeof(int));
 
-    if (start_lua(thr) != 0 || start_kafka(thr) != 0) {
+    /* Stores open before the clients (changelogs are wired to them), the VM
+     * before the restore (its on_restore hook), processors' init after it. */
+    if (open_stores(thr) != 0 || start_kafka(thr) != 0 || start_lua(thr) != 0 ||
+        restore(thr) != 0 || init_lua(thr) != 0 || assign_inputs(thr) != 0) {
         bk_log_error("%s: cannot start: %s", thr->name, thr->err);
         thr->rc = -1;
         goto done;
@@ -671,6 +854,8 @@ void bk_thread_destroy(bk_thread_t *thr)
     if (!thr) {
         return;
     }
+    /* Lua first (its iterators point into the DBs), the DBs last (the
+     * producer's delivery reports point into the stores). */
     bk_vm_destroy(thr->L);
     if (thr->out_rkts) {
         for (int t = 0; t < thr->plan->ntopics; t++) {
@@ -689,10 +874,27 @@ void bk_thread_destroy(bk_thread_t *thr)
         rd_kafka_consumer_close(thr->consumer);
         rd_kafka_destroy(thr->consumer);
     }
+    if (thr->changelog_rkts) {
+        for (int s = 0; s < thr->plan->nstores; s++) {
+            if (thr->changelog_rkts[s]) {
+                rd_kafka_topic_destroy(thr->changelog_rkts[s]);
+            }
+        }
+    }
     if (thr->producer) {
         rd_kafka_flush(thr->producer, 5000);
         rd_kafka_destroy(thr->producer);
+        thr->producer = NULL;
     }
+    for (int t = 0; thr->dbs && t < thr->ntasks; t++) {
+        bk_db_close(thr->dbs[t]);
+        if (thr->store_of[t]) {
+            free(thr->store_of[t]);
+        }
+    }
+    free(thr->dbs);
+    free(thr->store_of);
+    free(thr->changelog_rkts);
     if (thr->task_of) {
         for (int t = 0; t < thr->plan->ntopics; t++) {
             free(thr->task_of[t]);

@@ -48,8 +48,8 @@ function M.new(config, level)
   if type(config.id) ~= "string" or not config.id:match("^[%w._-]+$") then
     error("beck.app: 'id' must be a string of letters, digits, '.', '_' or '-'", level)
   end
-  local self = setmetatable({ config = config, nodes = {}, order = {}, hooks = {},
-                              where = where(level) }, App)
+  local self = setmetatable({ config = config, nodes = {}, order = {}, hooks = {}, stores = {},
+                              store_order = {}, where = where(level) }, App)
   return self
 end
 
@@ -109,6 +109,43 @@ function App:sink(name, topic, ...)
                  where = where(2) }
   add_parents(self, node, { ... }, "sink")
   return add_node(self, node)
+end
+
+-- app:store(name [, opts], processor, ...): a key-value store in RocksDB,
+-- connected to the processors that use it (ctx:store(name)). opts:
+-- changelog = false opts out of the changelog topic <id>-<name>-changelog.
+function App:store(name, opts, ...)
+  local procs = { ... }
+  if type(opts) == "string" then
+    table.insert(procs, 1, opts)
+    opts = {}
+  end
+  opts = opts or {}
+  if type(name) ~= "string" or not name:match("^[%w._-]+$") then
+    error("store: the name must be letters, digits, '.', '_' or '-'", 2)
+  end
+  if type(opts) ~= "table" then
+    error(string.format("store '%s': expected an options table", name), 2)
+  end
+  if self.stores[name] then
+    error(string.format("store '%s' is already declared at %s", name, self.stores[name].where), 2)
+  end
+  if #procs == 0 then
+    error(string.format("store '%s': connect it to at least one processor", name), 2)
+  end
+  local st = { name = name, logged = opts.changelog ~= false, processors = procs, where = where(2) }
+  for _, pname in ipairs(procs) do
+    local node = self.nodes[pname]
+    if not node or node.kind ~= "processor" then
+      error(string.format("store '%s': unknown processor '%s' (declare processors first)", name,
+                          tostring(pname)), 2)
+    end
+    node.stores = node.stores or {}
+    node.stores[#node.stores + 1] = name
+  end
+  self.stores[name] = st
+  self.store_order[#self.store_order + 1] = st
+  return self
 end
 
 -- app:hook(name, fn): operational hooks (on_assign, on_revoke, ...).
@@ -185,8 +222,23 @@ function App:describe()
                           node.where), 0)
     end
   end
+  local stores, store_index = {}, {}
+  for i, st in ipairs(self.store_order) do
+    local sub
+    for _, pname in ipairs(st.processors) do
+      local psub = self.nodes[pname].sub
+      if sub and psub ~= sub then
+        error(string.format("store '%s' (%s) is used by processors of two subtopologies", st.name,
+                            st.where), 0)
+      end
+      sub = psub
+    end
+    stores[i] = { name = st.name, logged = st.logged, sub = sub.index,
+                  changelog = self.config.id .. "-" .. st.name .. "-changelog" }
+    store_index[st.name] = i
+  end
   self._plan = { id = self.config.id, topics = topics, topic_index = topic_index,
-                 subtopologies = subs }
+                 subtopologies = subs, stores = stores, store_index = store_index }
   return self._plan
 end
 

@@ -30,7 +30,7 @@ describe("the record path", function()
     app:processor("p", { process = function(ctx, k, v) seen[#seen + 1] = { k, v, ctx:offset() } end },
                   "in")
     local bio, _, keep = make_io(10)
-    local run = runtime.new(app, bio, nil, { { 0, 0 }, { 0, 1 } })
+    local run = runtime.new(app, bio, nil, { { 0, 0 }, { 0, 1 } }).run
     run(0)
     assert.equal(10, #seen)
     assert.same({ "key-3", string.rep("v", 100) .. 3, 3 }, seen[4])
@@ -47,7 +47,7 @@ describe("the record path", function()
     app:processor("a", { process = function(ctx, k, v) ctx:forward(k, v) end }, "in")
     app:processor("b", { process = function(ctx, k, v) total = total + #v end }, "a")
     local bio, _, keep = make_io(1000)
-    local run = runtime.new(app, bio, nil, { { 0, 0 }, { 0, 1 } })
+    local run = runtime.new(app, bio, nil, { { 0, 0 }, { 0, 1 } }).run
     jit.flush()
     jv.on(logfile)
     for _ = 1, 50 do run(0) end

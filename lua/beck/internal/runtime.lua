@@ -5,6 +5,7 @@
 -- C API calls, varargs and pcall so that LuaJIT compiles it.
 local ffi = require "ffi"
 ffi.cdef(require "beck.internal.cdef")
+local store = require "beck.internal.store"
 
 local C = ffi.C
 local ffi_string = ffi.string
@@ -97,19 +98,50 @@ function Ctx:log(level, fmt, ...)
   C.bk_ffi_log(lv, msg, #msg)
 end
 
--- ctx:schedule(ms, fn): calls fn(ctx, now_ms) every `ms` of wall-clock time.
--- Returns a handle with :cancel().
-function Ctx:schedule(interval, fn)
+-- ctx:store(name): a store connected to this processor (app:store).
+function Ctx:store(name)
+  local st = self._stores[name]
+  if st then return st end
+  local plan = self._task.plan
+  if plan.store_index[name] then
+    error(string_format("processor '%s' is not connected to store '%s' (list it in " ..
+                        "app:store(\"%s\", ..., \"%s\"))", self.name, tostring(name), name,
+                        self.name), 2)
+  end
+  error(string_format("processor '%s' asked for store '%s', which is not declared " ..
+                      "(app:store)", self.name, tostring(name)), 2)
+end
+
+-- ctx:schedule(ms, fn [, "wall" | "stream"]): calls fn(ctx, time) every `ms`
+-- of wall-clock time (the default) or of the task's stream time (the largest
+-- record timestamp it has seen). Returns a handle with :cancel().
+function Ctx:schedule(interval, fn, kind)
   if type(interval) ~= "number" or interval <= 0 or type(fn) ~= "function" then
     error("schedule: expected an interval in ms (> 0) and a function", 2)
   end
-  local rt = self._task.rt
-  local p = { ctx = self, task = self._task, interval = interval, fn = fn,
-              due = rt.now() + interval }
+  kind = kind or "wall"
+  local task, rt = self._task, self._task.rt
+  local p = { ctx = self, task = task, interval = interval, fn = fn }
   function p.cancel() p.cancelled = true end
-  rt.schedules[#rt.schedules + 1] = p
-  rt.reschedule()
+  if kind == "wall" then
+    p.due = rt.now() + interval
+    rt.schedules[#rt.schedules + 1] = p
+    rt.reschedule()
+  elseif kind == "stream" then
+    -- first due at the next multiple of the interval past the stream time
+    local base = task.stream_time >= 0 and task.stream_time or 0
+    p.due = base - base % interval + interval
+    task.stream_schedules[#task.stream_schedules + 1] = p
+    task.stream_due = math.min(task.stream_due, p.due)
+  else
+    error("schedule: the kind must be \"wall\" or \"stream\", got " .. tostring(kind), 2)
+  end
   return p
+end
+
+-- Stream time of the task (ms), -1 before its first record.
+function Ctx:stream_time()
+  return self._task.stream_time
 end
 
 -- -- Building tasks ----------------------------------------------------------
@@ -127,10 +159,20 @@ local function instantiate(node)
 end
 
 -- Builds the node functions of one task: each takes (key, value).
-local function build_task(rt, app, plan, sub_index, partition)
+local function build_task(rt, app, plan, index, sub_index, partition)
   local task = { sub = sub_index, partition = partition, io = rt.io, thr = rt.thr, rt = rt,
-                 topics = plan.topics, cur = -1, ts = 0, ctxs = {}, sources = {},
+                 topics = plan.topics, plan = plan, cur = -1, ts = 0, ctxs = {}, sources = {},
+                 stores = {}, stream_time = -1, stream_due = math.huge, stream_schedules = {},
                  id = string_format("%d_%d", sub_index, partition) }
+  for i, st in ipairs(plan.stores) do
+    if st.sub == sub_index + 1 then
+      local ptr = C.bk_ffi_thread_store(rt.thr, index, i - 1)
+      if ptr == nil then
+        error(string_format("task %s: store '%s' is not open", task.id, st.name), 0)
+      end
+      task.stores[st.name] = store.new(ptr, st.name, task, rt.cache)
+    end
+  end
   local fns = {}
   local sub = plan.subtopologies[sub_index + 1]
   local thr = rt.thr
@@ -167,8 +209,10 @@ local function build_task(rt, app, plan, sub_index, partition)
       end
     else
       local inst = instantiate(node)
+      local stores = {}
+      for _, sname in ipairs(node.stores or {}) do stores[sname] = task.stores[sname] end
       local ctx = setmetatable({ name = name, _task = task, _children = children,
-                                 _child_by_name = by_name, _inst = inst }, Ctx)
+                                 _child_by_name = by_name, _inst = inst, _stores = stores }, Ctx)
       task.ctxs[#task.ctxs + 1] = ctx
       local process = inst.process
       fn = function(key, value) return process(ctx, key, value) end
@@ -186,12 +230,34 @@ local function build_task(rt, app, plan, sub_index, partition)
   return task
 end
 
--- runtime.new(app, io, thread, tasks) -> run, punctuate, close
+-- Fires the stream-time punctuations of a task that are due.
+local function stream_punctuate(task)
+  local now, next_due, kept = task.stream_time, math.huge, {}
+  for _, p in ipairs(task.stream_schedules) do
+    if not p.cancelled then
+      if p.due <= now then
+        task.cur, task.ts = -1, now
+        p.fn(p.ctx, now)
+        p.due = now - now % p.interval + p.interval
+      end
+      if not p.cancelled then
+        kept[#kept + 1] = p
+        if p.due < next_due then next_due = p.due end
+      end
+    end
+  end
+  task.stream_schedules = kept
+  task.stream_due = next_due
+end
+
+-- runtime.new(app, io, thread, tasks, cache_bytes) -> functions for C:
+-- run(start), punctuate(now), flush(), init(), close(), hook(name, info).
 -- Called by runtime/thread.c once per stream thread; `tasks` lists
 -- { subtopology (0-based), partition } pairs.
-function M.new(app, io_ptr, thr_ptr, task_list)
+function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes)
   local io = ffi.cast("bk_io_t *", io_ptr)
-  local rt = { io = io, thr = ffi.cast("bk_thread_t *", thr_ptr), schedules = {} }
+  local rt = { io = io, thr = ffi.cast("bk_thread_t *", thr_ptr), schedules = {},
+               cache = store.new_cache(cache_bytes or 0) }
   local plan = app:describe()
   local tasks = {}
 
@@ -206,18 +272,23 @@ function M.new(app, io_ptr, thr_ptr, task_list)
   end
 
   for i, t in ipairs(task_list) do
-    tasks[i] = build_task(rt, app, plan, t[1], t[2])
+    tasks[i] = build_task(rt, app, plan, i - 1, t[1], t[2])
   end
+
+  local fns = {}
+
   -- init(ctx) of every processor of every task, in declaration order
-  for _, task in ipairs(tasks) do
-    for _, ctx in ipairs(task.ctxs) do
-      if ctx._inst.init then ctx._inst.init(ctx) end
+  function fns.init()
+    for _, task in ipairs(tasks) do
+      for _, ctx in ipairs(task.ctxs) do
+        if ctx._inst.init then ctx._inst.init(ctx) end
+      end
     end
   end
 
   -- The record loop. C catches an error, reads io.cur and calls run again
   -- after the failed record when the policy says so.
-  local function run(start)
+  function fns.run(start)
     local recs, n = io.recs, io.count
     for i = start, n - 1 do
       io.cur = i
@@ -226,14 +297,19 @@ function M.new(app, io_ptr, thr_ptr, task_list)
       local key, value
       if r.key ~= nil then key = ffi_string(r.key, r.key_len) end
       if r.value ~= nil then value = ffi_string(r.value, r.value_len) end
+      local ts = tonumber(r.timestamp)
       task.cur = i
-      task.ts = tonumber(r.timestamp)
+      task.ts = ts
       task.sources[r.topic](key, value)
       task.cur = -1
+      if ts > task.stream_time then
+        task.stream_time = ts
+        if ts >= task.stream_due then stream_punctuate(task) end
+      end
     end
   end
 
-  local function punctuate(now)
+  function fns.punctuate(now)
     local list = rt.schedules
     local kept = {}
     for _, p in ipairs(list) do
@@ -253,7 +329,13 @@ function M.new(app, io_ptr, thr_ptr, task_list)
     rt.reschedule()
   end
 
-  local function close()
+  -- The record cache to the stores (and their changelogs): C calls it first
+  -- when it commits.
+  function fns.flush()
+    rt.cache.flush()
+  end
+
+  function fns.close()
     for _, task in ipairs(tasks) do
       task.cur = -1
       for _, ctx in ipairs(task.ctxs) do
@@ -269,7 +351,13 @@ function M.new(app, io_ptr, thr_ptr, task_list)
     end
   end
 
-  return run, punctuate, close
+  -- Operational hooks of the app (app:hook): errors are the caller's to log.
+  function fns.hook(name, info)
+    local f = app.hooks[name]
+    if f then f(info) end
+  end
+
+  return fns
 end
 
 return M

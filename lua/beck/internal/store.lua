@@ -1,0 +1,219 @@
+-- beck.internal.store: the Lua face of a task's key-value store, with the
+-- stream thread's write-back record cache in front of it.
+--
+-- The cache (cache_max_bytes per thread, as Kafka Streams'
+-- cache.max.bytes.buffering) keeps the latest value of recently used keys in
+-- Lua tables: get and put of a hot key cost no FFI call, and a key updated
+-- many times between two commits reaches RocksDB and its changelog once, at
+-- the flush the commit starts. With the cache at 0 every put and delete goes
+-- straight through (an FFI call to runtime/store.c).
+local ffi = require "ffi"
+
+local C = ffi.C
+local ffi_string = ffi.string
+local type, error, pairs, setmetatable = type, error, pairs, setmetatable
+local string_format = string.format
+
+local M = {}
+
+local ENTRY_OVERHEAD = 64 -- rough bytes of a cache entry beyond key and value
+local TOMBSTONE = {}      -- a deleted key in the cache
+
+local vptr, vlen = ffi.new("const char *[1]"), ffi.new("size_t[1]")
+local kptr, klen = ffi.new("const char *[1]"), ffi.new("size_t[1]")
+
+local function store_error(self, level)
+  error(ffi_string(C.bk_ffi_store_error(self.ptr)), level + 1)
+end
+
+local function check_key(self, key, op)
+  if type(key) ~= "string" then
+    error(string_format("store '%s': %s: the key must be a string, got %s", self.name, op,
+                        type(key)), 3)
+  end
+end
+
+-- -- The thread's cache ------------------------------------------------------
+
+-- One per stream thread: `max` bytes for all its stores.
+function M.new_cache(max)
+  local cache = { max = max, bytes = 0, dirty_stores = {}, stores = {} }
+  -- Writes every dirty entry through; at commit, on overflow, before a scan.
+  function cache.flush()
+    local list = cache.dirty_stores
+    cache.dirty_stores = {}
+    for i = 1, #list do list[i]:_flush_dirty() end
+    -- Past half the budget, drop the clean entries too (they are on disk).
+    if cache.bytes > max / 2 then
+      for _, st in pairs(cache.stores) do st.entries = {} end
+      cache.bytes = 0
+    end
+  end
+  return cache
+end
+
+-- -- Stores ------------------------------------------------------------------
+
+local Store = {}
+Store.__index = Store
+
+function M.new(ptr, name, task, cache)
+  local self = setmetatable({ ptr = ptr, name = name, task = task, cache = cache,
+                              entries = {}, dirty = {}, ndirty = 0 }, Store)
+  cache.stores[#cache.stores + 1] = self
+  return self
+end
+
+function Store:get(key)
+  check_key(self, key, "get")
+  local e = self.entries[key]
+  if e ~= nil then
+    if e == TOMBSTONE then return nil end
+    return e
+  end
+  local rc = C.bk_ffi_store_get(self.ptr, key, #key, vptr, vlen)
+  if rc == 1 then
+    local v = ffi_string(vptr[0], vlen[0])
+    local cache = self.cache
+    if cache.max > 0 then
+      self.entries[key] = v
+      cache.bytes = cache.bytes + #key + #v + ENTRY_OVERHEAD
+      if cache.bytes > cache.max then cache.flush() end
+    end
+    return v
+  elseif rc == 0 then
+    return nil
+  end
+  store_error(self, 2)
+end
+
+local function cache_write(self, key, value)
+  local cache, entries = self.cache, self.entries
+  local old = entries[key]
+  local delta
+  if old == nil then
+    delta = #key + ENTRY_OVERHEAD + (value == TOMBSTONE and 0 or #value)
+  else
+    delta = (value == TOMBSTONE and 0 or #value) - (old == TOMBSTONE and 0 or #old)
+  end
+  entries[key] = value
+  cache.bytes = cache.bytes + delta
+  if not self.dirty[key] then
+    self.dirty[key] = true
+    self.ndirty = self.ndirty + 1
+    if self.ndirty == 1 then
+      cache.dirty_stores[#cache.dirty_stores + 1] = self
+    end
+  end
+  if cache.bytes > cache.max then cache.flush() end
+end
+
+-- put(key, value): value nil deletes.
+function Store:put(key, value)
+  if value == nil then return self:delete(key) end
+  check_key(self, key, "put")
+  if type(value) ~= "string" then
+    error(string_format("store '%s': put: the value must be a string, got %s", self.name,
+                        type(value)), 2)
+  end
+  if self.cache.max == 0 then
+    if C.bk_ffi_store_put(self.ptr, key, #key, value, #value, self.task.ts) ~= 0 then
+      store_error(self, 2)
+    end
+    return
+  end
+  cache_write(self, key, value)
+end
+
+function Store:delete(key)
+  check_key(self, key, "delete")
+  if self.cache.max == 0 then
+    if C.bk_ffi_store_delete(self.ptr, key, #key, self.task.ts) ~= 0 then
+      store_error(self, 2)
+    end
+    return
+  end
+  cache_write(self, key, TOMBSTONE)
+end
+
+function Store:_flush_dirty()
+  if self.ndirty == 0 then return end
+  local entries, ptr, ts = self.entries, self.ptr, self.task.ts
+  for key in pairs(self.dirty) do
+    local v = entries[key]
+    local rc
+    if v == TOMBSTONE then
+      rc = C.bk_ffi_store_delete(ptr, key, #key, ts)
+      entries[key] = nil
+      self.cache.bytes = self.cache.bytes - #key - ENTRY_OVERHEAD
+    else
+      rc = C.bk_ffi_store_put(ptr, key, #key, v, #v, ts)
+    end
+    if rc ~= 0 then store_error(self, 1) end
+  end
+  self.dirty = {}
+  self.ndirty = 0
+end
+
+-- Iterators: callable objects for `for k, v in store:range(a, b) do`. Writes
+-- to the store fail while one is open; it closes when read to the end, by
+-- :close(), or when collected.
+local Iter = {}
+Iter.__index = Iter
+
+function Iter:__call()
+  local it = self.it
+  if it == nil then return nil end
+  if C.bk_ffi_store_iter_next(it, kptr, klen, vptr, vlen) == 1 then
+    return ffi_string(kptr[0], klen[0]), ffi_string(vptr[0], vlen[0])
+  end
+  self:close()
+  return nil
+end
+
+function Iter:close()
+  if self.it ~= nil then
+    C.bk_ffi_store_iter_free(ffi.gc(self.it, nil))
+    self.it = nil
+  end
+end
+
+local function iter(self, mode, a, b)
+  -- The scan reads the store below the cache: write the cache's dirty
+  -- entries of this store first.
+  if self.ndirty > 0 then
+    self:_flush_dirty()
+    local list = self.cache.dirty_stores
+    for i = #list, 1, -1 do
+      if list[i] == self then table.remove(list, i) end
+    end
+  end
+  local it = C.bk_ffi_store_iter_new(self.ptr, mode, a, a and #a or 0, b, b and #b or 0)
+  return setmetatable({ it = ffi.gc(it, C.bk_ffi_store_iter_free) }, Iter)
+end
+
+-- Keys in [from, to], in key order; `to` nil: to the end.
+function Store:range(from, to)
+  if type(from) ~= "string" or (to ~= nil and type(to) ~= "string") then
+    error(string_format("store '%s': range: expected string bounds", self.name), 2)
+  end
+  return iter(self, C.BK_FFI_ITER_RANGE, from, to)
+end
+
+function Store:prefix(p)
+  if type(p) ~= "string" then
+    error(string_format("store '%s': prefix: expected a string", self.name), 2)
+  end
+  return iter(self, C.BK_FFI_ITER_PREFIX, p, nil)
+end
+
+function Store:all()
+  return iter(self, C.BK_FFI_ITER_ALL, nil, nil)
+end
+
+-- RocksDB's estimate plus what the cache has not written yet.
+function Store:approximate_count()
+  return tonumber(C.bk_ffi_store_approximate_count(self.ptr)) + self.ndirty
+end
+
+return M

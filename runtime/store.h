@@ -1,0 +1,61 @@
+/* store.h - a task's state: one RocksDB per task, one column family per store.
+ *
+ * Every key on disk is prefixed with its key group (2 bytes, big-endian;
+ * hash.h) so that state can later be split and moved by ranges. Writes of a
+ * commit interval collect in a write batch with index (reads see them) and
+ * reach the DB only at commit, after the producer has flushed their
+ * changelog records: so the DB never holds a write that its changelog lacks,
+ * and a restore from the checkpoint's offsets rebuilds exactly the changelog's
+ * state. Each write of a logged store is also produced to the store's
+ * changelog topic (<app>-<store>-changelog, partition = the task's).
+ * @locality the owning stream thread only. */
+#ifndef BK_STORE_H
+#define BK_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <librdkafka/rdkafka.h>
+
+typedef struct bk_db_s bk_db_t;       /* one task's RocksDB */
+typedef struct bk_store_s bk_store_t; /* one store of one task */
+
+typedef struct bk_store_spec_s {
+    const char *name;
+    int logged; /* has a changelog */
+} bk_store_spec_t;
+
+/* Opens (creating as needed) the DB in dir with a column family per spec and
+ * reads dir's checkpoint file. NULL with errstr on failure (state directory
+ * unwritable, locked by another process, ...). */
+bk_db_t *bk_db_open(const char *dir, const bk_store_spec_t *specs, int nspecs, char *errstr,
+                    size_t errstr_size);
+void bk_db_close(bk_db_t *db);
+int bk_db_store_count(const bk_db_t *db);
+bk_store_t *bk_db_store(bk_db_t *db, int i);
+
+/* Makes the interval's writes durable: the batch is written with a synced
+ * WAL and cleared. Call only after the producer has flushed. */
+int bk_db_commit(bk_db_t *db, char *errstr, size_t errstr_size);
+/* Writes the checkpoint file atomically (tmp, fsync, rename, fsync dir):
+ * the next changelog offset of every logged store. */
+int bk_db_checkpoint(bk_db_t *db, char *errstr, size_t errstr_size);
+
+const char *bk_store_name(const bk_store_t *st);
+int bk_store_logged(const bk_store_t *st);
+/* Where the changelog goes; producer and rkt are the thread's. */
+void bk_store_set_changelog(bk_store_t *st, rd_kafka_t *producer, rd_kafka_topic_t *rkt,
+                            int32_t partition);
+/* Next changelog offset the DB reflects: from the checkpoint, restore and
+ * acknowledged writes; -1 when unknown (no checkpoint yet). */
+int64_t bk_store_changelog_next(const bk_store_t *st);
+/* The producer acknowledged a changelog record of this store at `offset`. */
+void bk_store_acked(bk_store_t *st, int64_t offset);
+
+/* Restore: applies one changelog record (value NULL: delete) straight to the
+ * DB (in batches), and records the offset. */
+int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const void *value,
+                           size_t vlen, int64_t offset, char *errstr, size_t errstr_size);
+int bk_store_restore_flush(bk_store_t *st, char *errstr, size_t errstr_size);
+
+#endif
