@@ -77,8 +77,22 @@ bk_store_iter_t *bk_ffi_store_iter_new(bk_store_t *st, int mode, const char *a, 
 int bk_ffi_store_iter_next(bk_store_iter_t *it, const char **key, size_t *key_len,
                            const char **value, size_t *value_len);
 void bk_ffi_store_iter_free(bk_store_iter_t *it);
+
+/* The test driver's stores (driver.h): one DB per task, no Kafka. */
+typedef struct bk_driver_s bk_driver_t;
+bk_driver_t *bk_ffi_driver_new(int32_t ntasks);
+int bk_ffi_driver_open_task(bk_driver_t *d, int32_t task, const char *dir,
+                            const char *const *names, const int32_t *logged, int32_t n);
+bk_store_t *bk_ffi_driver_store(bk_driver_t *d, int32_t task, int32_t i);
+/* Writes every task's batch (synced) and checkpoint. */
+int bk_ffi_driver_commit(bk_driver_t *d);
+const char *bk_ffi_driver_error(bk_driver_t *d);
+void bk_ffi_driver_free(bk_driver_t *d);
 /* Wall clock in ms since the epoch. */
 int64_t bk_ffi_clock_ms(void);
+/* Kafka's partitioner (murmur2, as the Java client) and beck's key group. */
+int32_t bk_ffi_hash_partition(const char *key, size_t key_len, int32_t partitions);
+int32_t bk_ffi_hash_key_group(const char *key, size_t key_len);
 /* BK_FFI_CDEF_END */
 
 #endif

@@ -1,6 +1,8 @@
 /* hash.c - murmur2 as Kafka's Java client computes it. */
 #include "hash.h"
 
+#include "ffi.h"
+
 #include <string.h>
 
 uint32_t bk_hash_murmur2(const void *key, size_t len)
@@ -45,4 +47,14 @@ int bk_hash_partition(const void *key, size_t len, int partitions)
 int bk_hash_key_group(const void *key, size_t len)
 {
     return (int)((bk_hash_murmur2(key, len) & 0x7fffffff) % BK_HASH_KEY_GROUPS);
+}
+
+int32_t bk_ffi_hash_partition(const char *key, size_t key_len, int32_t partitions)
+{
+    return bk_hash_partition(key, key_len, partitions);
+}
+
+int32_t bk_ffi_hash_key_group(const char *key, size_t key_len)
+{
+    return bk_hash_key_group(key, key_len);
 }

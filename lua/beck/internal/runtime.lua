@@ -69,17 +69,9 @@ end
 -- Headers of the record in hand as { name = value } (the last of a repeated
 -- name wins); an empty table in a punctuation.
 function Ctx:headers()
-  local task, out = self._task, {}
-  if task.cur < 0 then return out end
-  local n = C.bk_ffi_thread_header_count(task.thr, task.cur)
-  local name, value, size = ffi.new("const char *[1]"), ffi.new("const char *[1]"),
-                            ffi.new("size_t[1]")
-  for i = 0, n - 1 do
-    if C.bk_ffi_thread_header_get(task.thr, task.cur, i, name, value, size) == 0 then
-      out[ffi_string(name[0])] = value[0] ~= nil and ffi_string(value[0], size[0]) or false
-    end
-  end
-  return out
+  local task = self._task
+  if task.cur < 0 then return {} end
+  return task.rt.env.headers(task)
 end
 
 -- The task this context belongs to, as "<subtopology>_<partition>".
@@ -160,13 +152,13 @@ end
 
 -- Builds the node functions of one task: each takes (key, value).
 local function build_task(rt, app, plan, index, sub_index, partition)
-  local task = { sub = sub_index, partition = partition, io = rt.io, thr = rt.thr, rt = rt,
+  local task = { sub = sub_index, partition = partition, io = rt.io, rt = rt,
                  topics = plan.topics, plan = plan, cur = -1, ts = 0, ctxs = {}, sources = {},
                  stores = {}, stream_time = -1, stream_due = math.huge, stream_schedules = {},
                  id = string_format("%d_%d", sub_index, partition) }
   for i, st in ipairs(plan.stores) do
     if st.sub == sub_index + 1 then
-      local ptr = C.bk_ffi_thread_store(rt.thr, index, i - 1)
+      local ptr = rt.env.store_ptr(index, i - 1)
       if ptr == nil then
         error(string_format("task %s: store '%s' is not open", task.id, st.name), 0)
       end
@@ -175,7 +167,6 @@ local function build_task(rt, app, plan, index, sub_index, partition)
   end
   local fns = {}
   local sub = plan.subtopologies[sub_index + 1]
-  local thr = rt.thr
 
   local function node_fn(name)
     if fns[name] then return fns[name] end
@@ -183,13 +174,7 @@ local function build_task(rt, app, plan, index, sub_index, partition)
     local children, by_name = {}, {}
     local fn
     if node.kind == "sink" then
-      local ti = node.topic_index - 1
-      fn = function(key, value)
-        if C.bk_ffi_thread_send(thr, ti, key, key and #key or 0, value, value and #value or 0,
-                                task.ts) ~= 0 then
-          error(ffi_string(C.bk_ffi_thread_error(thr)), 0)
-        end
-      end
+      fn = rt.env.sink(node.topic_index - 1, task)
       fns[name] = fn
       return fn
     end
@@ -250,18 +235,50 @@ local function stream_punctuate(task)
   task.stream_due = next_due
 end
 
--- runtime.new(app, io, thread, tasks, cache_bytes) -> functions for C:
--- run(start), punctuate(now), flush(), init(), close(), hook(name, info).
--- Called by runtime/thread.c once per stream thread; `tasks` lists
--- { subtopology (0-based), partition } pairs.
-function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes)
+-- What a stream thread of runtime/thread.c gives the runtime: its stores,
+-- sinks that produce through FFI, the input's headers and the wall clock.
+-- beck.testing gives another (in-memory topics, a controlled clock).
+local function thread_env(thr)
+  local env = {}
+  local hname, hvalue, hsize = ffi.new("const char *[1]"), ffi.new("const char *[1]"),
+                               ffi.new("size_t[1]")
+  function env.store_ptr(task_index, store_index)
+    return C.bk_ffi_thread_store(thr, task_index, store_index)
+  end
+  function env.sink(topic_index, task)
+    return function(key, value)
+      if C.bk_ffi_thread_send(thr, topic_index, key, key and #key or 0, value,
+                              value and #value or 0, task.ts) ~= 0 then
+        error(ffi_string(C.bk_ffi_thread_error(thr)), 0)
+      end
+    end
+  end
+  function env.headers(task)
+    local out = {}
+    local n = C.bk_ffi_thread_header_count(thr, task.cur)
+    for i = 0, n - 1 do
+      if C.bk_ffi_thread_header_get(thr, task.cur, i, hname, hvalue, hsize) == 0 then
+        out[ffi_string(hname[0])] = hvalue[0] ~= nil and ffi_string(hvalue[0], hsize[0]) or false
+      end
+    end
+    return out
+  end
+  function env.now() return tonumber(C.bk_ffi_clock_ms()) end
+  return env
+end
+
+-- runtime.new(app, io, thread, tasks, cache_bytes [, env]) -> functions for
+-- C: run(start), punctuate(now), flush(), init(), close(), hook(name, info).
+-- Called by runtime/thread.c once per stream thread (and by beck.testing
+-- with its own env); `tasks` lists { subtopology (0-based), partition }.
+function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   local io = ffi.cast("bk_io_t *", io_ptr)
-  local rt = { io = io, thr = ffi.cast("bk_thread_t *", thr_ptr), schedules = {},
-               cache = store.new_cache(cache_bytes or 0) }
+  local rt = { io = io, env = env or thread_env(ffi.cast("bk_thread_t *", thr_ptr)),
+               schedules = {}, cache = store.new_cache(cache_bytes or 0) }
   local plan = app:describe()
   local tasks = {}
 
-  function rt.now() return tonumber(C.bk_ffi_clock_ms()) end
+  rt.now = rt.env.now
 
   function rt.reschedule()
     local next_due = -1
@@ -357,6 +374,7 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes)
     if f then f(info) end
   end
 
+  fns.tasks = tasks -- for beck.testing
   return fns
 end
 

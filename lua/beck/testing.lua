@@ -1,0 +1,407 @@
+-- beck.testing: runs a topology in process, as Kafka Streams'
+-- TopologyTestDriver does: the same runtime (lua/beck/internal/runtime.lua),
+-- real RocksDB stores (runtime/store.c) in a temporary directory, and an
+-- in-memory stand-in for Kafka: input and output topics are Lua lists, time
+-- is a clock the spec advances. No broker, no network. See docs/testing.md.
+local ffi = require "ffi"
+local runtime = require "beck.internal.runtime"
+local app_mod = require "beck.app"
+
+local C = ffi.C
+local ffi_string = ffi.string
+
+local M = {}
+
+local Driver = {}
+Driver.__index = Driver
+local Input = {}
+Input.__index = Input
+local Output = {}
+Output.__index = Output
+local StoreReader = {}
+StoreReader.__index = StoreReader
+
+local POLICIES = { fail = true, skip = true, dlq = true }
+
+local function load_app(topology)
+  if app_mod.is_app(topology) then return topology end
+  if type(topology) ~= "string" then
+    error("driver: expected a topology file or a beck.app, got " .. type(topology), 3)
+  end
+  local chunk, err = loadfile(topology)
+  if not chunk then error(err, 0) end
+  local app = chunk()
+  if not app_mod.is_app(app) then
+    error(topology .. ": the topology must return its app (end the file with `return app`)", 0)
+  end
+  return app
+end
+
+local function tmpdir()
+  local name = os.tmpname()
+  os.remove(name)
+  return name .. "-beck-driver"
+end
+
+local function setting(config, app, name, default)
+  local v = config[name]
+  if v == nil then v = app.config[name] end
+  if v == nil then v = default end
+  return v
+end
+
+-- driver(topology_file_or_app [, config]) -> driver
+-- config: partitions (a number, or { topic = n }; default 1),
+-- cache_max_bytes, on_error, dlq_topic, state_dir (default: a temporary
+-- directory removed by :close()), wall_clock (start, ms; default 0).
+function M.driver(topology, config)
+  config = config or {}
+  local app = load_app(topology)
+  local plan = app:describe()
+  local self = setmetatable({ app = app, plan = plan, config = config, outputs = {},
+                              clock = config.wall_clock or 0, offsets = {}, pending = {},
+                              skipped = 0, keep = {} }, Driver)
+  self.on_error = setting(config, app, "on_error", "fail")
+  if not POLICIES[self.on_error] then
+    error("driver: on_error must be fail, skip or dlq, got " .. tostring(self.on_error), 2)
+  end
+  self.dlq_topic = setting(config, app, "dlq_topic", plan.id .. "-dlq")
+  self.owns_dir = config.state_dir == nil
+  self.state_dir = config.state_dir or tmpdir()
+
+  -- Partitions of each topic: the config's, else 1; a subtopology has as
+  -- many tasks as its topics have partitions.
+  local parts = config.partitions or 1
+  self.partitions = {}
+  for _, t in ipairs(plan.topics) do
+    self.partitions[t.name] = type(parts) == "table" and (parts[t.name] or 1) or parts
+  end
+  local task_list, task_of = {}, {}
+  for s, sub in ipairs(plan.subtopologies) do
+    local n = self.partitions[plan.topics[sub.topics[1]].name]
+    for _, ti in ipairs(sub.topics) do
+      local t = plan.topics[ti]
+      if self.partitions[t.name] ~= n then
+        error(string.format("driver: topics %s and %s feed one subtopology, so they need as " ..
+                            "many partitions", plan.topics[sub.topics[1]].name, t.name), 2)
+      end
+    end
+    task_of[s] = {}
+    for p = 0, n - 1 do
+      task_list[#task_list + 1] = { s - 1, p }
+      task_of[s][p] = #task_list
+    end
+  end
+  self.task_list, self.task_of = task_list, task_of
+
+  -- Real stores: one DB per task with a store, as a stream thread opens them.
+  self.drv = ffi.gc(C.bk_ffi_driver_new(#task_list), C.bk_ffi_driver_free)
+  for i, t in ipairs(task_list) do
+    local names, logged = {}, {}
+    for _, st in ipairs(plan.stores) do
+      if st.sub == t[1] + 1 then
+        names[#names + 1] = st.name
+        logged[#logged + 1] = st.logged and 1 or 0
+      end
+    end
+    if #names > 0 then
+      local cnames = ffi.new("const char *[?]", #names)
+      local clogged = ffi.new("int32_t[?]", #names)
+      for j = 1, #names do cnames[j - 1], clogged[j - 1] = names[j], logged[j] end
+      local dir = string.format("%s/%s/%d_%d", self.state_dir, plan.id, t[1], t[2])
+      if C.bk_ffi_driver_open_task(self.drv, i - 1, dir, cnames, clogged, #names) ~= 0 then
+        error("driver: " .. ffi_string(C.bk_ffi_driver_error(self.drv)), 2)
+      end
+    end
+  end
+
+  self.recs = ffi.new("bk_rec_t[1]")
+  self.io = ffi.new("bk_io_t")
+  self.io.recs, self.io.next_wall_ms = self.recs, -1
+  self.fns = runtime.new(app, self.io, nil, task_list,
+                         setting(config, app, "cache_max_bytes", 10485760), self:_env())
+  self.fns.init()
+  self:_drain()
+  return self
+end
+
+-- The runtime's view of the world: stores from driver.c, sinks into the
+-- in-memory topics, the driver's clock.
+function Driver:_env()
+  local env = {}
+  local drv = self.drv
+  function env.store_ptr(task_index, store_index)
+    -- store_index is the plan's; the task's DB numbers its own stores
+    local sub = self.task_list[task_index + 1][1] + 1
+    local j = 0
+    for i, st in ipairs(self.plan.stores) do
+      if st.sub == sub then
+        if i - 1 == store_index then return C.bk_ffi_driver_store(drv, task_index, j) end
+        j = j + 1
+      end
+    end
+    return nil
+  end
+  function env.sink(topic_index, task)
+    local topic = self.plan.topics[topic_index + 1].name
+    return function(key, value)
+      if (key ~= nil and type(key) ~= "string") or (value ~= nil and type(value) ~= "string") then
+        error(string.format("sink to %s: key and value must be strings or nil, got %s and %s",
+                            topic, type(key), type(value)), 2)
+      end
+      self:_append(topic, key, value, task.ts, self.current_headers)
+    end
+  end
+  function env.headers()
+    local out = {}
+    for k, v in pairs(self.current_headers or {}) do out[k] = v end
+    return out
+  end
+  function env.now() return self.clock end
+  return env
+end
+
+-- Appends a record to a topic; a topic the app also reads is fed back in.
+function Driver:_append(topic, key, value, ts, headers)
+  local out = self.outputs[topic]
+  if not out then
+    out = { records = {}, next = 1 }
+    self.outputs[topic] = out
+  end
+  local partition = self:_partition(topic, key)
+  local offsets = self.offsets[topic] or {}
+  self.offsets[topic] = offsets
+  local offset = offsets[partition] or 0
+  offsets[partition] = offset + 1
+  local hcopy = {}
+  for k, v in pairs(headers or {}) do hcopy[k] = v end
+  local rec = { topic = topic, key = key, value = value, timestamp = ts, headers = hcopy,
+                partition = partition, offset = offset }
+  out.records[#out.records + 1] = rec
+  if self.plan.topic_index[topic] and self.plan.topics[self.plan.topic_index[topic]].source then
+    self.pending[#self.pending + 1] = rec
+  end
+end
+
+function Driver:_partition(topic, key)
+  local n = self.partitions[topic] or 1
+  if key == nil or n == 1 then return 0 end
+  return C.bk_ffi_hash_partition(key, #key, n)
+end
+
+-- Runs one record through the runtime, applying on_error.
+function Driver:_process(rec)
+  local ti = self.plan.topic_index[rec.topic]
+  local sub = self.plan.topics[ti].sub
+  local task = self.task_of[sub][rec.partition]
+  local r = self.recs[0]
+  -- keep the strings alive while C pointers point into them
+  self.keep[1], self.keep[2] = rec.key, rec.value
+  r.key, r.key_len = rec.key, rec.key and #rec.key or 0
+  r.value, r.value_len = rec.value, rec.value and #rec.value or 0
+  r.task, r.topic, r.partition = task - 1, ti - 1, rec.partition
+  r.offset, r.timestamp = rec.offset, rec.timestamp
+  self.io.count = 1
+  self.current_headers = rec.headers
+  local ok, err = pcall(self.fns.run, 0)
+  self.current_headers = nil
+  self.io.count = 0
+  if ok then return end
+  local where = string.format("%s/%d/%d", rec.topic, rec.partition, rec.offset)
+  if self.on_error == "skip" then
+    self.skipped = self.skipped + 1
+  elseif self.on_error == "dlq" then
+    local h = {}
+    for k, v in pairs(rec.headers or {}) do h[k] = v end
+    h["beck.error"] = tostring(err)
+    h["beck.topic"], h["beck.partition"], h["beck.offset"] =
+      rec.topic, tostring(rec.partition), tostring(rec.offset)
+    self:_append(self.dlq_topic, rec.key, rec.value, rec.timestamp, h)
+  else
+    error(string.format("process failed on record %s: %s", where, tostring(err)), 0)
+  end
+end
+
+-- Processes what was fed back, then commits as a stream thread does.
+function Driver:_drain()
+  while #self.pending > 0 do
+    local rec = table.remove(self.pending, 1)
+    self:_process(rec)
+  end
+  self.fns.flush()
+  if C.bk_ffi_driver_commit(self.drv) ~= 0 then
+    error("driver: commit failed: " .. ffi_string(C.bk_ffi_driver_error(self.drv)), 0)
+  end
+end
+
+-- -- Input topics ------------------------------------------------------------
+
+function Driver:input(topic)
+  local ti = self.plan.topic_index[topic]
+  if not ti or not self.plan.topics[ti].source then
+    error(string.format("driver: the topology reads no topic '%s'", tostring(topic)), 2)
+  end
+  return setmetatable({ driver = self, topic = topic }, Input)
+end
+
+-- pipe(key, value [, timestamp [, headers]]): timestamp defaults to the
+-- driver's wall clock.
+function Input:pipe(key, value, timestamp, headers)
+  local d = self.driver
+  if (key ~= nil and type(key) ~= "string") or (value ~= nil and type(value) ~= "string") then
+    error("pipe: key and value must be strings or nil", 2)
+  end
+  local partition = d:_partition(self.topic, key)
+  local offsets = d.offsets[self.topic] or {}
+  d.offsets[self.topic] = offsets
+  local offset = offsets[partition] or 0
+  offsets[partition] = offset + 1
+  d.pending[#d.pending + 1] = { topic = self.topic, key = key, value = value,
+                                timestamp = timestamp or d.clock, headers = headers or {},
+                                partition = partition, offset = offset }
+  d:_drain()
+  return self
+end
+
+-- pipe_list({ {key, value [, timestamp [, headers]]} or {key=, value=, timestamp=, headers=} })
+function Input:pipe_list(records)
+  for _, r in ipairs(records) do
+    if r.key ~= nil or r.value ~= nil or r.timestamp ~= nil then
+      self:pipe(r.key, r.value, r.timestamp, r.headers)
+    else
+      self:pipe(r[1], r[2], r[3], r[4])
+    end
+  end
+  return self
+end
+
+-- -- Output topics -------------------------------------------------------------
+
+function Driver:output(topic)
+  if type(topic) ~= "string" then error("driver: output: expected a topic name", 2) end
+  return setmetatable({ driver = self, topic = topic }, Output)
+end
+
+local function queue(self)
+  local out = self.driver.outputs[self.topic]
+  if not out then
+    out = { records = {}, next = 1 }
+    self.driver.outputs[self.topic] = out
+  end
+  return out
+end
+
+-- The next unread record { key, value, timestamp, headers, partition,
+-- offset }, or nil.
+function Output:read()
+  local q = queue(self)
+  local rec = q.records[q.next]
+  if rec then q.next = q.next + 1 end
+  return rec
+end
+
+function Output:read_all()
+  local list = {}
+  for rec in function() return self:read() end do list[#list + 1] = rec end
+  return list
+end
+
+-- The latest value per key of the unread records (a nil value deletes).
+function Output:read_key_values()
+  local kv = {}
+  for _, rec in ipairs(self:read_all()) do
+    if rec.key ~= nil then kv[rec.key] = rec.value end
+  end
+  return kv
+end
+
+function Output:is_empty()
+  local q = queue(self)
+  return q.records[q.next] == nil
+end
+
+-- -- Stores --------------------------------------------------------------------
+
+function Driver:store(name)
+  if not self.plan.store_index[name] then
+    error(string.format("driver: the topology has no store '%s'", tostring(name)), 2)
+  end
+  return setmetatable({ driver = self, name = name }, StoreReader)
+end
+
+local function each_task_store(self)
+  local list = {}
+  for _, task in ipairs(self.driver.fns.tasks) do
+    if task.stores[self.name] then list[#list + 1] = task.stores[self.name] end
+  end
+  return list
+end
+
+function StoreReader:get(key)
+  for _, st in ipairs(each_task_store(self)) do
+    local v = st:get(key)
+    if v ~= nil then return v end
+  end
+  return nil
+end
+
+local function collect(self, method, ...)
+  local rows = {}
+  for _, st in ipairs(each_task_store(self)) do
+    local it = st[method](st, ...)
+    for k, v in it do rows[#rows + 1] = { k, v } end
+  end
+  table.sort(rows, function(a, b) return a[1] < b[1] end)
+  local i = 0
+  return function()
+    i = i + 1
+    if rows[i] then return rows[i][1], rows[i][2] end
+  end
+end
+
+-- Iterators over every task's part of the store, in key order.
+function StoreReader:range(from, to) return collect(self, "range", from, to) end
+function StoreReader:prefix(p) return collect(self, "prefix", p) end
+function StoreReader:all() return collect(self, "all") end
+
+function StoreReader:count()
+  local n = 0
+  for _ in self:all() do n = n + 1 end
+  return n
+end
+
+-- -- Time and the end ----------------------------------------------------------
+
+function Driver:wall_clock()
+  return self.clock
+end
+
+-- Moves the wall clock and fires the punctuations that came due.
+function Driver:advance_wall_clock(ms)
+  if type(ms) ~= "number" or ms < 0 then
+    error("advance_wall_clock: expected a number of ms >= 0", 2)
+  end
+  self.clock = self.clock + ms
+  local due = tonumber(self.io.next_wall_ms)
+  if due >= 0 and due <= self.clock then
+    self.fns.punctuate(self.clock)
+  end
+  self:_drain()
+  return self
+end
+
+-- Runs close(ctx) of every processor, commits, closes the stores and
+-- removes the state directory the driver made.
+function Driver:close()
+  if self.closed then return end
+  self.closed = true
+  self.fns.close()
+  self:_drain()
+  C.bk_ffi_driver_free(ffi.gc(self.drv, nil))
+  self.drv = nil
+  if self.owns_dir then
+    os.execute("rm -rf '" .. self.state_dir:gsub("'", "") .. "'")
+  end
+end
+
+return M
