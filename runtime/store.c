@@ -44,6 +44,9 @@ struct bk_db_s {
     int ncfs;
     int nstores;
     bk_store_t *stores;
+    /* A write or sync failed: RocksDB must not be asked again (after a
+     * failed sync its WAL writer asserts), the node is stopping. */
+    char failed[512];
 };
 
 /* -- Keys --------------------------------------------------------------- */
@@ -127,6 +130,12 @@ bk_db_t *bk_db_open(const char *dir, const bk_store_spec_t *specs, int nspecs, c
     /* 8 MB memtables took puts ~1.7x faster than 64 MB ones (MEASURED.md). */
     rocksdb_options_set_write_buffer_size(db->opts, 8 << 20);
     rocksdb_options_set_max_open_files(db->opts, 256);
+    /* RocksDB's own LOG shares the state directory: when the disk fills,
+     * Debian's build (assertions on) aborts writing an error to a LOG whose
+     * last write failed. Errors reach beck's log through returned statuses,
+     * so the LOG keeps only its header (options). */
+    rocksdb_options_set_info_log_level(db->opts, 5);
+    rocksdb_options_set_keep_log_file_num(db->opts, 2);
     db->ropts = rocksdb_readoptions_create();
     db->wopts = rocksdb_writeoptions_create();
     db->wopts_sync = rocksdb_writeoptions_create();
@@ -278,15 +287,28 @@ void bk_store_acked(bk_store_t *st, int64_t offset)
 
 /* -- Commit and checkpoint ------------------------------------------------ */
 
+static int db_failed(bk_db_t *db, char *errstr, size_t errstr_size)
+{
+    if (db->failed[0]) {
+        snprintf(errstr, errstr_size, "%s", db->failed);
+        return 1;
+    }
+    return 0;
+}
+
 int bk_db_commit(bk_db_t *db, char *errstr, size_t errstr_size)
 {
     char *err = NULL;
+    if (db_failed(db, errstr, errstr_size)) {
+        return -1;
+    }
     if (rocksdb_writebatch_wi_count(db->batch) == 0) {
         return 0;
     }
     rocksdb_write_writebatch_wi(db->rdb, db->wopts_sync, db->batch, &err);
     if (err) {
         snprintf(errstr, errstr_size, "cannot write the state store in %s: %s", db->dir, err);
+        snprintf(db->failed, sizeof(db->failed), "%s", errstr);
         free(err);
         return -1;
     }
@@ -299,11 +321,15 @@ int bk_db_checkpoint(bk_db_t *db, char *errstr, size_t errstr_size)
     char tmp[4096], path[4096], buf[8192], *err = NULL;
     int fd, len, dfd;
 
+    if (db_failed(db, errstr, errstr_size)) {
+        return -1;
+    }
     /* Restored records were written without sync: make them durable before
      * a checkpoint claims them. */
     rocksdb_flush_wal(db->rdb, 1, &err);
     if (err) {
         snprintf(errstr, errstr_size, "cannot sync the state store in %s: %s", db->dir, err);
+        snprintf(db->failed, sizeof(db->failed), "%s", errstr);
         free(err);
         return -1;
     }

@@ -66,6 +66,7 @@ struct bk_thread_s {
     int last_topic;
 
     int dr_failed;
+    int commit_failed; /* a commit failed: no later commit may succeed it */
     char dr_err[512];
     char err[1024];
     bk_thread_stats_t stats;
@@ -661,7 +662,7 @@ static int punctuate(bk_thread_t *thr, int64_t now)
 
 /* At-least-once: offsets are committed only once everything the records
  * before them caused has been acknowledged by the brokers. */
-static int commit(bk_thread_t *thr)
+static int commit_steps(bk_thread_t *thr)
 {
     rd_kafka_topic_partition_list_t *list;
     rd_kafka_resp_err_t kerr;
@@ -714,6 +715,15 @@ static int commit(bk_thread_t *thr)
         }
     }
     rd_kafka_topic_partition_list_destroy(list);
+    return 0;
+}
+
+static int commit(bk_thread_t *thr)
+{
+    if (commit_steps(thr) != 0) {
+        thr->commit_failed = 1;
+        return -1;
+    }
     return 0;
 }
 
@@ -803,9 +813,9 @@ static void *thread_main(void *arg)
     bk_log_info("%s: running %d task(s) over %d partition(s)", thr->name, thr->ntasks, thr->ntp);
     rc = run_loop(thr);
     /* Processors may forward from close(); what they send is flushed and
-     * committed with the rest. */
+     * committed with the rest, unless committing is what failed. */
     close_lua(thr);
-    if (commit(thr) != 0) {
+    if (!thr->commit_failed && commit(thr) != 0) {
         rc = -1;
     }
     thr->rc = rc;
