@@ -6,6 +6,7 @@
 #include <luajit.h>
 
 #include "broker.h"
+#include "describe.h"
 #include "dump.h"
 #include "node.h"
 #include "testrun.h"
@@ -18,6 +19,7 @@ static void usage(FILE *out)
                  "  run TOPOLOGY.lua [-b BROKERS] ...  run a topology as one node of its app\n"
                  "  broker [--brokers N] ...           host a dev broker (librdkafka's mock cluster)\n"
                  "  test [PATH...]                     run busted specs inside the runtime\n"
+                 "  describe TOPOLOGY.lua              print a topology's subtopologies, stores, topics\n"
                  "  dump --state-dir DIR --app ID      print a stopped node's stores\n"
                  "  version                            print the version\n\n"
                  "`beck COMMAND --help` tells more.\n");
@@ -36,6 +38,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "broker") == 0) {
         return bk_broker_main(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "describe") == 0) {
+        return bk_describe_main(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "dump") == 0) {
         return bk_dump_main(argc - 1, argv + 1);

@@ -173,7 +173,7 @@ static int ensure_topics(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
         goto done;
     }
     for (int i = 0; i < plan->ntopics; i++) {
-        if (!plan->topics[i].source || counts[i] > 0) {
+        if (!plan->topics[i].source || plan->topics[i].internal || counts[i] > 0) {
             continue;
         }
         if (dev_port <= 0) {
@@ -187,7 +187,7 @@ static int ensure_topics(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
         created = 1;
     }
     for (int i = 0; i < plan->ntopics; i++) {
-        if (plan->topics[i].source && counts[i] > maxp) {
+        if (plan->topics[i].source && !plan->topics[i].internal && counts[i] > maxp) {
             maxp = counts[i];
         }
     }
@@ -196,10 +196,11 @@ static int ensure_topics(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
         defp = maxp;
     }
     for (int i = 0; i < n; i++) {
+        int want = i < plan->ntopics && plan->topics[i].want > 0 ? plan->topics[i].want : defp;
         if (counts[i] > 0) {
             continue;
         }
-        if (bk_kafka_create_topic(rk, dev_port, names[i], defp, rf, 0, err, errsz) != 0) {
+        if (bk_kafka_create_topic(rk, dev_port, names[i], want, rf, 0, err, errsz) != 0) {
             goto done;
         }
         created = 1;

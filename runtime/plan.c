@@ -145,6 +145,10 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
         lua_pop(L, 1);
         t->source = field_bool(L, -1, "source");
         t->sink = field_bool(L, -1, "sink");
+        t->internal = field_bool(L, -1, "internal");
+        lua_getfield(L, -1, "partitions");
+        t->want = lua_isnumber(L, -1) ? (int)lua_tointeger(L, -1) : 0;
+        lua_pop(L, 1);
         lua_getfield(L, -1, "sub");
         t->sub = lua_isnumber(L, -1) ? (int)lua_tointeger(L, -1) - 1 : -1;
         lua_pop(L, 2);

@@ -17,6 +17,8 @@ typedef struct bk_plan_topic_s {
     int source;     /* read by a source node */
     int sink;       /* written by a sink node */
     int sub;        /* subtopology reading it (0-based), -1 for sink-only topics */
+    int internal;   /* owned by the app (repartition): created on any cluster */
+    int want;       /* partitions asked for by the topology, 0: derive */
     int partitions; /* from the cluster's metadata, 0 until known */
 } bk_plan_topic_t;
 

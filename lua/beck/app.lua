@@ -57,8 +57,11 @@ function M.is_app(x)
   return getmetatable(x) == App
 end
 
--- app:source(name, topic | {topic, ...})
-function App:source(name, topics)
+-- app:source(name, topic | {topic, ...} [, opts]): opts.internal = true
+-- marks topics the app owns (repartition topics): the runtime creates them
+-- on any cluster, with opts.partitions or as many partitions as the app's
+-- widest external input.
+function App:source(name, topics, opts)
   check_name(self, name, "source")
   if type(topics) == "string" then topics = { topics } end
   if type(topics) ~= "table" or #topics == 0 then
@@ -69,7 +72,12 @@ function App:source(name, topics)
       error(string.format("source '%s': bad topic name '%s'", name, tostring(t)), 2)
     end
   end
+  opts = opts or {}
+  if type(opts) ~= "table" then
+    error(string.format("source '%s': expected an options table", name), 2)
+  end
   return add_node(self, { kind = "source", name = name, topics = topics, children = {},
+                          internal = opts.internal == true, partitions = opts.partitions,
                           parents = {}, where = where(2) })
 end
 
@@ -201,6 +209,7 @@ function App:describe()
                               t.source_node, node.name), 0)
         end
         t.source, t.source_node, t.sub = true, node.name, sub.index
+        t.internal, t.partitions = node.internal, node.partitions
         sub.topics[#sub.topics + 1] = i
       end
     end
