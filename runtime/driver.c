@@ -50,8 +50,7 @@ bk_store_t *bk_ffi_driver_store(bk_driver_t *d, int32_t task, int32_t i)
 int bk_ffi_driver_commit(bk_driver_t *d)
 {
     for (int t = 0; t < d->ntasks; t++) {
-        if (d->dbs[t] && (bk_db_commit(d->dbs[t], d->err, sizeof(d->err)) != 0 ||
-                          bk_db_checkpoint(d->dbs[t], d->err, sizeof(d->err)) != 0)) {
+        if (d->dbs[t] && bk_db_commit(d->dbs[t], d->err, sizeof(d->err)) != 0) {
             return BK_FFI_ERR;
         }
     }

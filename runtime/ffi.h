@@ -42,11 +42,15 @@ typedef struct bk_thread_s bk_thread_t;
 /* Status codes, mirrored by lua/beck/internal/runtime.lua. */
 enum { BK_FFI_OK = 0, BK_FFI_ERR = -1 };
 
-/* Produces to sink `sink` (index in the topology's topic table). Copies key
- * and value; blocks while the producer queue is full. BK_FFI_ERR: see
- * bk_ffi_thread_error(). */
+/* Produces to sink topic `topic` (index in the topology's topic table),
+ * carrying the headers of record `rec` of the batch (-1: none, as from a
+ * punctuation). Copies key and value; blocks while the producer queue is
+ * full. BK_FFI_ERR: see bk_ffi_thread_error(). */
 int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t key_len,
-                       const char *value, size_t value_len, int64_t timestamp);
+                       const char *value, size_t value_len, int64_t timestamp, int32_t rec);
+/* A stream-time punctuation raised: logged; under on_error=fail the thread
+ * stops after the batch in hand. */
+void bk_ffi_thread_punctuation_failed(bk_thread_t *thr, const char *msg, size_t len);
 /* Text of the last error of this thread (static or thread-owned). */
 const char *bk_ffi_thread_error(bk_thread_t *thr);
 /* Headers of record `rec` of the current batch: count, then each by index. */

@@ -66,6 +66,7 @@ struct bk_thread_s {
     int last_topic;
 
     int dr_failed;
+    int punct_failed;  /* a stream-time punctuation raised under on_error=fail */
     int commit_failed; /* a commit failed: no later commit may succeed it */
     char dr_err[512];
     char err[1024];
@@ -112,7 +113,7 @@ static rd_kafka_headers_t *rec_headers(bk_thread_t *thr, int32_t rec)
 }
 
 int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t key_len,
-                       const char *value, size_t value_len, int64_t timestamp)
+                       const char *value, size_t value_len, int64_t timestamp, int32_t rec)
 {
     rd_kafka_topic_t *rkt;
     rd_kafka_headers_t *hdrs;
@@ -124,7 +125,7 @@ int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t 
     }
     /* Output records carry the headers of the input record in hand, as in
      * Kafka Streams (none from a punctuation). */
-    hdrs = rec_headers(thr, thr->io.cur);
+    hdrs = rec >= 0 ? rec_headers(thr, rec) : NULL;
     for (;;) {
         rd_kafka_headers_t *copy = hdrs ? rd_kafka_headers_copy(hdrs) : NULL;
         err = rd_kafka_producev(thr->producer, RD_KAFKA_V_RKT(rkt),
@@ -167,6 +168,15 @@ int bk_ffi_thread_header_get(bk_thread_t *thr, int32_t rec, int32_t idx, const c
     }
     *value = v;
     return BK_FFI_OK;
+}
+
+void bk_ffi_thread_punctuation_failed(bk_thread_t *thr, const char *msg, size_t len)
+{
+    bk_log_error("%s: stream-time punctuation failed: %.*s%s", thr->name, (int)len, msg,
+                 thr->policy == POLICY_FAIL ? " (on_error=fail: stopping)" : "");
+    if (thr->policy == POLICY_FAIL) {
+        thr->punct_failed = 1;
+    }
 }
 
 bk_store_t *bk_ffi_thread_store(bk_thread_t *thr, int32_t task, int32_t store)
@@ -758,6 +768,9 @@ static int run_loop(bk_thread_t *thr)
                 rd_kafka_message_destroy(thr->msgs[i]);
             }
             thr->io.count = 0;
+            if (rc == 0 && thr->punct_failed) {
+                rc = -1;
+            }
             if (rc != 0) {
                 break;
             }

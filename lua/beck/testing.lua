@@ -110,7 +110,10 @@ function M.driver(topology, config)
       for j = 1, #names do cnames[j - 1], clogged[j - 1] = names[j], logged[j] end
       local dir = string.format("%s/%s/%d_%d", self.state_dir, plan.id, t[1], t[2])
       if C.bk_ffi_driver_open_task(self.drv, i - 1, dir, cnames, clogged, #names) ~= 0 then
-        error("driver: " .. ffi_string(C.bk_ffi_driver_error(self.drv)), 2)
+        local msg = "driver: " .. ffi_string(C.bk_ffi_driver_error(self.drv))
+        C.bk_ffi_driver_free(ffi.gc(self.drv, nil))
+        if self.owns_dir then os.execute("rm -rf '" .. self.state_dir:gsub("'", "") .. "'") end
+        error(msg, 2)
       end
     end
   end
@@ -118,10 +121,18 @@ function M.driver(topology, config)
   self.recs = ffi.new("bk_rec_t[1]")
   self.io = ffi.new("bk_io_t")
   self.io.recs, self.io.next_wall_ms = self.recs, -1
-  self.fns = runtime.new(app, self.io, nil, task_list,
-                         setting(config, app, "cache_max_bytes", 10485760), self:_env())
-  self.fns.init()
-  self:_drain()
+  local ok, err = pcall(function()
+    self.fns = runtime.new(app, self.io, nil, task_list,
+                           setting(config, app, "cache_max_bytes", 10485760), self:_env())
+    self.fns.init()
+    self:_drain()
+  end)
+  if not ok then
+    -- nothing of a driver that did not start may stay open or on disk
+    C.bk_ffi_driver_free(ffi.gc(self.drv, nil))
+    if self.owns_dir then os.execute("rm -rf '" .. self.state_dir:gsub("'", "") .. "'") end
+    error(err, 0)
+  end
   return self
 end
 
@@ -149,7 +160,8 @@ function Driver:_env()
         error(string.format("sink to %s: key and value must be strings or nil, got %s and %s",
                             topic, type(key), type(value)), 2)
       end
-      self:_append(topic, key, value, task.ts, self.current_headers)
+      -- a punctuation's records carry no headers (task.cur < 0)
+      self:_append(topic, key, value, task.ts, task.cur >= 0 and self.current_headers or nil)
     end
   end
   function env.headers()
@@ -158,6 +170,11 @@ function Driver:_env()
     return out
   end
   function env.now() return self.clock end
+  function env.punctuation_error(err)
+    if self.on_error == "fail" then error(err, 0) end
+    local msg = "punctuation failed: " .. tostring(err)
+    C.bk_ffi_log(runtime.LEVELS.error, msg, #msg)
+  end
   return env
 end
 
@@ -248,6 +265,7 @@ end
 -- driver's wall clock.
 function Input:pipe(key, value, timestamp, headers)
   local d = self.driver
+  if d.closed then error("driver: closed", 2) end
   if (key ~= nil and type(key) ~= "string") or (value ~= nil and type(value) ~= "string") then
     error("pipe: key and value must be strings or nil", 2)
   end
@@ -266,7 +284,7 @@ end
 -- pipe_list({ {key, value [, timestamp [, headers]]} or {key=, value=, timestamp=, headers=} })
 function Input:pipe_list(records)
   for _, r in ipairs(records) do
-    if r.key ~= nil or r.value ~= nil or r.timestamp ~= nil then
+    if r.key ~= nil or r.value ~= nil or r.timestamp ~= nil or r.headers ~= nil then
       self:pipe(r.key, r.value, r.timestamp, r.headers)
     else
       self:pipe(r[1], r[2], r[3], r[4])
@@ -330,6 +348,7 @@ function Driver:store(name)
 end
 
 local function each_task_store(self)
+  if self.driver.closed then error("driver: closed", 3) end
   local list = {}
   for _, task in ipairs(self.driver.fns.tasks) do
     if task.stores[self.name] then list[#list + 1] = task.stores[self.name] end
@@ -381,10 +400,18 @@ function Driver:advance_wall_clock(ms)
   if type(ms) ~= "number" or ms < 0 then
     error("advance_wall_clock: expected a number of ms >= 0", 2)
   end
+  if self.closed then error("driver: closed", 2) end
   self.clock = self.clock + ms
-  local due = tonumber(self.io.next_wall_ms)
-  if due >= 0 and due <= self.clock then
-    self.fns.punctuate(self.clock)
+  -- as runtime/thread.c: an error stops under fail, is logged otherwise
+  while true do
+    local due = tonumber(self.io.next_wall_ms)
+    if due < 0 or due > self.clock then break end
+    local ok, err = pcall(self.fns.punctuate, self.clock)
+    if not ok then
+      if self.on_error == "fail" then error(err, 0) end
+      local msg = "punctuation failed: " .. tostring(err)
+      C.bk_ffi_log(runtime.LEVELS.error, msg, #msg)
+    end
   end
   self:_drain()
   return self

@@ -222,8 +222,9 @@ local function stream_punctuate(task)
     if not p.cancelled then
       if p.due <= now then
         task.cur, task.ts = -1, now
-        p.fn(p.ctx, now)
         p.due = now - now % p.interval + p.interval
+        local ok, err = pcall(p.fn, p.ctx, now)
+        if not ok then task.rt.punctuation_error(err) end
       end
       if not p.cancelled then
         kept[#kept + 1] = p
@@ -248,7 +249,7 @@ local function thread_env(thr)
   function env.sink(topic_index, task)
     return function(key, value)
       if C.bk_ffi_thread_send(thr, topic_index, key, key and #key or 0, value,
-                              value and #value or 0, task.ts) ~= 0 then
+                              value and #value or 0, task.ts, task.cur) ~= 0 then
         error(ffi_string(C.bk_ffi_thread_error(thr)), 0)
       end
     end
@@ -264,6 +265,10 @@ local function thread_env(thr)
     return out
   end
   function env.now() return tonumber(C.bk_ffi_clock_ms()) end
+  function env.punctuation_error(err)
+    local msg = tostring(err)
+    C.bk_ffi_thread_punctuation_failed(thr, msg, #msg)
+  end
   return env
 end
 
@@ -279,6 +284,7 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   local tasks = {}
 
   rt.now = rt.env.now
+  rt.punctuation_error = rt.env.punctuation_error or function(err) error(err, 0) end
 
   function rt.reschedule()
     local next_due = -1
@@ -333,9 +339,10 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
       if not p.cancelled then
         if p.due <= now then
           p.task.cur, p.task.ts = -1, now
-          p.fn(p.ctx, now)
+          -- next time first: a failing fn must not fire again at once
           p.due = p.due + p.interval
           if p.due <= now then p.due = now + p.interval end
+          p.fn(p.ctx, now)
         end
         if not p.cancelled then kept[#kept + 1] = p end
       end

@@ -59,7 +59,7 @@ Store.__index = Store
 
 function M.new(ptr, name, task, cache)
   local self = setmetatable({ ptr = ptr, name = name, task = task, cache = cache,
-                              entries = {}, dirty = {}, ndirty = 0 }, Store)
+                              entries = {}, dirty = {}, ndirty = 0, open_iters = 0 }, Store)
   cache.stores[#cache.stores + 1] = self
   return self
 end
@@ -88,6 +88,10 @@ function Store:get(key)
 end
 
 local function cache_write(self, key, value)
+  if self.open_iters > 0 then
+    error(string_format("store %s: cannot write while an iterator over it is open (read it " ..
+                        "to the end or close it first)", self.name), 3)
+  end
   local cache, entries = self.cache, self.entries
   local old = entries[key]
   local delta
@@ -175,6 +179,7 @@ function Iter:close()
   if self.it ~= nil then
     C.bk_ffi_store_iter_free(ffi.gc(self.it, nil))
     self.it = nil
+    self.store.open_iters = self.store.open_iters - 1
   end
 end
 
@@ -189,7 +194,11 @@ local function iter(self, mode, a, b)
     end
   end
   local it = C.bk_ffi_store_iter_new(self.ptr, mode, a, a and #a or 0, b, b and #b or 0)
-  return setmetatable({ it = ffi.gc(it, C.bk_ffi_store_iter_free) }, Iter)
+  self.open_iters = self.open_iters + 1
+  return setmetatable({ store = self, it = ffi.gc(it, function(p)
+    C.bk_ffi_store_iter_free(p)
+    self.open_iters = self.open_iters - 1
+  end) }, Iter)
 end
 
 -- Keys in [from, to], in key order; `to` nil: to the end.
