@@ -28,7 +28,7 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
     {"threads", T_INT, "1", 1, 256, NULL, "stream threads on this node"},
     {"node_id", T_STR, NULL, 0, 0, NULL, "this node's id (default: hostname-pid)"},
     {"rack", T_STR, NULL, 0, 0, NULL, "this node's rack, for placement"},
-    {"commit_interval_ms", T_INT, "1000", 1, 3600000, NULL,
+    {"commit_interval_ms", T_INT, "5000", 1, 3600000, NULL,
      "how often input offsets are committed (after the producer flushed)"},
     {"on_error", T_ENUM, "fail", 0, 0, "fail|skip|dlq",
      "when process() raises: stop (fail), log and count (skip), or dead-letter (dlq)"},

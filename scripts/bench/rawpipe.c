@@ -9,6 +9,7 @@
  *                                        from its first new record to the N-th
  *
  *   OPTS: -X key=value  librdkafka setting, applied after the built-in ones (repeatable)
+ *         -K N         load: N distinct keys (record i gets key i mod N)
  *         -t SECONDS    give up after this long (default 300): exit status 1
  *         -B N          pipe: records per rd_kafka_consume_batch_queue (default 1000)
  *         -v            watch: also print `seconds records` at every poll on stderr,
@@ -25,6 +26,7 @@
 
 #include <signal.h>
 #include <stdint.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +82,7 @@ typedef struct {
     double timeout_s;
     int batch;
     int verbose;
+    long keys; /* load: distinct keys, record i gets key i mod keys */
 } rp_opts_t;
 
 static volatile sig_atomic_t rp_stop;
@@ -243,7 +246,7 @@ static int rp_load(const rp_opts_t *opts, const char *bs, const char *topic, lon
     rkt = rd_kafka_topic_new(rk, topic, NULL);
     for (i = 0; i < n && !rp_stop; i++) {
         rd_kafka_resp_err_t err;
-        snprintf(key, sizeof(key), "k%09lu", (unsigned long)i % 1000000000UL);
+        snprintf(key, sizeof(key), "k%09lu", (unsigned long)(i % opts->keys) % 1000000000UL);
         rp_fill_value(value, (uint64_t)i);
         for (;;) {
             err =
@@ -513,7 +516,12 @@ static long rp_count(const char *s)
 
 int main(int argc, char **argv)
 {
-    rp_opts_t opts = {.nx = 0, .timeout_s = 300, .batch = 1000};
+    rp_opts_t opts = {.nx = 0, .timeout_s = 300, .batch = 1000, .keys = 1000000000L};
+
+    /* The same malloc settings as beck's main.c, so that the comparison
+     * measures the runtime and not glibc's arena trimming. */
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    mallopt(M_TOP_PAD, 64 << 20);
     const char *cmd = argc > 1 ? argv[1] : "";
     const char *args[4];
     int nargs = 0, want;
@@ -521,7 +529,8 @@ int main(int argc, char **argv)
 
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        if ((strcmp(a, "-X") == 0 || strcmp(a, "-t") == 0 || strcmp(a, "-B") == 0) &&
+        if ((strcmp(a, "-X") == 0 || strcmp(a, "-t") == 0 || strcmp(a, "-B") == 0 ||
+             strcmp(a, "-K") == 0) &&
             i + 1 < argc) {
             char *v = argv[++i];
             if (a[1] == 'X') {
@@ -536,6 +545,11 @@ int main(int argc, char **argv)
                 opts.nx++;
             } else if (a[1] == 't') {
                 opts.timeout_s = atof(v);
+            } else if (a[1] == 'K') {
+                if ((opts.keys = rp_count(v)) <= 0) {
+                    fprintf(stderr, "rawpipe: -K wants a positive count, got %s\n", v);
+                    return 2;
+                }
             } else if ((opts.batch = (int)rp_count(v)) <= 0) {
                 fprintf(stderr, "rawpipe: -B wants a positive count, got %s\n", v);
                 return 2;

@@ -43,8 +43,9 @@ function M.new_cache(max)
     local list = cache.dirty_stores
     cache.dirty_stores = {}
     for i = 1, #list do list[i]:_flush_dirty() end
-    -- Past half the budget, drop the clean entries too (they are on disk).
-    if cache.bytes > max / 2 then
+    -- Still near the budget with only clean entries left: drop them (they
+    -- are in the stores); a hot working set that fits stays cached.
+    if cache.bytes > max * 0.9 then
       for _, st in pairs(cache.stores) do st.entries = {} end
       cache.bytes = 0
     end
