@@ -830,6 +830,10 @@ static void *thread_main(void *arg)
     close_lua(thr);
     if (!thr->commit_failed && commit(thr) != 0) {
         rc = -1;
+    } else if (!thr->commit_failed) {
+        bk_log_info("%s: final commit: outputs flushed, stores synced, offsets of %d "
+                    "partition(s) committed",
+                    thr->name, thr->ntp);
     }
     thr->rc = rc;
 

@@ -1,0 +1,750 @@
+-- spec/helpers.lua: the one facade of the integration specs. It starts dev
+-- brokers and nodes as separate processes (by PID, through LuaJIT's FFI to
+-- libc: posix_spawnp, kill, waitpid), talks to the dev broker's control
+-- channel, writes and reads topics through an OUTSIDE client
+-- (spec/fixtures/kafka_client.py on /usr/bin/python3 with python3-kafka, not
+-- librdkafka), and waits with `eventually` instead of sleeping.
+--
+--   local helpers = require "spec.helpers"
+--   after_each(helpers.cleanup)                -- kills what a spec started
+--   local broker = helpers.start_broker { brokers = 3, topics = { "in:4" } }
+--   local node = helpers.start_node("t.lua", { "-b", broker.bootstrap })
+--   helpers.produce(broker.bootstrap, "in", { { "k", "v" } })
+--   helpers.eventually(function() return helpers.count(broker.bootstrap, "out") == 1 end)
+--   assert.equal(0, node:stop())
+--
+-- Processes:  spawn, run, start_broker, start_node, cleanup, beck_bin
+--             proc.pid, :wait, :stop, :kill, :alive, :log, :stdout, :wait_log
+--             broker.bootstrap, .control_port, :control, :create_topic,
+--             :broker_down, :broker_up; node:dev_broker, :wait_running
+-- Kafka:      produce, consume, count, committed, metadata, control
+-- Waiting:    eventually, with_timeout, sleep, now, trace
+-- Files:      tmpdir, workdir, read_file, write_file
+--
+-- Everything listens on 127.0.0.1 and every wait is bounded. Exit statuses
+-- are numbers: the exit code, or 128 + the signal for a process that a
+-- signal ended (as a shell reports it). BECK_SPEC_KEEP=1 keeps the
+-- temporary directories (logs) of the specs for a look afterwards;
+-- BECK_SPEC_VERBOSE=1 prints trace() lines.
+local ffi = require "ffi"
+local bit = require "bit"
+local cjson = require "cjson.safe"
+
+local C = ffi.C
+local unpack = unpack or table.unpack
+local function pack(...) return { n = select("#", ...), ... } end
+local helpers = {}
+
+-- -- libc through FFI -------------------------------------------------------
+-- Each declaration on its own and protected: busted reloads this module for
+-- every spec file, but FFI declarations live as long as the VM, and another
+-- module (beck.internal.cdef) may have declared some of them already.
+
+local CDEFS = {
+  "typedef struct { int64_t tv_sec; int64_t tv_nsec; } bk_spec_timespec_t;",
+  "typedef struct { uint16_t family; uint16_t port; uint32_t addr; uint8_t zero[8]; } " ..
+    "bk_spec_sockaddr_in_t;",
+  "typedef struct { int fd; short events; short revents; } bk_spec_pollfd_t;",
+  "int posix_spawn_file_actions_init(void *fa);",
+  "int posix_spawn_file_actions_destroy(void *fa);",
+  "int posix_spawn_file_actions_addopen(void *fa, int fd, const char *path, int oflag, " ..
+    "unsigned int mode);",
+  "int posix_spawnattr_init(void *attr);",
+  "int posix_spawnattr_destroy(void *attr);",
+  "int posix_spawnattr_setflags(void *attr, short flags);",
+  "int posix_spawnattr_setsigmask(void *attr, const void *sigmask);",
+  "int posix_spawnattr_setsigdefault(void *attr, const void *sigdefault);",
+  "int posix_spawnattr_setpgroup(void *attr, int pgroup);",
+  "int posix_spawnp(int *pid, const char *file, const void *fa, const void *attr, " ..
+    "char *const argv[], char *const envp[]);",
+  "int sigemptyset(void *set);",
+  "int sigaddset(void *set, int signo);",
+  "int kill(int pid, int sig);",
+  "int waitpid(int pid, int *status, int options);",
+  "char *mkdtemp(char *tmpl);",
+  "int clock_gettime(int clk, void *ts);",
+  "int poll(void *fds, unsigned long nfds, int timeout);",
+  "int socket(int domain, int type, int protocol);",
+  "int connect(int fd, const void *addr, unsigned int len);",
+  "long send(int fd, const void *buf, size_t len, int flags);",
+  "long recv(int fd, void *buf, size_t len, int flags);",
+  "int close(int fd);",
+  "char *strerror(int errnum);",
+  "extern char **environ;",
+}
+for _, d in ipairs(CDEFS) do pcall(ffi.cdef, d) end
+
+-- Linux (x86_64 and aarch64 share these values).
+local O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC = 0, 1, 0x40, 0x200
+local POSIX_SPAWN_SETPGROUP, POSIX_SPAWN_SETSIGDEF, POSIX_SPAWN_SETSIGMASK = 0x02, 0x04, 0x08
+local WNOHANG = 1
+local CLOCK_MONOTONIC = 1
+local AF_INET, SOCK_STREAM, POLLIN, MSG_NOSIGNAL = 2, 1, 1, 0x4000
+local SIG = { HUP = 1, INT = 2, KILL = 9, PIPE = 13, TERM = 15, CHLD = 17 }
+helpers.SIG = SIG
+
+local function errno_text()
+  return ffi.string(C.strerror(ffi.errno()))
+end
+
+-- -- Time -------------------------------------------------------------------
+
+local ts = ffi.new("bk_spec_timespec_t")
+
+-- Monotonic clock, seconds.
+function helpers.now()
+  C.clock_gettime(CLOCK_MONOTONIC, ts)
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) / 1e9
+end
+
+local now = helpers.now
+local deadline -- set by with_timeout: no wait of the helpers goes past it
+
+local function check_deadline()
+  if deadline and now() > deadline.at then
+    error(string.format("with_timeout: the %gs budget is spent", deadline.seconds), 0)
+  end
+end
+
+function helpers.sleep(seconds)
+  check_deadline()
+  C.poll(nil, 0, math.max(0, math.floor(seconds * 1000 + 0.5)))
+  check_deadline()
+end
+
+local t0 = now()
+-- trace(fmt, ...): a timestamped line on stderr when BECK_SPEC_VERBOSE is set,
+-- to see where a slow spec spends its time.
+function helpers.trace(fmt, ...)
+  if os.getenv("BECK_SPEC_VERBOSE") then
+    io.stderr:write(string.format("[%7.3f] ", now() - t0), string.format(fmt, ...), "\n")
+  end
+end
+
+-- eventually(fn, timeout_s = 10, interval_s = 0.1): calls fn until it returns
+-- a truthy value without raising, and returns what it returned. Fails with
+-- fn's last error (or "returned false") once timeout_s has passed.
+function helpers.eventually(fn, timeout, interval)
+  timeout, interval = timeout or 10, interval or 0.1
+  local start, last = now(), "it never ran"
+  while true do
+    local res = pack(pcall(fn))
+    if res[1] and res[2] then return unpack(res, 2, res.n) end
+    if res[1] then
+      last = "returned " .. tostring(res[2]) .. (res[3] ~= nil and (": " .. tostring(res[3])) or "")
+    else
+      last = tostring(res[2])
+    end
+    if now() - start > timeout then
+      error(string.format("eventually: not true after %gs; last: %s", timeout, last), 2)
+    end
+    helpers.sleep(interval)
+  end
+end
+
+-- with_timeout(seconds, fn, ...): runs fn(...) and fails it once `seconds`
+-- have passed: every wait in these helpers checks the budget, and a count
+-- hook interrupts Lua code that loops. Compiled traces do not run hooks, so
+-- the JIT is off meanwhile. A blocking C call cannot be interrupted.
+function helpers.with_timeout(seconds, fn, ...)
+  local saved_deadline = deadline
+  local mine = { at = now() + seconds, seconds = seconds }
+  if not saved_deadline or mine.at < saved_deadline.at then deadline = mine end
+  local hook, mask, count = debug.gethook()
+  local jit_was_on = jit.status()
+  jit.off()
+  jit.flush()
+  debug.sethook(function()
+    if deadline and now() > deadline.at then
+      debug.sethook(hook, mask, count)
+      error(string.format("with_timeout: the %gs budget is spent", deadline.seconds), 2)
+    end
+  end, "", 10000)
+  local res = pack(pcall(fn, ...))
+  debug.sethook(hook, mask, count)
+  if jit_was_on and not saved_deadline then jit.on() end
+  deadline = saved_deadline
+  if not res[1] then error(res[2], 0) end
+  return unpack(res, 2, res.n)
+end
+
+-- -- Files ------------------------------------------------------------------
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+helpers.read_file = read_file
+
+local function write_file(path, s)
+  local f = assert(io.open(path, "wb"))
+  assert(f:write(s))
+  f:close()
+end
+helpers.write_file = write_file
+
+local function tail(s, n)
+  s = s or ""
+  n = n or 3000
+  if #s <= n then return s end
+  return "..." .. s:sub(-n)
+end
+
+local registry = { procs = {}, dirs = {}, workdir = nil, seq = 0 }
+
+-- A fresh directory under /tmp, removed by cleanup() (unless BECK_SPEC_KEEP).
+function helpers.tmpdir()
+  local tmpl = ffi.new("char[?]", 64, "/tmp/beck-spec-XXXXXX")
+  if C.mkdtemp(tmpl) == nil then
+    error("mkdtemp: " .. errno_text(), 2)
+  end
+  local path = ffi.string(tmpl)
+  registry.dirs[#registry.dirs + 1] = path
+  return path
+end
+
+-- The directory where process output of the current spec goes.
+local function workdir()
+  if not registry.workdir then registry.workdir = helpers.tmpdir() end
+  return registry.workdir
+end
+helpers.workdir = workdir
+
+local function rmtree(path)
+  assert(path:match("^/tmp/beck%-spec%-"), "refusing to remove " .. path)
+  os.execute("rm -rf '" .. path .. "'")
+end
+
+-- -- Processes --------------------------------------------------------------
+
+local Proc = {}
+Proc.__index = Proc
+
+local status_buf = ffi.new("int[1]")
+
+local function decode_status(st)
+  local low = bit.band(st, 0x7f)
+  if low == 0 then return bit.band(bit.rshift(st, 8), 0xff) end
+  return 128 + low
+end
+
+-- Reaps the process if it has ended; returns its status or nil.
+function Proc:poll()
+  if self.status then return self.status end
+  local r = C.waitpid(self.pid, status_buf, WNOHANG)
+  if r == self.pid then
+    self.status = decode_status(status_buf[0])
+    self.ended_at = now()
+  elseif r < 0 then
+    error(string.format("waitpid(%d): %s", self.pid, errno_text()))
+  end
+  return self.status
+end
+
+function Proc:alive()
+  return self:poll() == nil
+end
+
+-- Waits up to `timeout` s (default 10) for the process to end: its exit
+-- status, or nil when it is still running.
+function Proc:wait(timeout)
+  local limit = now() + (timeout or 10)
+  while true do
+    local st = self:poll()
+    if st then return st end
+    if now() >= limit then return nil end
+    helpers.sleep(0.02)
+  end
+end
+
+function Proc:signal(sig)
+  if self:poll() then return false end
+  if C.kill(self.pid, sig) ~= 0 then
+    error(string.format("kill(%d, %d): %s", self.pid, sig, errno_text()), 2)
+  end
+  return true
+end
+
+-- SIGKILL, and reaps it. Returns the status.
+function Proc:kill()
+  if self:signal(SIG.KILL) then
+    local st = self:wait(10)
+    if not st then error(string.format("process %d survived SIGKILL", self.pid), 2) end
+  end
+  return self.status
+end
+
+-- Sends `sig` (default SIGTERM) and waits up to `timeout` s (default 20) for
+-- the exit status. A process that does not stop in time is killed and the
+-- spec fails, with the end of its log.
+function Proc:stop(sig, timeout)
+  self:signal(sig or SIG.TERM)
+  local st = self:wait(timeout or 20)
+  if st then return st end
+  self:kill()
+  error(string.format("%s (pid %d) did not stop within %gs of signal %d; stderr:\n%s",
+                      self.name, self.pid, timeout or 20, sig or SIG.TERM, tail(self:log())), 2)
+end
+
+-- What the process wrote to stderr (beck's log) and to stdout, so far.
+function Proc:log() return read_file(self.stderr_path) or "" end
+function Proc:stdout() return read_file(self.stdout_path) or "" end
+
+-- Waits until the log matches a Lua pattern; returns the captures.
+function Proc:wait_log(pattern, timeout)
+  return helpers.eventually(function()
+    local log = self:log()
+    local r = { log:match(pattern) }
+    if r[1] then return unpack(r) end
+    if not self:alive() then
+      error(string.format("%s exited with %s before its log showed %q; stderr:\n%s", self.name,
+                          tostring(self.status), pattern, tail(log)), 0)
+    end
+    return nil, string.format("log of %s does not show %q yet:\n%s", self.name, pattern,
+                              tail(log, 1500))
+  end, timeout or 15, 0.05)
+end
+
+local function build_env(extra)
+  if not extra then return C.environ end
+  local list, seen = {}, {}
+  for k, v in pairs(extra) do
+    if v ~= false then list[#list + 1] = k .. "=" .. tostring(v) end
+    seen[k] = true
+  end
+  local env = C.environ
+  local i = 0
+  while env[i] ~= nil do
+    local s = ffi.string(env[i])
+    local k = s:match("^([^=]*)=")
+    if not (k and seen[k]) then list[#list + 1] = s end
+    i = i + 1
+  end
+  local arr = ffi.new("char *[?]", #list + 1)
+  local keep = {}
+  for j, s in ipairs(list) do
+    local c = ffi.new("char[?]", #s + 1, s)
+    keep[j] = c
+    arr[j - 1] = c
+  end
+  return arr, keep
+end
+
+local pdeathsig -- setpriv(1) makes a child die with the spec runner, even on SIGKILL
+local function setpriv_path()
+  if pdeathsig == nil then
+    local f = io.open("/usr/bin/setpriv", "rb")
+    pdeathsig = f and "/usr/bin/setpriv" or false
+    if f then f:close() end
+  end
+  return pdeathsig
+end
+
+-- spawn(argv, opts) -> process. argv[1] is looked up in PATH. opts: name,
+-- stdin (a file, default /dev/null), stdout / stderr (files, default
+-- <workdir>/<name>-<n>.out / .err), env (extra variables; false unsets).
+-- The child gets its own process group, default signal handling and an
+-- empty signal mask, and is registered for cleanup().
+function helpers.spawn(argv, opts)
+  opts = opts or {}
+  registry.seq = registry.seq + 1
+  local name = opts.name or (argv[1]:match("[^/]*$"))
+  local base = string.format("%s/%s-%d", workdir(), name:gsub("[^%w._-]", "_"), registry.seq)
+  local stdout_path = opts.stdout or (base .. ".out")
+  local stderr_path = opts.stderr or (base .. ".err")
+
+  local args = {}
+  local sp = opts.pdeathsig ~= false and setpriv_path()
+  if sp then
+    args[1], args[2], args[3] = sp, "--pdeathsig", "KILL"
+  end
+  for _, a in ipairs(argv) do args[#args + 1] = tostring(a) end
+  local cargv = ffi.new("char *[?]", #args + 1)
+  local keep = {}
+  for i, a in ipairs(args) do
+    keep[i] = ffi.new("char[?]", #a + 1, a)
+    cargv[i - 1] = keep[i]
+  end
+  local envp, envkeep = build_env(opts.env)
+
+  local fa = ffi.new("uint64_t[64]") -- posix_spawn_file_actions_t is 80 bytes on glibc
+  local attr = ffi.new("uint64_t[64]") -- posix_spawnattr_t is 336 bytes
+  local sigs = ffi.new("uint64_t[32]") -- sigset_t is 128 bytes
+  local pid = ffi.new("int[1]")
+  assert(C.posix_spawn_file_actions_init(fa) == 0)
+  assert(C.posix_spawnattr_init(attr) == 0)
+  C.posix_spawn_file_actions_addopen(fa, 0, opts.stdin or "/dev/null", O_RDONLY, 0)
+  C.posix_spawn_file_actions_addopen(fa, 1, stdout_path, O_WRONLY + O_CREAT + O_TRUNC, 420)
+  C.posix_spawn_file_actions_addopen(fa, 2, stderr_path, O_WRONLY + O_CREAT + O_TRUNC, 420)
+  C.posix_spawnattr_setflags(attr, POSIX_SPAWN_SETPGROUP + POSIX_SPAWN_SETSIGDEF +
+                                   POSIX_SPAWN_SETSIGMASK)
+  C.posix_spawnattr_setpgroup(attr, 0)
+  C.sigemptyset(sigs)
+  C.posix_spawnattr_setsigmask(attr, sigs)
+  for _, s in ipairs { SIG.HUP, SIG.INT, SIG.TERM, SIG.PIPE, SIG.CHLD } do C.sigaddset(sigs, s) end
+  C.posix_spawnattr_setsigdefault(attr, sigs)
+  local rc = C.posix_spawnp(pid, cargv[0], fa, attr, cargv, envp)
+  C.posix_spawn_file_actions_destroy(fa)
+  C.posix_spawnattr_destroy(attr)
+  local _ = envkeep
+  if rc ~= 0 then
+    error(string.format("posix_spawnp %s: %s", args[1], ffi.string(C.strerror(rc))), 2)
+  end
+  local proc = setmetatable({ pid = pid[0], name = name, argv = argv, started_at = now(),
+                              stdout_path = stdout_path, stderr_path = stderr_path }, Proc)
+  registry.procs[#registry.procs + 1] = proc
+  return proc
+end
+
+-- run(argv, opts) -> status, stdout, stderr: runs a command to its end, for
+-- at most opts.timeout s (default 60; then it is killed and run() fails).
+function helpers.run(argv, opts)
+  opts = opts or {}
+  local proc = helpers.spawn(argv, opts)
+  local st = proc:wait(opts.timeout or 60)
+  if not st then
+    proc:kill()
+    error(string.format("%s timed out after %gs; stderr:\n%s", table.concat(argv, " "),
+                        opts.timeout or 60, tail(proc:log())), 2)
+  end
+  return st, proc:stdout(), proc:log()
+end
+
+-- Kills (SIGKILL) and reaps every process the current spec started, then
+-- removes its temporary directories. Call it from after_each / teardown.
+function helpers.cleanup()
+  local procs = registry.procs
+  registry.procs = {}
+  for _, p in ipairs(procs) do
+    if not p.status then
+      C.kill(p.pid, SIG.KILL)
+    end
+  end
+  for _, p in ipairs(procs) do
+    if not p.status then
+      local limit = now() + 10
+      while not p:poll() and now() < limit do C.poll(nil, 0, 10) end
+    end
+  end
+  local dirs = registry.dirs
+  registry.dirs, registry.workdir = {}, nil
+  if os.getenv("BECK_SPEC_KEEP") then
+    for _, d in ipairs(dirs) do io.stderr:write("kept ", d, "\n") end
+  else
+    for _, d in ipairs(dirs) do rmtree(d) end
+  end
+end
+
+-- Last resort when a spec file forgets cleanup() or the runner errors out:
+-- closing the VM kills what is left.
+helpers._sentinel = ffi.gc(ffi.new("int[1]"), function()
+  for _, p in ipairs(registry.procs) do
+    if not p.status then C.kill(p.pid, SIG.KILL); C.waitpid(p.pid, nil, 0) end
+  end
+end)
+
+function helpers.beck_bin()
+  return os.getenv("BECK_BIN") or "bin/beck"
+end
+
+-- -- The dev broker's control channel ---------------------------------------
+
+-- Sends one command line to 127.0.0.1:port and returns the reply line
+-- ("OK ..." or "ERR ..."); raises on I/O errors or after `timeout` s (15).
+function helpers.control(port, line, timeout)
+  local fd = C.socket(AF_INET, SOCK_STREAM, 0)
+  if fd < 0 then error("socket: " .. errno_text(), 2) end
+  local ok, res = pcall(function()
+    local sa = ffi.new("bk_spec_sockaddr_in_t")
+    sa.family = AF_INET
+    sa.port = bit.bor(bit.rshift(port, 8), bit.lshift(bit.band(port, 0xff), 8))
+    sa.addr = 0x0100007f -- 127.0.0.1 in network order, on a little-endian host
+    assert(ffi.abi("le"), "helpers.control assumes a little-endian host")
+    if C.connect(fd, sa, ffi.sizeof(sa)) ~= 0 then
+      error(string.format("connect 127.0.0.1:%d: %s", port, errno_text()))
+    end
+    local msg = line .. "\n"
+    if C.send(fd, msg, #msg, MSG_NOSIGNAL) ~= #msg then
+      error("send: " .. errno_text())
+    end
+    local limit, got = now() + (timeout or 15), {}
+    local buf = ffi.new("char[4096]")
+    local pfd = ffi.new("bk_spec_pollfd_t")
+    pfd.fd, pfd.events = fd, POLLIN
+    while true do
+      local s = table.concat(got)
+      local nl = s:find("\n", 1, true)
+      if nl then return (s:sub(1, nl - 1):gsub("\r$", "")) end
+      local left = limit - now()
+      if left <= 0 then error(string.format("no reply to %q in %gs", line, timeout or 15)) end
+      if C.poll(pfd, 1, math.floor(left * 1000) + 1) > 0 then
+        local n = tonumber(C.recv(fd, buf, 4096, 0))
+        if n <= 0 then error(string.format("connection closed before the reply to %q", line)) end
+        got[#got + 1] = ffi.string(buf, n)
+      end
+    end
+  end)
+  C.close(fd)
+  if not ok then error(res, 2) end
+  return res
+end
+
+local Broker = setmetatable({}, { __index = Proc })
+Broker.__index = Broker
+
+-- The raw reply to a command line.
+function Broker:control(line)
+  return helpers.control(self.control_port, line)
+end
+
+local function ok_or_err(reply)
+  if reply:match("^OK") then return true end
+  return nil, reply
+end
+
+-- true, or nil and the broker's "ERR ..." reply.
+function Broker:create_topic(name, partitions)
+  return ok_or_err(self:control(string.format("CREATE %s %d", name, partitions)))
+end
+
+function Broker:broker_down(id) return ok_or_err(self:control("DOWN " .. id)) end
+function Broker:broker_up(id) return ok_or_err(self:control("UP " .. id)) end
+
+-- start_broker { brokers = N, racks = "a,b" | {"a","b"}, topics = {"name:parts", ...} }
+-- Starts `beck broker` and waits for its bootstrap address and control port.
+function helpers.start_broker(opts)
+  opts = opts or {}
+  local argv = { helpers.beck_bin(), "broker" }
+  if opts.brokers then
+    argv[#argv + 1] = "--brokers"
+    argv[#argv + 1] = opts.brokers
+  end
+  if opts.racks then
+    argv[#argv + 1] = "--racks"
+    argv[#argv + 1] = type(opts.racks) == "table" and table.concat(opts.racks, ",") or opts.racks
+  end
+  for _, t in ipairs(opts.topics or {}) do
+    argv[#argv + 1] = "--topic"
+    argv[#argv + 1] = t
+  end
+  local proc = helpers.spawn(argv, { name = "broker", env = opts.env })
+  local broker = setmetatable(proc, Broker)
+  helpers.eventually(function()
+    local out = proc:stdout()
+    local bs, port = out:match("^([^\n]+)\ncontrol 127%.0%.0%.1:(%d+)\n")
+    if bs then
+      broker.bootstrap, broker.control_port = bs, tonumber(port)
+      return true
+    end
+    if not proc:alive() then
+      error(string.format("beck broker exited with %d before printing its address; stderr:\n%s",
+                          proc.status, tail(proc:log())), 0)
+    end
+    return nil, "no address on stdout yet: " .. out
+  end, opts.timeout or 15, 0.05)
+  return broker
+end
+
+-- -- Nodes -------------------------------------------------------------------
+
+local Node = setmetatable({}, { __index = Proc })
+Node.__index = Node
+
+-- The embedded dev broker's address ("dev broker: HOST:PORT", first line of
+-- stdout) of a node started without -b.
+function Node:dev_broker(timeout)
+  if self.bootstrap then return self.bootstrap end
+  self.bootstrap = helpers.eventually(function()
+    local bs = self:stdout():match("^dev broker: ([^\n]+)\n")
+    if bs then return bs end
+    if not self:alive() then
+      error(string.format("node exited with %d before printing its dev broker; stderr:\n%s",
+                          self.status, tail(self:log())), 0)
+    end
+  end, timeout or 15, 0.05)
+  return self.bootstrap
+end
+
+-- Waits until every stream thread runs (the log's "stream-N: running").
+function Node:wait_running(timeout)
+  return self:wait_log("stream%-%d+: running", timeout)
+end
+
+-- start_node(topology, args, opts) -> node: `beck run topology args...`.
+-- Adds --state-dir <tmpdir> unless args name one. opts: env, name.
+function helpers.start_node(topology, args, opts)
+  opts = opts or {}
+  local argv = { helpers.beck_bin(), "run", topology }
+  local has_state = false
+  for _, a in ipairs(args or {}) do
+    argv[#argv + 1] = a
+    if tostring(a):match("^%-%-state[-_]dir") then has_state = true end
+  end
+  if not has_state then
+    argv[#argv + 1] = "--state-dir"
+    argv[#argv + 1] = helpers.tmpdir()
+  end
+  local proc = helpers.spawn(argv, { name = opts.name or "node", env = opts.env })
+  return setmetatable(proc, Node)
+end
+
+-- -- Outside Kafka client -----------------------------------------------------
+
+local PY = "/usr/bin/python3" -- the system Python, which has python3-kafka
+
+local function client_path()
+  local dir = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "spec"
+  return dir .. "/fixtures/kafka_client.py"
+end
+
+local function client(args, opts)
+  local argv = { PY, client_path() }
+  for _, a in ipairs(args) do argv[#argv + 1] = a end
+  local st, out, err = helpers.run(argv, { name = "kafka_client-" .. args[1], stdin = opts.stdin,
+                                           timeout = (opts.timeout or 60) + 15 })
+  if st ~= 0 then
+    return nil, string.format("kafka_client %s %s exited with %d: %s", args[1], args[3], st,
+                              tail(err, 2000))
+  end
+  return out
+end
+
+local function encode_field(rec, name, s)
+  if s == nil then return end
+  s = tostring(s)
+  if s:find("[\128-\255]") then
+    rec[name .. "_hex"] = (s:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+  else
+    rec[name] = s
+  end
+end
+
+local function from_hex(h)
+  return (h:gsub("%x%x", function(x) return string.char(tonumber(x, 16)) end))
+end
+
+-- Only a string is a value: cjson.null stands for JSON null.
+local function field(rec, name)
+  local v = rec[name .. "_hex"]
+  if type(v) == "string" then return from_hex(v) end
+  v = rec[name]
+  if type(v) == "string" then return v end
+  return nil
+end
+
+-- produce(bootstrap, topic, records, opts): writes records through the
+-- outside client and waits for their acknowledgement. A record is
+-- { key, value } or { key =, value =, headers = { name = value } or
+-- { { name, value }, ... }, partition = }. Returns the number written.
+function helpers.produce(bootstrap, topic, records, opts)
+  opts = opts or {}
+  local lines = {}
+  for i, r in ipairs(records) do
+    local rec = {}
+    local key, value = r.key, r.value
+    if key == nil and value == nil then key, value = r[1], r[2] end
+    encode_field(rec, "key", key)
+    encode_field(rec, "value", value)
+    rec.partition = r.partition
+    if r.headers then
+      local hs = {}
+      if r.headers[1] then
+        for _, h in ipairs(r.headers) do hs[#hs + 1] = { h[1], h[2] } end
+      else
+        local names = {}
+        for k in pairs(r.headers) do names[#names + 1] = k end
+        table.sort(names)
+        for _, k in ipairs(names) do hs[#hs + 1] = { k, r.headers[k] } end
+      end
+      rec.headers = hs
+    end
+    lines[i] = cjson.encode(rec)
+  end
+  local path = string.format("%s/produce-%d.jsonl", workdir(), registry.seq + 1)
+  write_file(path, table.concat(lines, "\n") .. "\n")
+  local out, err = client({ "produce", bootstrap, topic, "--timeout", opts.timeout or 60 },
+                          { stdin = path, timeout = opts.timeout })
+  if not out then error(err, 2) end
+  local res = cjson.decode(out)
+  if type(res) ~= "table" or res.produced ~= #records then
+    error("produce: unexpected reply " .. out, 2)
+  end
+  return res.produced
+end
+
+-- consume(bootstrap, topic, opts) -> list of { key, value, partition,
+-- offset, headers = { name = value } }, everything from the start of each
+-- partition to its high watermark, ordered by partition then offset. A
+-- missing key or value is nil. opts.timeout (s, default 30).
+function helpers.consume(bootstrap, topic, opts)
+  opts = opts or {}
+  local out, err = client({ "consume", bootstrap, topic, "--timeout", opts.timeout or 30 }, opts)
+  if not out then error(err, 2) end
+  local list = {}
+  for line in out:gmatch("[^\n]+") do
+    local rec = cjson.decode(line)
+    if type(rec) ~= "table" then error("consume: bad line " .. line, 2) end
+    local headers, header_list = {}, {}
+    for _, h in ipairs(type(rec.headers) == "table" and rec.headers or {}) do
+      local v = type(h[2]) == "string" and h[2] or nil
+      headers[h[1]] = v
+      header_list[#header_list + 1] = { h[1], v }
+    end
+    list[#list + 1] = { key = field(rec, "key"), value = field(rec, "value"),
+                        partition = rec.partition, offset = rec.offset, headers = headers,
+                        header_list = header_list }
+  end
+  table.sort(list, function(a, b)
+    if a.partition ~= b.partition then return a.partition < b.partition end
+    return a.offset < b.offset
+  end)
+  return list
+end
+
+-- count(bootstrap, topic) -> sum of the partitions' high watermarks, and a
+-- table partition -> high watermark.
+function helpers.count(bootstrap, topic, opts)
+  opts = opts or {}
+  local out, err = client({ "count", bootstrap, topic, "--timeout", opts.timeout or 10 }, opts)
+  if not out then error(err, 2) end
+  local res = cjson.decode(out)
+  local ends = {}
+  for p, e in pairs(res.ends) do ends[tonumber(p)] = e end
+  return res.count, ends
+end
+
+-- metadata(bootstrap, topic) -> { partitions = P, leaders = { [partition] =
+-- broker id }, brokers = { { id =, host =, port =, rack = }, ... } }, from
+-- the cluster metadata only (no request to a partition's leader).
+function helpers.metadata(bootstrap, topic, opts)
+  opts = opts or {}
+  local out, err = client({ "metadata", bootstrap, topic, "--timeout", opts.timeout or 10 }, opts)
+  if not out then error(err, 2) end
+  local res = cjson.decode(out)
+  local leaders = {}
+  for p, id in pairs(res.leaders) do leaders[tonumber(p)] = id end
+  for _, b in ipairs(res.brokers) do
+    if type(b.rack) ~= "string" then b.rack = nil end
+  end
+  return { partitions = res.partitions, leaders = leaders, brokers = res.brokers }
+end
+
+-- committed(bootstrap, topic, group) -> table partition -> committed offset
+-- (absent when the group has none), read with OffsetFetch by the outside client.
+function helpers.committed(bootstrap, topic, group, opts)
+  opts = opts or {}
+  local out, err = client({ "committed", bootstrap, topic, group, "--timeout",
+                            opts.timeout or 10 }, opts)
+  if not out then error(err, 2) end
+  local res = cjson.decode(out)
+  local offsets = {}
+  for p, o in pairs(res) do
+    if type(o) == "number" then offsets[tonumber(p)] = o end
+  end
+  return offsets
+end
+
+return helpers
