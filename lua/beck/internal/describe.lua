@@ -1,27 +1,72 @@
 -- beck.internal.describe: the text of `beck describe TOPOLOGY.lua`: the
--- subtopologies of an app with their processors, stores and topics, as
--- the runtime will run them.
+-- topics an app reads, writes and owns, then its subtopologies with their
+-- processors (and, for nodes the DSL made, the operation and the line of
+-- the topology that made it) and stores, as the runtime will run them.
 local app_mod = require "beck.app"
+local dsl = require "beck.dsl"
 
 local M = {}
+
+local function pad(s, n)
+  return s .. string.rep(" ", n - #s + 2)
+end
+
+-- "(op, file:line)" of a node the DSL made; "" for the processor API's.
+local function origin(app, name)
+  local info = dsl.info(app, name)
+  if not info then return "" end
+  return string.format("  (%s, %s)", info.op, info.where)
+end
+
+local function topic_lines(app, plan, add)
+  local rows = {}
+  for _, t in ipairs(plan.topics) do
+    local what
+    if t.internal then
+      what = "internal, " .. (t.partitions and (t.partitions .. " partitions")
+                              or "partitions of the widest input")
+      if t.name:match("%-repartition$") then what = "repartition topic (" .. what .. ")" end
+    elseif t.source and t.sink then
+      what = "read and written"
+    elseif t.source then
+      what = "input"
+    else
+      what = "output"
+    end
+    rows[#rows + 1] = { t.name, what }
+  end
+  for _, st in ipairs(plan.stores) do
+    if st.logged then rows[#rows + 1] = { st.changelog, "changelog of store " .. st.name } end
+  end
+  -- as the topology sets it (the command line or BECK_ON_ERROR may differ)
+  if app.config.on_error == "dlq" then
+    rows[#rows + 1] = { app.config.dlq_topic or (plan.id .. "-dlq"), "dead letters (on_error)" }
+  end
+  local w = 0
+  for _, r in ipairs(rows) do w = math.max(w, #r[1]) end
+  add("  topics")
+  for _, r in ipairs(rows) do add("    %s%s", pad(r[1], w), r[2]) end
+end
 
 function M.text(app)
   local plan = app:describe()
   local out = {}
   local function add(fmt, ...) out[#out + 1] = string.format(fmt, ...) end
   add("app %s", plan.id)
+  topic_lines(app, plan, add)
   for _, sub in ipairs(plan.subtopologies) do
     add("  subtopology %d", sub.index - 1)
     for _, node in ipairs(app.order) do
       if node.sub == sub then
+        local o = origin(app, node.name)
         if node.kind == "source" then
-          add("    source %s <- %s%s", node.name, table.concat(node.topics, ", "),
-              node.internal and " (internal)" or "")
+          add("    source %s <- %s%s%s", node.name, table.concat(node.topics, ", "),
+              node.internal and " (internal)" or "", o)
         elseif node.kind == "sink" then
-          add("    sink %s -> %s", node.name, node.topic)
+          add("    sink %s -> %s%s", node.name, node.topic, o)
         else
-          add("    processor %s%s", node.name,
-              node.stores and (" [stores: " .. table.concat(node.stores, ", ") .. "]") or "")
+          add("    processor %s%s%s", node.name,
+              node.stores and (" [stores: " .. table.concat(node.stores, ", ") .. "]") or "", o)
         end
         if #node.children > 0 then
           add("      -> %s", table.concat(node.children, ", "))

@@ -1,0 +1,369 @@
+-- beck.dsl.join: stream-table, table-table and stream-stream joins, with
+-- Kafka Streams' semantics (docs/dsl.md, "Joins"). Both sides of a join
+-- must be partitioned alike: a side whose key changed is repartitioned
+-- first, and the join's nodes put both inputs in one subtopology, so their
+-- topics need as many partitions.
+local builder = require "beck.dsl.builder"
+local window = require "beck.dsl.window"
+local stream_mod = require "beck.dsl.stream"
+local table_mod = require "beck.dsl.table"
+builder.internal()
+
+local type, setmetatable, ipairs = type, setmetatable, ipairs
+local sub = string.sub
+local string_format = string.format
+local fail, check_fn, check_opts = builder.fail, builder.check_fn, builder.check_opts
+local be64, dec64, prefix, index = window.be64, window.dec64, window.prefix, window.index
+
+local M = {}
+
+local NOTHING = { process = function() end }
+
+-- Are nodes a and b in one connected part of the app (one subtopology)?
+local function connected(app, a, b)
+  local seen, stack = { [a] = true }, { a }
+  while #stack > 0 do
+    local n = app.nodes[table.remove(stack)]
+    if n.name == b then return true end
+    for _, list in ipairs { n.parents, n.children } do
+      for _, m in ipairs(list) do
+        if not seen[m] then
+          seen[m] = true
+          stack[#stack + 1] = m
+        end
+      end
+    end
+  end
+  return false
+end
+
+-- copartition(b, name, a, c, where): joins the subtopologies of nodes a and
+-- c, so that one task has both sides (and both stores): a node with both
+-- as parents that does nothing.
+local function copartition(b, name, a, c, where)
+  if connected(b.app, a, c) then return end
+  b:processor(b:derived(name .. "-copartition"), "copartition", NOTHING, { a, c }, where)
+end
+
+-- -- Stream-table ----------------------------------------------------------------------
+
+-- Each stream record looks up the table's current value for its key:
+-- inner: no row, no output; left: joiner(v, nil, k). Records without a
+-- value are dropped; without a key, dropped by the inner join.
+local function stream_table(s, t, joiner, opts, kind, where)
+  if kind == "outer_join" then fail("outer_join: a stream joins a table with join or left_join") end
+  if not t.getter then fail("%s: a windowed table cannot be joined", kind) end
+  local b = s.b
+  local name = b:name(kind, opts.name)
+  local input = s.node
+  if s.key_changed then
+    input = b:repartition(s.node, name .. "-left", s.kser, s.vser, where,
+                          { drop_nil_keys = kind == "join" })
+  end
+  local getter = t.getter
+  local def
+  if kind == "join" then
+    def = {
+      init = function(ctx) ctx.get = getter(ctx) end,
+      process = function(ctx, k, v)
+        if k == nil or v == nil then return end
+        local tv = ctx.get(k)
+        if tv ~= nil then ctx:forward(k, joiner(v, tv, k)) end
+      end,
+    }
+  else
+    def = {
+      init = function(ctx) ctx.get = getter(ctx) end,
+      process = function(ctx, k, v)
+        if v == nil then return end
+        local tv = nil
+        if k ~= nil then tv = ctx.get(k) end
+        ctx:forward(k, joiner(v, tv, k))
+      end,
+    }
+  end
+  b:processor(name, kind, def, { input }, where)
+  t:needs(name)
+  copartition(b, name, name, t.node, where)
+  return stream_mod.new(b, name, s.kser,
+                        b:serde(opts.result_serde, nil, kind .. ": result_serde"), false)
+end
+
+-- -- Table-table -----------------------------------------------------------------------
+
+-- Each side's update looks up the other side's current value.
+--   join:       both present -> joiner(l, r); a side deleted while the other
+--               is present -> deletion; the other absent -> nothing
+--   left_join:  left present -> joiner(l, r or nil); left deleted ->
+--               deletion; a right update without left -> nothing
+--   outer_join: joiner(l or nil, r or nil), deletion when both are absent
+-- (joiner gets the key as its third argument.)
+local function combine(kind, joiner)
+  if kind == "join" then
+    return function(k, l, r)
+      if l ~= nil and r ~= nil then return joiner(l, r, k) end
+      return nil
+    end
+  elseif kind == "left_join" then
+    return function(k, l, r)
+      if l ~= nil then return joiner(l, r, k) end
+      return nil
+    end
+  end
+  return function(k, l, r)
+    if l ~= nil or r ~= nil then return joiner(l, r, k) end
+    return nil
+  end
+end
+
+local function side_def(kind, left, getter, joiner)
+  local both = combine(kind, joiner)
+  local emit_without_other = kind == "outer_join" or (kind == "left_join" and left)
+  return {
+    init = function(ctx) ctx.get = getter(ctx) end,
+    process = function(ctx, k, v)
+      local o = ctx.get(k)
+      if o == nil and not emit_without_other then return end
+      if left then
+        ctx:forward(k, both(k, v, o))
+      else
+        ctx:forward(k, both(k, o, v))
+      end
+    end,
+  }
+end
+
+local function table_table(l, r, joiner, opts, kind, where)
+  if not l.getter or not r.getter then fail("%s: a windowed table cannot be joined", kind) end
+  local b = l.b
+  local name = b:name(kind, opts.name)
+  local lp, rp = b:derived(name .. "-left"), b:derived(name .. "-right")
+  b:processor(lp, kind, side_def(kind, true, r.getter, joiner), { l.node }, where)
+  r:needs(lp)
+  b:processor(rp, kind, side_def(kind, false, l.getter, joiner), { r.node }, where)
+  l:needs(rp)
+  local vser = b:serde(opts.result_serde, nil, kind .. ": result_serde")
+  local store = opts.store
+  local ks, vs = l.kser.serialize, vser.serialize
+  local kw = string_format("%s (%s): store %s: key: ", kind, where, tostring(store))
+  local vw = string_format("%s (%s): store %s: value: ", kind, where, tostring(store))
+  b:processor(name, kind, {
+    init = function(ctx) if store then ctx.st = ctx:store(store) end end,
+    process = function(ctx, k, v)
+      local st = ctx.st
+      if st then
+        if v == nil then st:delete(ks(k, kw)) else st:put(ks(k, kw), vs(v, vw)) end
+      end
+      ctx:forward(k, v)
+    end,
+  }, { lp, rp }, where)
+  if store then
+    b:store(store, { changelog = opts.changelog }, name, kind, where)
+    return table_mod.materialized(b, name, store, l.kser, vser)
+  end
+  local both = combine(kind, joiner)
+  local stores = {}
+  for _, s in ipairs(l.stores) do stores[#stores + 1] = s end
+  for _, s in ipairs(r.stores) do stores[#stores + 1] = s end
+  local t = setmetatable({ b = b, node = name, kser = l.kser, vser = vser, stores = stores,
+                          windowed = false }, table_mod.Table)
+  function t.getter(ctx)
+    local lg, rg = l.getter(ctx), r.getter(ctx)
+    return function(k) return both(k, lg(k), rg(k)) end
+  end
+  return t
+end
+
+-- -- Stream-stream -----------------------------------------------------------------------
+-- Each side keeps its records in a window store (key, time, offset) for
+-- before + after + grace of stream time. A left record at t joins the right
+-- records in [t - before, t + after] that came before it, and the right
+-- records that come later join it the same way. left_join / outer_join
+-- keep a record that found no partner in the join's "outer" store (time
+-- first), and emit it with nil once no partner can come any more: when the
+-- stream time passes t + before + after + grace. A record is late (dropped,
+-- counted) once its own window closed: t + after + grace (left) or
+-- t + before + grace (right) below the stream time.
+
+local function side(p)
+  -- p: b, proc, kind, mine, other, outer (store names or nil), before, after
+  -- (as seen from this side), grace, kser, vser (mine), oser (other's),
+  -- my_tag, other_tag, buffer_me, buffer_other, left, joiner, state, where
+  local b, proc, joiner, left = p.b, p.proc, p.joiner, p.left
+  local before, after, grace = p.before, p.after, p.grace
+  local span = p.before + p.after + grace
+  local ks, kd = p.kser.serialize, p.kser.deserialize
+  local vs, vd, od = p.vser.serialize, p.vser.deserialize, p.oser.deserialize
+  local kw = string_format("%s (%s): key: ", p.kind, p.where)
+  local vw = string_format("%s (%s): value: ", p.kind, p.where)
+  local my_tag, other_tag = p.my_tag, p.other_tag
+  local buffer_me, buffer_other, has_outer = p.buffer_me, p.buffer_other, p.outer ~= nil
+  local state, seq = p.state, 0
+
+  local function emit(ctx, k, mv, ov)
+    if left then ctx:forward(k, joiner(mv, ov, k)) else ctx:forward(k, joiner(ov, mv, k)) end
+  end
+
+  -- Emits the outer store's records whose window can take no partner now.
+  local function flush_outer(ctx, now)
+    local sh = state[ctx:task_id()]
+    local cutoff = now - span
+    if sh.pending >= cutoff then return end
+    local out, n, next_min = {}, 0, math.huge
+    local it = ctx.outer:range(be64(0), nil)
+    for bk, raw in it do
+      local t = dec64(bk, 1)
+      if t >= cutoff then
+        next_min = t
+        it:close()
+        break
+      end
+      out[n + 1], out[n + 2] = bk, raw
+      n = n + 2
+    end
+    sh.pending = next_min
+    for i = 1, n, 2 do
+      local bk, raw = out[i], out[i + 1]
+      local len = window.dec32(bk, 10)
+      local k = kd(sub(bk, 14, 13 + len), kw)
+      if sub(bk, 9, 9) == my_tag then
+        emit(ctx, k, vd(raw, vw), nil)
+      else
+        emit(ctx, k, nil, od(raw, vw))
+      end
+      ctx.outer:delete(bk)
+    end
+  end
+
+  return {
+    init = function(ctx)
+      ctx.mine, ctx.other = ctx:store(p.mine), ctx:store(p.other)
+      if has_outer then
+        ctx.outer = ctx:store(p.outer)
+        -- unknown until the first scan of the outer store
+        state[ctx:task_id()] = { pending = 0 }
+      end
+      window.schedule_expiry(ctx, ctx.mine, span)
+    end,
+    process = function(ctx, k, v)
+      if k == nil or v == nil then return end
+      local ts = ctx:timestamp()
+      local now = ctx:stream_time()
+      if ts > now then now = ts end
+      if ts < 0 or ts + after + grace < now then
+        window.late(b, ctx, proc, ts, now, "its join window closed")
+        return
+      end
+      local pk = prefix(ks(k, kw))
+      local plen = #pk
+      local off = ctx:offset()
+      if off == nil then
+        seq = seq + 1
+        off = seq
+      end
+      local t8, s8 = be64(ts), be64(off)
+      ctx.mine:put(pk .. t8 .. s8, vs(v, vw))
+      ctx.mine:put(index(pk, t8, s8), "")
+      local lo = ts - before
+      if lo < 0 then lo = 0 end
+      local found, n = nil, 0
+      for ok, raw in ctx.other:range(pk .. be64(lo), pk .. be64(ts + after + 1)) do
+        found = found or {}
+        found[n + 1], found[n + 2] = ok, raw
+        n = n + 2
+      end
+      for i = 1, n, 2 do
+        local ok = found[i]
+        emit(ctx, k, v, od(found[i + 1], vw))
+        if buffer_other then
+          local bk = sub(ok, plen + 1, plen + 8) .. other_tag .. pk .. sub(ok, plen + 9)
+          if ctx.outer:get(bk) ~= nil then ctx.outer:delete(bk) end
+        end
+      end
+      if n == 0 and buffer_me then
+        ctx.outer:put(t8 .. my_tag .. pk .. s8, vs(v, vw))
+        local sh = state[ctx:task_id()]
+        if ts < sh.pending then sh.pending = ts end
+      end
+      if has_outer then flush_outer(ctx, now) end
+    end,
+  }
+end
+
+local function stream_stream(l, r, joiner, spec, opts, kind, where)
+  if type(spec) == "number" then spec = window.join_window(spec) end
+  if not window.is_spec(spec) or spec.kind ~= "join" then
+    fail("%s of two streams: expected a window, join_window(before [, after]) from beck.dsl " ..
+         "or a number of ms", kind)
+  end
+  local b = l.b
+  local name = b:name(kind, opts.name)
+  local lin, rin = l.node, r.node
+  if l.key_changed then
+    lin = b:repartition(l.node, name .. "-left", l.kser, l.vser, where, { drop_nil_keys = true })
+  end
+  if r.key_changed then
+    rin = b:repartition(r.node, name .. "-right", l.kser, r.vser, where, { drop_nil_keys = true })
+  end
+  local this_store = b:derived((opts.store or name) .. "-this-store")
+  local other_store = b:derived((opts.store or name) .. "-other-store")
+  local outer_store = nil
+  if kind ~= "join" then outer_store = b:derived((opts.store or name) .. "-outer-store") end
+  local lp, rp = b:derived(name .. "-this"), b:derived(name .. "-other")
+  local state = {} -- task id -> { pending = the outer store's smallest time (a lower bound) }
+  local lser = b:serde(opts.value_serde, l.vser, kind .. ": value_serde")
+  local rser = b:serde(opts.other_value_serde, r.vser, kind .. ": other_value_serde")
+  local common = { b = b, kind = kind, joiner = joiner, grace = spec.grace_ms, kser = l.kser,
+                   outer = outer_store, state = state, where = where }
+  local function with(t)
+    for k, v in pairs(common) do t[k] = v end
+    return t
+  end
+  b:processor(lp, kind, side(with {
+    proc = lp, mine = this_store, other = other_store, before = spec.before, after = spec.after,
+    vser = lser, oser = rser, my_tag = "L", other_tag = "R", left = true,
+    buffer_me = kind ~= "join", buffer_other = kind == "outer_join",
+  }), { lin }, where)
+  b:processor(rp, kind, side(with {
+    proc = rp, mine = other_store, other = this_store, before = spec.after, after = spec.before,
+    vser = rser, oser = lser, my_tag = "R", other_tag = "L", left = false,
+    buffer_me = kind == "outer_join", buffer_other = kind ~= "join",
+  }), { rin }, where)
+  local changelog = { changelog = opts.changelog }
+  b:store(this_store, changelog, lp, kind, where)
+  b:use_store(this_store, rp)
+  b:store(other_store, changelog, rp, kind, where)
+  b:use_store(other_store, lp)
+  if outer_store then
+    b:store(outer_store, changelog, lp, kind, where)
+    b:use_store(outer_store, rp)
+  end
+  b:processor(name, kind, builder.PASS, { lp, rp }, where)
+  return stream_mod.new(b, name, l.kser, b:serde(opts.result_serde, nil, kind .. ": result_serde"),
+                        false)
+end
+
+-- -- Entry points -------------------------------------------------------------------------
+
+function M.stream_join(s, other, joiner, a, c, kind)
+  check_fn(joiner, kind .. ": joiner")
+  local where = builder.site()
+  if table_mod.is_table(other) then
+    return stream_table(s, other, joiner, check_opts(a, kind), kind, where)
+  end
+  if not stream_mod.is_stream(other) then
+    fail("%s: expected a table or a stream to join, got %s", kind, type(other))
+  end
+  return stream_stream(s, other, joiner, a, check_opts(c, kind), kind, where)
+end
+
+function M.table_join(t, other, joiner, opts, kind)
+  check_fn(joiner, kind .. ": joiner")
+  local where = builder.site()
+  if not table_mod.is_table(other) then
+    fail("%s: a table joins a table (stream:join(table) for a stream), got %s", kind, type(other))
+  end
+  return table_table(t, other, joiner, check_opts(opts, kind), kind, where)
+end
+
+return M

@@ -1,0 +1,216 @@
+-- beck.dsl.table: tables of the DSL (Kafka Streams' KTable): the latest
+-- value per key. A table's node forwards (key, new value) for every update,
+-- nil for a deletion. Tables that joins read have a getter: the value of a
+-- key now, read from a store, or computed through filter / map_values from
+-- the store of the table they derive from (no store of their own needed).
+local builder = require "beck.dsl.builder"
+builder.internal()
+
+local type, setmetatable, getmetatable, ipairs = type, setmetatable, getmetatable, ipairs
+local string_format = string.format
+local check_fn, check_opts = builder.check_fn, builder.check_opts
+
+local M = {}
+local Table = {}
+Table.__index = Table
+M.Table = Table
+
+function M.is_table(x)
+  return getmetatable(x) == Table
+end
+
+-- A table whose values are in `store` (raw: the store holds the topic's
+-- bytes, vser reads them). getter(ctx) -> function(key) -> value | nil.
+function M.materialized(b, node, store, kser, vser, windowed)
+  local t = setmetatable({ b = b, node = node, store = store, kser = kser, vser = vser,
+                          stores = { store }, windowed = windowed or false }, Table)
+  local ks, vd = kser.serialize, vser.deserialize
+  local kw = string_format("table %s: store %s: key: ", node, store)
+  local vw = string_format("table %s: store %s: value: ", node, store)
+  function t.getter(ctx)
+    local st = ctx:store(store)
+    return function(k)
+      local raw = st:get(ks(k, kw))
+      if raw ~= nil then return vd(raw, vw) end
+      return nil
+    end
+  end
+  return t
+end
+
+-- needs(t, proc): connects proc to every store t's getter reads.
+function Table:needs(proc)
+  for _, s in ipairs(self.stores) do self.b:use_store(s, proc) end
+end
+
+-- The table source: the latest value per key of a topic.
+local function source_def(store, kser, vser, what)
+  local kd, vd, ks = kser.deserialize, vser.deserialize, kser.serialize
+  local kw, vw = what .. ": key: ", what .. ": value: "
+  local canon = not kser.identity
+  return {
+    init = function(ctx) ctx.st = ctx:store(store) end,
+    process = function(ctx, rk, raw)
+      if rk == nil then return end -- no key, no row (as Kafka Streams)
+      local k = kd(rk, kw)
+      if canon then rk = ks(k, kw) end
+      if raw == nil then
+        ctx.st:delete(rk)
+        ctx:forward(k, nil)
+      else
+        local v = vd(raw, vw)
+        ctx.st:put(rk, raw)
+        ctx:forward(k, v)
+      end
+    end,
+  }
+end
+
+-- app:table(topic [, opts]): opts.name (of its processor), store,
+-- changelog, key_serde, value_serde.
+function M.source(app, topic, opts)
+  local b = builder.of(app)
+  opts = check_opts(opts, "table")
+  local where = builder.site()
+  local kser = b:serde(opts.key_serde, nil, "table: key_serde")
+  local vser = b:serde(opts.value_serde, nil, "table: value_serde")
+  local name = b:name("table", opts.name)
+  local src = b:source(b:derived(name .. "-source"), topic, nil, "table", where)
+  local store = opts.store or b:derived(name .. "-store")
+  b:processor(name, "table", source_def(store, kser, vser, "table " .. tostring(topic)), { src },
+              where)
+  b:store(store, { changelog = opts.changelog }, name, "table", where)
+  return M.materialized(b, name, store, kser, vser)
+end
+
+-- stream:to_table(opts): the stream's latest value per key (after a
+-- repartition when its key changed).
+function M.from_stream(s, opts, where)
+  local b = s.b
+  local name = b:name("to_table", opts.name)
+  local input = s.node
+  local kser = b:serde(opts.key_serde, s.kser, "to_table: key_serde")
+  local vser = b:serde(opts.value_serde, s.vser, "to_table: value_serde")
+  if s.key_changed then
+    input = b:repartition(s.node, name, kser, vser, where, { drop_nil_keys = true })
+  end
+  local store = opts.store or b:derived(name .. "-store")
+  local ks, vs = kser.serialize, vser.serialize
+  local kw = string_format("to_table (%s): store %s: key: ", where, store)
+  local vw = string_format("to_table (%s): store %s: value: ", where, store)
+  b:processor(name, "to_table", {
+    init = function(ctx) ctx.st = ctx:store(store) end,
+    process = function(ctx, k, v)
+      if k == nil then return end
+      if v == nil then
+        ctx.st:delete(ks(k, kw))
+      else
+        ctx.st:put(ks(k, kw), vs(v, vw))
+      end
+      ctx:forward(k, v)
+    end,
+  }, { input }, where)
+  b:store(store, { changelog = opts.changelog }, name, "to_table", where)
+  return M.materialized(b, name, store, kser, vser)
+end
+
+-- -- Derived tables ------------------------------------------------------------------
+
+-- derive(self, op, opts, compute, vser): a table whose value for a key is
+-- compute(k, parent value) (nil: no row). Materialized when opts.store
+-- names a store; otherwise its getter computes from the parent's.
+local function derive(self, op, opts, compute, vser)
+  local b = self.b
+  local where = builder.site()
+  local name = b:name(op, opts.name)
+  local store = opts.store
+  local ks, vs = self.kser.serialize, vser.serialize
+  local kw = string_format("%s (%s): store %s: key: ", op, where, tostring(store))
+  local vw = string_format("%s (%s): store %s: value: ", op, where, tostring(store))
+  b:processor(name, op, {
+    init = function(ctx) if store then ctx.st = ctx:store(store) end end,
+    process = function(ctx, k, v)
+      local out = nil
+      if v ~= nil then out = compute(k, v) end
+      local st = ctx.st
+      if st then
+        if out == nil then st:delete(ks(k, kw)) else st:put(ks(k, kw), vs(out, vw)) end
+      end
+      ctx:forward(k, out)
+    end,
+  }, { self.node }, where)
+  if store then
+    b:store(store, { changelog = opts.changelog }, name, op, where)
+    return M.materialized(b, name, store, self.kser, vser, self.windowed)
+  end
+  local parent = self
+  local t = setmetatable({ b = b, node = name, kser = self.kser, vser = vser,
+                          stores = self.stores, windowed = self.windowed }, Table)
+  function t.getter(ctx)
+    local pg = parent.getter(ctx)
+    return function(k)
+      local v = pg(k)
+      if v ~= nil then return compute(k, v) end
+      return nil
+    end
+  end
+  return t
+end
+
+-- filter(pred(k, v) [, opts]): the rows for which pred holds; an update
+-- that fails it deletes the row downstream (a nil value). opts: name, store.
+function Table:filter(pred, opts)
+  check_fn(pred, "table filter")
+  return derive(self, "filter", check_opts(opts, "filter"), function(k, v)
+    if pred(k, v) then return v end
+    return nil
+  end, self.vser)
+end
+
+function Table:filter_not(pred, opts)
+  check_fn(pred, "table filter_not")
+  return derive(self, "filter_not", check_opts(opts, "filter_not"), function(k, v)
+    if not pred(k, v) then return v end
+    return nil
+  end, self.vser)
+end
+
+-- map_values(fn(v, k) -> v2 [, opts]): opts: name, store, value_serde.
+function Table:map_values(fn, opts)
+  check_fn(fn, "table map_values")
+  opts = check_opts(opts, "map_values")
+  return derive(self, "map_values", opts, function(k, v) return fn(v, k) end,
+                self.b:serde(opts.value_serde, nil, "map_values: value_serde"))
+end
+
+-- to_stream(): the table's updates as a stream (a deletion: a nil value).
+function Table:to_stream()
+  return require("beck.dsl.stream").new(self.b, self.node, self.kser, self.vser, false)
+end
+
+-- Re-grouping a table needs the old value of each update (to take it out
+-- of its old group), which table nodes do not forward yet.
+function Table:group_by()
+  builder.fail("table group_by is not supported yet; to_stream():group_by(...) groups the " ..
+               "updates as a stream (each one counts, none is taken back)")
+end
+
+-- to(topic [, opts]): to_stream():to(topic, opts).
+function Table:to(topic, opts)
+  return self:to_stream():to(topic, opts)
+end
+
+-- join(table, joiner(v, ov, k) [, opts]), left_join, outer_join.
+function Table:join(other, joiner, opts)
+  return require("beck.dsl.join").table_join(self, other, joiner, opts, "join")
+end
+
+function Table:left_join(other, joiner, opts)
+  return require("beck.dsl.join").table_join(self, other, joiner, opts, "left_join")
+end
+
+function Table:outer_join(other, joiner, opts)
+  return require("beck.dsl.join").table_join(self, other, joiner, opts, "outer_join")
+end
+
+return M

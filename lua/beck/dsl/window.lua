@@ -1,0 +1,364 @@
+-- beck.dsl.window: windows (tumbling, hopping, session, join) and window
+-- stores on top of the key-value store API.
+--
+-- A window store key is [4-byte big-endian length][record key][8-byte
+-- big-endian time][rest]: the record key comes first, so one key's windows
+-- are one range scan and state stays split by record key; time is the
+-- window start (time windows), the session end then its start (sessions),
+-- or the record time then a sequence number (joins). Retention: each entry
+-- has an index entry [ff ff ff ff][time][length][key][rest] (no key has
+-- length 2^32-1), so expiry is one scan of the index up to the cutoff, on a
+-- stream-time punctuation.
+local bit = require "bit"
+local builder = require "beck.dsl.builder"
+local serde = require "beck.serde"
+builder.internal()
+
+local band, rshift = bit.band, bit.rshift
+local char, byte, sub = string.char, string.byte, string.sub
+local floor, type, setmetatable, getmetatable = math.floor, type, setmetatable, getmetatable
+local string_format = string.format
+local windowed_key, session_key = serde.windowed, serde.session
+local fail, check_opts = builder.fail, builder.check_opts
+
+local M = {}
+
+-- -- Window specs ------------------------------------------------------------------
+
+local Spec = {}
+Spec.__index = Spec
+
+local function ms(x, what, min)
+  if type(x) ~= "number" or x ~= floor(x) or x < (min or 1) then
+    fail("%s: expected a whole number of ms >= %d, got %s", what, min or 1, tostring(x))
+  end
+  return x
+end
+
+-- tumbling(size): back-to-back windows [n·size, (n+1)·size).
+function M.tumbling(size)
+  ms(size, "tumbling")
+  return setmetatable({ kind = "time", size = size, advance = size, grace_ms = 0 }, Spec)
+end
+
+-- hopping(size, advance): windows of `size` starting every `advance` ms.
+function M.hopping(size, advance)
+  ms(size, "hopping: size")
+  ms(advance, "hopping: advance")
+  if advance > size then fail("hopping: the advance (%d) is larger than the size (%d)", advance,
+                              size) end
+  return setmetatable({ kind = "time", size = size, advance = advance, grace_ms = 0 }, Spec)
+end
+
+-- session(gap): records of a key less than `gap` ms apart share a session.
+function M.session(gap)
+  ms(gap, "session")
+  return setmetatable({ kind = "session", gap = gap, grace_ms = 0 }, Spec)
+end
+
+-- join_window(before [, after]): a record joins the other side's records
+-- from `before` ms earlier to `after` (default: before) ms later.
+function M.join_window(before, after)
+  ms(before, "join_window: before", 0)
+  ms(after or before, "join_window: after", 0)
+  return setmetatable({ kind = "join", before = before, after = after or before, grace_ms = 0 },
+                      Spec)
+end
+
+local function copy(s, k, v)
+  local c = {}
+  for kk, vv in pairs(s) do c[kk] = vv end
+  c[k] = v
+  return setmetatable(c, Spec)
+end
+
+-- :grace(ms): how long after its end a window still takes late records
+-- (default 0).
+function Spec:grace(g)
+  return copy(self, "grace_ms", ms(g, "grace", 0))
+end
+
+function M.is_spec(x)
+  return getmetatable(x) == Spec
+end
+
+-- -- Keys ----------------------------------------------------------------------------
+
+local IDX = "\255\255\255\255"
+local TOP = "\255\255\255\255\255\255\255\255" -- above every 8-byte time below 2^53
+M.IDX, M.TOP = IDX, TOP
+
+local function be32(n)
+  return char(band(rshift(n, 24), 255), band(rshift(n, 16), 255), band(rshift(n, 8), 255),
+              band(n, 255))
+end
+
+-- 8 bytes big-endian of a whole number in [0, 2^53).
+local function be64(n)
+  local hi = floor(n / 4294967296)
+  local lo = n - hi * 4294967296
+  return char(band(rshift(hi, 24), 255), band(rshift(hi, 16), 255), band(rshift(hi, 8), 255),
+              band(hi, 255), band(rshift(lo, 24), 255), band(rshift(lo, 16), 255),
+              band(rshift(lo, 8), 255), band(lo, 255))
+end
+
+local function dec32(s, i)
+  local a, b, c, d = byte(s, i, i + 3)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+
+local function dec64(s, i)
+  return dec32(s, i) * 4294967296 + dec32(s, i + 4)
+end
+
+M.be32, M.be64, M.dec32, M.dec64 = be32, be64, dec32, dec64
+
+-- prefix(serialized key): the part of a store key before the time.
+local function prefix(sk)
+  return be32(#sk) .. sk
+end
+M.prefix = prefix
+
+-- key(k, t [, t2]) -> the store key of a window of the serialized key k.
+function M.key(k, t, t2)
+  return prefix(k) .. be64(t) .. (t2 and be64(t2) or "")
+end
+
+-- parse(store key) -> serialized key, time, second time (or nil); nil for
+-- an index entry.
+function M.parse(sk)
+  if sub(sk, 1, 4) == IDX then return nil end
+  local n = dec32(sk, 1)
+  local t2 = nil
+  if #sk >= 4 + n + 16 then t2 = dec64(sk, 4 + n + 9) end
+  return sub(sk, 5, 4 + n), dec64(sk, 4 + n + 1), t2
+end
+
+-- index(p, t8, rest): the index entry of p .. t8 .. rest.
+local function index(p, t8, rest)
+  return IDX .. t8 .. p .. rest
+end
+M.index = index
+
+-- expire(st, cutoff): deletes every entry (and its index entry) whose time
+-- is below cutoff. Keys are gathered first: a store takes no writes while
+-- an iterator on it is open.
+function M.expire(st, cutoff)
+  if cutoff <= 0 then return 0 end
+  local keys, n = {}, 0
+  for k in st:range(IDX .. be64(0), IDX .. be64(cutoff)) do
+    n = n + 1
+    keys[n] = k
+  end
+  for i = 1, n do
+    local ik = keys[i]
+    local len = dec32(ik, 13)
+    st:delete(sub(ik, 13, 16 + len) .. sub(ik, 5, 12) .. sub(ik, 17 + len))
+    st:delete(ik)
+  end
+  return n
+end
+
+-- Schedules expiry every half retention of stream time (at least 1 ms).
+function M.schedule_expiry(ctx, st, retention)
+  ctx:schedule(math.max(1, floor(retention / 2)), function(_, now)
+    M.expire(st, now - retention)
+  end, "stream")
+end
+
+-- late(b, ctx, proc, ts, now, what): counts a late record and logs the
+-- first and every 10^n-th of a processor.
+function M.late(b, ctx, proc, ts, now, what)
+  local n = b:dropped(proc, 1)
+  local p = 1
+  while p < n do p = p * 10 end
+  if p == n then
+    ctx:log("warn", "dropped a late record (timestamp %d, %s, stream time %d); %d dropped so far",
+            ts, what, now, n)
+  end
+end
+local late = M.late
+
+-- -- Windowed aggregations -----------------------------------------------------------
+
+local Windowed = {}
+Windowed.__index = Windowed
+
+-- grouped:windowed_by(spec)
+function M.windowed(g, spec)
+  if not M.is_spec(spec) or spec.kind == "join" then
+    fail("windowed_by: expected tumbling(size), hopping(size, advance) or session(gap) " ..
+         "from beck.dsl")
+  end
+  return setmetatable({ g = g, spec = spec }, Windowed)
+end
+
+-- A time window is needed until it closes: size + grace after its start. A
+-- session until no record can merge into it: a record that is not late
+-- (ts >= stream time - grace) merges sessions ending at ts - gap or later,
+-- and a record bridging two sessions may be a gap older than that.
+local function retention_of(spec, opts, op)
+  local min = spec.kind == "time" and spec.size + spec.grace_ms
+              or 2 * spec.gap + spec.grace_ms
+  local r = opts.retention
+  if r == nil then return min end
+  ms(r, op .. ": retention")
+  if r < min then
+    fail("%s: retention (%d ms) is shorter than the window and its grace (%d ms)", op, r, min)
+  end
+  return r
+end
+
+-- The processor of an aggregation over time windows.
+local function time_def(b, proc, store, g, desc, spec, retention, where)
+  local size, advance, grace = spec.size, spec.advance, spec.grace_ms
+  local ks, vs, vd = g.kser.serialize, desc.vser.serialize, desc.vser.deserialize
+  local kw = string_format("%s (%s): store %s: key: ", desc.op, where, store)
+  local vw = string_format("%s (%s): store %s: value: ", desc.op, where, store)
+  local init, add = desc.init, desc.add
+  return {
+    init = function(ctx)
+      ctx.st = ctx:store(store)
+      M.schedule_expiry(ctx, ctx.st, retention)
+    end,
+    process = function(ctx, k, v)
+      local ts = ctx:timestamp()
+      -- no key, no value or no time (< 0): no window, as in Kafka Streams
+      if k == nil or v == nil or ts < 0 then return end
+      local now = ctx:stream_time()
+      if ts > now then now = ts end
+      local st = ctx.st
+      local p = prefix(ks(k, kw))
+      -- windows [s, s + size) with s a multiple of advance, s <= ts < s + size
+      local last = ts - ts % advance
+      local first = last
+      while first - advance > ts - size and first - advance >= 0 do first = first - advance end
+      for s = first, last, advance do
+        local e = s + size
+        if e + grace <= now then
+          late(b, ctx, proc, ts, now, string_format("window [%d, %d) closed", s, e))
+        else
+          local t8 = be64(s)
+          local wk = p .. t8
+          local raw = st:get(wk)
+          local agg
+          if raw ~= nil then
+            agg = vd(raw, vw)
+          else
+            st:put(index(p, t8, ""), "")
+            if init ~= nil then agg = init() end
+          end
+          agg = add(k, v, agg)
+          if agg == nil then st:delete(wk) else st:put(wk, vs(agg, vw)) end
+          ctx:forward(windowed_key(k, s, e), agg)
+        end
+      end
+    end,
+  }
+end
+
+-- The processor of an aggregation over sessions: a record merges every
+-- session of its key that ends at most `gap` before it or starts at most
+-- `gap` after it. A merged-away session is forwarded as a deletion.
+local function session_def(b, proc, store, g, desc, spec, retention, where)
+  local gap, grace = spec.gap, spec.grace_ms
+  local ks, vs, vd = g.kser.serialize, desc.vser.serialize, desc.vser.deserialize
+  local kw = string_format("%s (%s): store %s: key: ", desc.op, where, store)
+  local vw = string_format("%s (%s): store %s: value: ", desc.op, where, store)
+  local init, add, merge = desc.init, desc.add, desc.merge
+  return {
+    init = function(ctx)
+      ctx.st = ctx:store(store)
+      M.schedule_expiry(ctx, ctx.st, retention)
+    end,
+    process = function(ctx, k, v)
+      local ts = ctx:timestamp()
+      -- no key, no value or no time (< 0): no window, as in Kafka Streams
+      if k == nil or v == nil or ts < 0 then return end
+      local now = ctx:stream_time()
+      if ts > now then now = ts end
+      local st = ctx.st
+      local p = prefix(ks(k, kw))
+      local plen = #p
+      local lo = ts - gap
+      if lo < 0 then lo = 0 end
+      -- sessions [s, e] of the key with e >= ts - gap and s <= ts + gap
+      local found, n, ms_, me = nil, 0, ts, ts
+      for wk, raw in st:range(p .. be64(lo), p .. TOP) do
+        local s = dec64(wk, plen + 9)
+        if s <= ts + gap then
+          local e = dec64(wk, plen + 1)
+          found = found or {}
+          found[n + 1], found[n + 2], found[n + 3], found[n + 4] = wk, s, e, raw
+          n = n + 4
+          if s < ms_ then ms_ = s end
+          if e > me then me = e end
+        end
+      end
+      if me + grace < now then
+        late(b, ctx, proc, ts, now, string_format("session [%d, %d] closed", ms_, me))
+        return
+      end
+      local agg = nil
+      if init ~= nil then agg = init() end
+      for i = 1, n, 4 do
+        local wk, s, e = found[i], found[i + 1], found[i + 2]
+        agg = merge(k, agg, vd(found[i + 3], vw))
+        if s ~= ms_ or e ~= me then
+          st:delete(wk)
+          st:delete(index(p, sub(wk, plen + 1, plen + 8), sub(wk, plen + 9)))
+          ctx:forward(session_key(k, s, e), nil)
+        end
+      end
+      agg = add(k, v, agg)
+      local e8, s8 = be64(me), be64(ms_)
+      st:put(p .. e8 .. s8, vs(agg, vw))
+      st:put(index(p, e8, s8), "")
+      ctx:forward(session_key(k, ms_, me), agg)
+    end,
+  }
+end
+
+local function windowed_aggregate(w, desc, opts)
+  local g, spec = w.g, w.spec
+  local b = g.b
+  local where = builder.site()
+  if spec.kind == "session" and desc.merge == nil then
+    fail("%s over sessions: give opts.merger(k, agg1, agg2) -> agg to merge two sessions",
+         desc.op)
+  end
+  local retention = retention_of(spec, opts, desc.op)
+  local proc = b:name(desc.op, opts.name)
+  local input = require("beck.dsl.aggregate").input(g, proc, opts.store)
+  local store = opts.store or b:derived(proc .. "-store")
+  local def = spec.kind == "time" and time_def or session_def
+  b:processor(proc, desc.op, def(b, proc, store, g, desc, spec, retention, where), { input },
+              where)
+  b:store(store, { changelog = opts.changelog }, proc, desc.op, where)
+  local t = require("beck.dsl.table").materialized(b, proc, store, g.kser, desc.vser, true)
+  t.getter = nil -- a windowed table is not looked up by key (no joins)
+  return t
+end
+
+-- count / reduce / aggregate over windows: as on a grouping (beck.dsl.
+-- aggregate), keyed by { key =, start =, ["end"] = } (serde.windowed).
+-- opts.retention: how long windows stay in the store (default: size +
+-- grace; for sessions 2·gap + grace).
+function Windowed:count(opts)
+  local agg = require "beck.dsl.aggregate"
+  return windowed_aggregate(self, agg.count_desc(), check_opts(opts, "count"))
+end
+
+function Windowed:reduce(fn, opts)
+  local agg = require "beck.dsl.aggregate"
+  opts = check_opts(opts, "reduce")
+  return windowed_aggregate(self, agg.reduce_desc(self.g, fn, opts), opts)
+end
+
+function Windowed:aggregate(init, adder, opts)
+  local agg = require "beck.dsl.aggregate"
+  opts = check_opts(opts, "aggregate")
+  return windowed_aggregate(self, agg.aggregate_desc(self.g, init, adder, opts), opts)
+end
+
+return M
