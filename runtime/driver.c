@@ -21,7 +21,7 @@ bk_driver_t *bk_ffi_driver_new(int32_t ntasks)
 }
 
 int bk_ffi_driver_open_task(bk_driver_t *d, int32_t task, const char *dir,
-                            const char *const *names, const int32_t *logged, int32_t n)
+                            const char *const *names, const int32_t *flags, int32_t n)
 {
     bk_store_spec_t *specs;
     if (task < 0 || task >= d->ntasks || d->dbs[task]) {
@@ -31,7 +31,8 @@ int bk_ffi_driver_open_task(bk_driver_t *d, int32_t task, const char *dir,
     specs = calloc((size_t)n + 1, sizeof(*specs));
     for (int i = 0; i < n; i++) {
         specs[i].name = names[i];
-        specs[i].logged = logged[i];
+        specs[i].logged = (flags[i] & BK_FFI_STORE_LOGGED) != 0;
+        specs[i].window = (flags[i] & BK_FFI_STORE_WINDOW) != 0;
     }
     d->dbs[task] = bk_db_open(dir, specs, n, d->err, sizeof(d->err));
     free(specs);

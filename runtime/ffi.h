@@ -85,8 +85,10 @@ void bk_ffi_store_iter_free(bk_store_iter_t *it);
 /* The test driver's stores (driver.h): one DB per task, no Kafka. */
 typedef struct bk_driver_s bk_driver_t;
 bk_driver_t *bk_ffi_driver_new(int32_t ntasks);
+enum { BK_FFI_STORE_LOGGED = 1, BK_FFI_STORE_WINDOW = 2 };
+/* Opens task `task`'s DB in dir with n stores; flags: BK_FFI_STORE_*. */
 int bk_ffi_driver_open_task(bk_driver_t *d, int32_t task, const char *dir,
-                            const char *const *names, const int32_t *logged, int32_t n);
+                            const char *const *names, const int32_t *flags, int32_t n);
 bk_store_t *bk_ffi_driver_store(bk_driver_t *d, int32_t task, int32_t i);
 /* Writes every task's batch (synced) and checkpoint. */
 int bk_ffi_driver_commit(bk_driver_t *d);

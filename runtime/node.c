@@ -197,6 +197,17 @@ static int ensure_topics(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
     }
     for (int i = 0; i < n; i++) {
         int want = i < plan->ntopics && plan->topics[i].want > 0 ? plan->topics[i].want : defp;
+        /* An internal topic read beside external ones (a join after a
+         * repartition) must be as wide as they are: tasks pair partitions. */
+        if (i < plan->ntopics && plan->topics[i].internal && plan->topics[i].want <= 0) {
+            const bk_plan_sub_t *sub = &plan->subs[plan->topics[i].sub];
+            for (int j = 0; j < sub->ntopics; j++) {
+                const bk_plan_topic_t *o = &plan->topics[sub->topics[j]];
+                if (!o->internal && counts[sub->topics[j]] > 0) {
+                    want = counts[sub->topics[j]];
+                }
+            }
+        }
         if (counts[i] > 0) {
             continue;
         }

@@ -189,6 +189,7 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
         st->sub = (int)lua_tointeger(L, -1) - 1;
         lua_pop(L, 3);
         st->logged = field_bool(L, -1, "logged");
+        st->window = field_bool(L, -1, "window");
         lua_pop(L, 1);
     }
     lua_settop(L, top);

@@ -32,6 +32,7 @@ typedef struct bk_plan_store_s {
     char *name;
     char *changelog; /* <app>-<store>-changelog */
     int logged;
+    int window;      /* a window store (store.h) */
     int sub;         /* subtopology whose tasks hold it (0-based) */
 } bk_plan_store_t;
 

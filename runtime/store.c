@@ -21,6 +21,7 @@ struct bk_store_s {
     bk_db_t *db;
     char *name;
     int logged;
+    int window;
     rocksdb_column_family_handle_t *cf;
     rd_kafka_t *producer;
     rd_kafka_topic_t *changelog;
@@ -51,10 +52,48 @@ struct bk_db_s {
 
 /* -- Keys --------------------------------------------------------------- */
 
+static uint32_t be32(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
+}
+
+/* The record key inside a window-store key (see store.h); NULL if the key
+ * does not have that shape. */
+static const char *window_record_key(const char *key, size_t klen, size_t *rlen)
+{
+    size_t off = 0;
+    uint32_t len;
+    if (klen >= 4 && be32(key) == 0xffffffffu) {
+        off = 12; /* index entry: skip the marker and the time */
+    }
+    if (klen < off + 4) {
+        return NULL;
+    }
+    len = be32(key + off);
+    if (len == 0xffffffffu || klen - off - 4 < len) {
+        return NULL;
+    }
+    *rlen = len;
+    return key + off + 4;
+}
+
+static int group_of(const bk_store_t *st, const char *key, size_t klen)
+{
+    if (st->window) {
+        size_t rlen;
+        const char *rk = window_record_key(key, klen, &rlen);
+        if (rk) {
+            return bk_hash_key_group(rk, rlen);
+        }
+    }
+    return bk_hash_key_group(key, klen);
+}
+
 /* [group hi][group lo][key...] into st->kbuf. */
 static const char *prefixed(bk_store_t *st, const char *key, size_t klen, size_t *out_len)
 {
-    int g = bk_hash_key_group(key, klen);
+    int g = group_of(st, key, klen);
     if (klen + KG_BYTES > st->kcap) {
         st->kcap = (klen + KG_BYTES) * 2;
         st->kbuf = realloc(st->kbuf, st->kcap);
@@ -187,6 +226,7 @@ bk_db_t *bk_db_open(const char *dir, const bk_store_spec_t *specs, int nspecs, c
         st->db = db;
         st->name = strdup(specs[i].name);
         st->logged = specs[i].logged;
+        st->window = specs[i].window;
         st->next = -1;
         for (int j = 0; j < n; j++) {
             if (strcmp(names[j], specs[i].name) == 0) {
@@ -608,11 +648,31 @@ static void seek_start(bk_store_iter_t *it, cursor_t *c)
     free(k);
 }
 
+/* Does the scan stay within one record key of a window store? For a prefix,
+ * when it holds a whole [length][key]; for a range, when both bounds hold
+ * the same one. */
+static int single_group(const bk_store_iter_t *it)
+{
+    size_t la, lb;
+    const char *ka, *kb;
+    if (it->mode == BK_FFI_ITER_ALL || !it->lo ||
+        !(ka = window_record_key(it->lo, it->lolen, &la))) {
+        return 0;
+    }
+    if (it->mode == BK_FFI_ITER_PREFIX) {
+        return 1;
+    }
+    if (!it->hi || !(kb = window_record_key(it->hi, it->hilen, &lb))) {
+        return 0;
+    }
+    return la == lb && ka - it->lo == kb - it->hi &&
+           memcmp(it->lo, it->hi, (size_t)(ka - it->lo) + la) == 0;
+}
+
 bk_store_iter_t *bk_ffi_store_iter_new(bk_store_t *st, int mode, const char *a, size_t alen,
                                        const char *b, size_t blen)
 {
     bk_store_iter_t *it = calloc(1, sizeof(*it));
-    rocksdb_iterator_t *probe = new_iter(st);
     int cap = 16;
 
     it->st = st;
@@ -632,34 +692,43 @@ bk_store_iter_t *bk_ffi_store_iter_new(bk_store_t *st, int mode, const char *a, 
         it->lo = calloc(1, 1); /* range from the first key */
     }
     it->cur = calloc((size_t)cap, sizeof(cursor_t));
-    /* Find the groups present: jump from one to the next with seeks. */
-    rocksdb_iter_seek_to_first(probe);
-    while (rocksdb_iter_valid(probe)) {
-        size_t klen;
-        const unsigned char *k = (const unsigned char *)rocksdb_iter_key(probe, &klen);
-        int g;
-        unsigned char next[KG_BYTES];
-        if (klen < KG_BYTES) {
-            rocksdb_iter_next(probe);
-            continue;
+    if (st->window && single_group(it)) {
+        /* one record key: its group is the only one to read */
+        int g = group_of(st, it->lo, it->lolen);
+        it->cur[0].group[0] = (unsigned char)(g >> 8);
+        it->cur[0].group[1] = (unsigned char)(g & 0xff);
+        it->ncur = 1;
+    } else {
+        /* Find the groups present: jump from one to the next with seeks. */
+        rocksdb_iterator_t *probe = new_iter(st);
+        rocksdb_iter_seek_to_first(probe);
+        while (rocksdb_iter_valid(probe)) {
+            size_t klen;
+            const unsigned char *k = (const unsigned char *)rocksdb_iter_key(probe, &klen);
+            int g;
+            unsigned char next[KG_BYTES];
+            if (klen < KG_BYTES) {
+                rocksdb_iter_next(probe);
+                continue;
+            }
+            g = k[0] << 8 | k[1];
+            if (it->ncur == cap) {
+                cap *= 2;
+                it->cur = realloc(it->cur, (size_t)cap * sizeof(cursor_t));
+            }
+            it->cur[it->ncur].group[0] = k[0];
+            it->cur[it->ncur].group[1] = k[1];
+            it->cur[it->ncur].it = NULL;
+            it->ncur++;
+            if (g + 1 >= 65536) {
+                break;
+            }
+            next[0] = (unsigned char)((g + 1) >> 8);
+            next[1] = (unsigned char)((g + 1) & 0xff);
+            rocksdb_iter_seek(probe, (const char *)next, KG_BYTES);
         }
-        g = k[0] << 8 | k[1];
-        if (it->ncur == cap) {
-            cap *= 2;
-            it->cur = realloc(it->cur, (size_t)cap * sizeof(cursor_t));
-        }
-        it->cur[it->ncur].group[0] = k[0];
-        it->cur[it->ncur].group[1] = k[1];
-        it->cur[it->ncur].it = NULL;
-        it->ncur++;
-        if (g + 1 >= 65536) {
-            break;
-        }
-        next[0] = (unsigned char)((g + 1) >> 8);
-        next[1] = (unsigned char)((g + 1) & 0xff);
-        rocksdb_iter_seek(probe, (const char *)next, KG_BYTES);
+        rocksdb_iter_destroy(probe);
     }
-    rocksdb_iter_destroy(probe);
     it->heap = calloc((size_t)(it->ncur ? it->ncur : 1), sizeof(int));
     for (int i = 0; i < it->ncur; i++) {
         cursor_t *c = &it->cur[i];

@@ -339,6 +339,7 @@ static int open_stores(bk_thread_t *thr)
             if (plan->stores[s].sub == thr->tasks[t].sub) {
                 specs[n].name = plan->stores[s].name;
                 specs[n].logged = plan->stores[s].logged;
+                specs[n].window = plan->stores[s].window;
                 idx[n++] = s;
             }
         }

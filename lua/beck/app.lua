@@ -121,7 +121,9 @@ end
 
 -- app:store(name [, opts], processor, ...): a key-value store in RocksDB,
 -- connected to the processors that use it (ctx:store(name)). opts:
--- changelog = false opts out of the changelog topic <id>-<name>-changelog.
+-- changelog = false opts out of the changelog topic <id>-<name>-changelog;
+-- kind = "window" for keys laid out as beck.dsl's window stores lay them
+-- (runtime/store.h: the key group is the embedded record key's).
 function App:store(name, opts, ...)
   local procs = { ... }
   if type(opts) == "string" then
@@ -141,7 +143,11 @@ function App:store(name, opts, ...)
   if #procs == 0 then
     error(string.format("store '%s': connect it to at least one processor", name), 2)
   end
-  local st = { name = name, logged = opts.changelog ~= false, processors = procs, where = where(2) }
+  if opts.kind ~= nil and opts.kind ~= "kv" and opts.kind ~= "window" then
+    error(string.format("store '%s': kind must be \"kv\" or \"window\"", name), 2)
+  end
+  local st = { name = name, logged = opts.changelog ~= false, window = opts.kind == "window",
+               processors = procs, where = where(2) }
   for _, pname in ipairs(procs) do
     local node = self.nodes[pname]
     if not node or node.kind ~= "processor" then
@@ -242,7 +248,7 @@ function App:describe()
       end
       sub = psub
     end
-    stores[i] = { name = st.name, logged = st.logged, sub = sub.index,
+    stores[i] = { name = st.name, logged = st.logged, window = st.window, sub = sub.index,
                   changelog = self.config.id .. "-" .. st.name .. "-changelog" }
     store_index[st.name] = i
   end

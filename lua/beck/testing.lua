@@ -76,6 +76,24 @@ function M.driver(topology, config)
   for _, t in ipairs(plan.topics) do
     self.partitions[t.name] = type(parts) == "table" and (parts[t.name] or 1) or parts
   end
+  -- As runtime/node.c does: an internal topic read beside external ones
+  -- takes their width; others the widest external input's.
+  if type(parts) == "table" then
+    local widest = 1
+    for _, t in ipairs(plan.topics) do
+      if t.source and not t.internal then widest = math.max(widest, self.partitions[t.name]) end
+    end
+    for _, t in ipairs(plan.topics) do
+      if t.internal and parts[t.name] == nil then
+        local w = widest
+        for _, ti in ipairs(plan.subtopologies[t.sub].topics) do
+          local o = plan.topics[ti]
+          if not o.internal then w = self.partitions[o.name] end
+        end
+        self.partitions[t.name] = w
+      end
+    end
+  end
   local task_list, task_of = {}, {}
   for s, sub in ipairs(plan.subtopologies) do
     local n = self.partitions[plan.topics[sub.topics[1]].name]
@@ -101,7 +119,8 @@ function M.driver(topology, config)
     for _, st in ipairs(plan.stores) do
       if st.sub == t[1] + 1 then
         names[#names + 1] = st.name
-        logged[#logged + 1] = st.logged and 1 or 0
+        logged[#logged + 1] = (st.logged and C.BK_FFI_STORE_LOGGED or 0) +
+                              (st.window and C.BK_FFI_STORE_WINDOW or 0)
       end
     end
     if #names > 0 then

@@ -329,7 +329,8 @@ local function stream_stream(l, r, joiner, spec, opts, kind, where)
     vser = rser, oser = lser, my_tag = "R", other_tag = "L", left = false,
     buffer_me = kind == "outer_join", buffer_other = kind ~= "join",
   }), { rin }, where)
-  local changelog = { changelog = opts.changelog }
+  -- window-store keys ([length][key][time]...): one group per record key
+  local changelog = { changelog = opts.changelog, kind = "window" }
   b:store(this_store, changelog, lp, kind, where)
   b:use_store(this_store, rp)
   b:store(other_store, changelog, rp, kind, where)
