@@ -162,6 +162,26 @@ function App:store(name, opts, ...)
   return self
 end
 
+-- app:connect(store, processor, ...): connects more processors to a store
+-- declared earlier.
+function App:connect(name, ...)
+  local st = self.stores[name]
+  if not st then
+    error(string.format("connect: store '%s' is not declared (app:store)", tostring(name)), 2)
+  end
+  for _, pname in ipairs({ ... }) do
+    local node = self.nodes[pname]
+    if not node or node.kind ~= "processor" then
+      error(string.format("connect: unknown processor '%s'", tostring(pname)), 2)
+    end
+    st.processors[#st.processors + 1] = pname
+    node.stores = node.stores or {}
+    node.stores[#node.stores + 1] = name
+  end
+  self._plan = nil
+  return self
+end
+
 -- app:hook(name, fn): operational hooks (on_assign, on_revoke, ...).
 function App:hook(name, fn)
   if type(name) ~= "string" or type(fn) ~= "function" then
@@ -181,12 +201,18 @@ function App:describe()
     while parent_of[n] and parent_of[n] ~= n do n = parent_of[n] end
     return n
   end
+  local function union(x, y)
+    local a, b = find(x), find(y)
+    if a ~= b then parent_of[b] = a end
+  end
   for _, node in ipairs(self.order) do
     parent_of[node.name] = parent_of[node.name] or node.name
-    for _, p in ipairs(node.parents) do
-      local a, b = find(p), find(node.name)
-      if a ~= b then parent_of[b] = a end
-    end
+    for _, p in ipairs(node.parents) do union(p, node.name) end
+  end
+  -- Processors sharing a store run in one task, so in one subtopology (as
+  -- Kafka Streams groups them): their inputs become co-partitioned.
+  for _, st in ipairs(self.store_order) do
+    for i = 2, #st.processors do union(st.processors[1], st.processors[i]) end
   end
   local topics, topic_index, subs, sub_of_root = {}, {}, {}, {}
   local function topic(name)

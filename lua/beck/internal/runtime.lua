@@ -40,6 +40,20 @@ function Ctx:forward(key, value, child)
   end
 end
 
+-- ctx:forward_at(timestamp, key, value [, child]): forwards with another
+-- timestamp (ms), which sinks write instead of the input record's (a join of
+-- two records carries the later of their times).
+function Ctx:forward_at(ts, key, value, child)
+  if type(ts) ~= "number" then
+    error("forward_at: the timestamp must be a number of ms", 2)
+  end
+  local task = self._task
+  local saved = task.ts
+  task.ts = ts
+  self:forward(key, value, child)
+  task.ts = saved
+end
+
 local function current(self)
   local task = self._task
   if task.cur < 0 then return nil end
