@@ -41,6 +41,8 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
     {"cache_max_bytes", T_INT, "10485760", 0, INT64_C(1) << 40, NULL,
      "per-thread write-back cache in front of the stores, flushed at commit (0: off)"},
     {"log_level", T_ENUM, "info", 0, 0, "error|warn|info|debug", "log level"},
+    {"hooks", T_STR, NULL, 0, 0, NULL,
+     "a Lua file returning { on_restore = fn, ... }: operational hooks beside the topology's"},
 };
 
 struct bk_conf_s {

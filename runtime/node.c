@@ -378,6 +378,21 @@ int bk_node_main(int argc, char **argv)
         goto done;
     }
     bk_log_set_level((bk_log_level_t)bk_log_parse_level(bk_conf_str(conf, BK_CONF_LOG_LEVEL)));
+    if (bk_conf_str(conf, BK_CONF_HOOKS)) {
+        /* the hooks file fails here, before any Kafka client, if it is bad */
+        int rc2;
+        lua_State *H = bk_vm_new();
+        rc2 = bk_vm_dofile(H, path, 1, err, sizeof(err));
+        if (rc2 == 0) {
+            rc2 = bk_vm_load_hooks(H, lua_gettop(H), bk_conf_str(conf, BK_CONF_HOOKS), err,
+                                   sizeof(err));
+        }
+        bk_vm_destroy(H);
+        if (rc2 != 0) {
+            fprintf(stderr, "beck run: cannot load hooks: %s\n", err);
+            goto done;
+        }
+    }
     /* --id overrides the topology's id; otherwise the id is the app's. */
     if (bk_conf_source(conf, BK_CONF_APP_ID) == BK_CONF_FROM_CLI) {
         free(plan->id);

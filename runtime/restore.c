@@ -101,6 +101,9 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
             w[i].start;
     }
     if (pending == 0) {
+        if (n > 0) {
+            report(cb, opaque, &p, t0, 1); /* nothing to replay: say so, once */
+        }
         rc = 0;
         goto done;
     }

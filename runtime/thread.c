@@ -285,7 +285,9 @@ static int start_lua(bk_thread_t *thr)
         return -1;
     }
     app = lua_gettop(L);
-    if (bk_vm_require(L, "beck.internal.runtime", thr->err, sizeof(thr->err)) != 0) {
+    if (bk_vm_load_hooks(L, app, bk_conf_str(thr->conf, BK_CONF_HOOKS), thr->err,
+                         sizeof(thr->err)) != 0 ||
+        bk_vm_require(L, "beck.internal.runtime", thr->err, sizeof(thr->err)) != 0) {
         return -1;
     }
     lua_getfield(L, -1, "new");

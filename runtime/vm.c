@@ -117,3 +117,20 @@ int bk_vm_require(lua_State *L, const char *name, char *errstr, size_t errstr_si
     lua_pushstring(L, name);
     return bk_vm_pcall(L, 1, 1, 1, errstr, errstr_size);
 }
+
+int bk_vm_load_hooks(lua_State *L, int app, const char *path, char *errstr, size_t errstr_size)
+{
+    int top = lua_gettop(L), rc;
+    if (!path) {
+        return 0;
+    }
+    if (bk_vm_require(L, "beck.app", errstr, errstr_size) != 0) {
+        return -1;
+    }
+    lua_getfield(L, -1, "load_hooks");
+    lua_pushvalue(L, app);
+    lua_pushstring(L, path);
+    rc = bk_vm_pcall(L, 2, 0, 0, errstr, errstr_size);
+    lua_settop(L, top);
+    return rc;
+}

@@ -26,6 +26,10 @@ int bk_vm_pcall(lua_State *L, int nargs, int nresults, int traceback, char *errs
 /* Loads and runs a Lua file, leaving its `nresults` results on the stack. */
 int bk_vm_dofile(lua_State *L, const char *path, int nresults, char *errstr, size_t errstr_size);
 
+/* Adds the hooks of the file `path` (may be NULL: nothing to do) to the app
+ * at stack index `app` (beck.app's load_hooks). */
+int bk_vm_load_hooks(lua_State *L, int app, const char *path, char *errstr, size_t errstr_size);
+
 /* require(name), leaving the module on the stack. */
 int bk_vm_require(lua_State *L, const char *name, char *errstr, size_t errstr_size);
 

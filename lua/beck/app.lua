@@ -191,6 +191,23 @@ function App:hook(name, fn)
   return self
 end
 
+-- Loads a hooks file (--hooks): a Lua file returning { name = function }.
+-- Its hooks are added to the app's, and win over them.
+function M.load_hooks(app, path)
+  local chunk, err = loadfile(path)
+  if not chunk then error(err, 0) end
+  local hooks = chunk()
+  if type(hooks) ~= "table" then
+    error(path .. ": a hooks file must return a table of functions", 0)
+  end
+  for name, fn in pairs(hooks) do
+    if type(name) ~= "string" or type(fn) ~= "function" then
+      error(string.format("%s: hook %s is not a function", path, tostring(name)), 0)
+    end
+    app.hooks[name] = fn
+  end
+end
+
 -- The plan C needs: topics (sources first, in declaration order, then sinks),
 -- and subtopologies (connected groups of nodes) with their source topics.
 -- Deterministic, so every VM of a node numbers topics the same way.
