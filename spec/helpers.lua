@@ -747,4 +747,24 @@ function helpers.committed(bootstrap, topic, group, opts)
   return offsets
 end
 
+-- -- Small things many specs need ---------------------------------------------
+
+-- line_of(path, text) -> the number of the first line of `path` holding
+-- `text` (plain), so that specs find a fixture's line instead of hard-coding it.
+function helpers.line_of(path, text)
+  local n = 0
+  for line in io.lines(path) do
+    n = n + 1
+    if line:find(text, 1, true) then return n end
+  end
+  error("no " .. text .. " in " .. path, 2)
+end
+
+-- kvs(records) -> { { key, value }, ... } of output records, in order.
+function helpers.kvs(records)
+  local list = {}
+  for i, r in ipairs(records) do list[i] = { r.key, r.value } end
+  return list
+end
+
 return helpers

@@ -10,14 +10,7 @@ local ERRORS = "spec/fixtures/driver_errors.lua"
 
 -- -- Helpers ------------------------------------------------------------------
 
-local function line_of(path, text)
-  local n = 0
-  for line in io.lines(path) do
-    n = n + 1
-    if line:find(text, 1, true) then return n end
-  end
-  error("no " .. text .. " in " .. path)
-end
+local line_of = require("spec.helpers").line_of
 
 local function exists(path)
   return os.rename(path, path) == true
@@ -39,11 +32,7 @@ local function rows(iter)
   return list
 end
 
-local function kvs(records)
-  local list = {}
-  for i, r in ipairs(records) do list[i] = { r.key, r.value } end
-  return list
-end
+local kvs = require("spec.helpers").kvs
 
 -- Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2), written
 -- here independently of runtime/hash.c, in 64-bit FFI integers kept below

@@ -6,11 +6,7 @@ local beck = require "beck"
 local testing = require "beck.testing"
 local cjson = require "cjson"
 
-local function kvs(records)
-  local list = {}
-  for i, r in ipairs(records) do list[i] = { r.key, r.value } end
-  return list
-end
+local kvs = require("spec.helpers").kvs
 
 local function rows(iter)
   local list = {}

@@ -6,11 +6,7 @@ local dsl = require "beck.dsl"
 local testing = require "beck.testing"
 local cjson = require "cjson"
 
-local function kvs(records)
-  local list = {}
-  for i, r in ipairs(records) do list[i] = { r.key, r.value } end
-  return list
-end
+local kvs = require("spec.helpers").kvs
 
 -- The windows in a window store, index entries left out: { key, t1 [, t2], value }.
 local function windows(driver, store)

@@ -6,11 +6,7 @@ local beck = require "beck"
 local dsl = require "beck.dsl"
 local testing = require "beck.testing"
 
-local function kvs(records)
-  local list = {}
-  for i, r in ipairs(records) do list[i] = { r.key, r.value } end
-  return list
-end
+local kvs = require("spec.helpers").kvs
 
 local function pair(a, b)
   return tostring(a) .. "+" .. tostring(b)

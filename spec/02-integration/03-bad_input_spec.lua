@@ -6,14 +6,7 @@ local BECK = helpers.beck_bin()
 
 -- The line of a fixture that holds `marker` (a comment), so that a spec does
 -- not break when a fixture gains a line.
-local function line_of(path, marker)
-  local n = 0
-  for line in io.lines(path) do
-    n = n + 1
-    if line:find(marker, 1, true) then return n end
-  end
-  error("no " .. marker .. " in " .. path)
-end
+local line_of = require("spec.helpers").line_of
 
 local function escape(s)
   return (s:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0"))

@@ -4,11 +4,7 @@ local testing = require "beck.testing"
 
 local TOPOLOGY = "scripts/examples/wordcount.lua"
 
-local function kvs(records)
-  local list = {}
-  for i, r in ipairs(records) do list[i] = { r.key, r.value } end
-  return list
-end
+local kvs = require("spec.helpers").kvs
 
 local function rows(iter)
   local list = {}

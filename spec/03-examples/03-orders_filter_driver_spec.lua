@@ -6,14 +6,7 @@ local cjson = require "cjson"
 
 local TOPOLOGY = "scripts/examples/orders_filter.lua"
 
-local function line_of(path, text)
-  local n = 0
-  for line in io.lines(path) do
-    n = n + 1
-    if line:find(text, 1, true) then return n end
-  end
-  error("no " .. text .. " in " .. path)
-end
+local line_of = require("spec.helpers").line_of
 
 local function decoded(records)
   local list = {}
