@@ -43,6 +43,9 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
     {"log_level", T_ENUM, "info", 0, 0, "error|warn|info|debug", "log level"},
     {"hooks", T_STR, NULL, 0, 0, NULL,
      "a Lua file returning { on_restore = fn, ... }: operational hooks beside the topology's"},
+    {"cluster", T_INT, "0", 0, 1, NULL,
+     "1: share the app's tasks with its other nodes through <id>-control (docs/cluster.md); "
+     "0: take every task"},
 };
 
 struct bk_conf_s {

@@ -29,6 +29,7 @@ typedef enum {
     BK_CONF_CACHE_MAX_BYTES,
     BK_CONF_LOG_LEVEL,
     BK_CONF_HOOKS,
+    BK_CONF_CLUSTER,
     BK_CONF__COUNT
 } bk_conf_key_t;
 

@@ -14,6 +14,7 @@
 #include "devctl.h"
 #include "kafka.h"
 #include "log.h"
+#include "member.h"
 #include "vm.h"
 #include "plan.h"
 #include "thread.h"
@@ -264,91 +265,283 @@ done:
 
 /* -- Running ------------------------------------------------------------ */
 
-static int run_threads(bk_plan_t *plan, const bk_conf_t *conf)
-{
-    bk_node_flags_t flags = {0, 0};
-    int nthreads = (int)bk_conf_int(conf, BK_CONF_THREADS), ntasks = 0, signals = 0;
+/* The stream threads running one set of tasks; a new set means a new crew
+ * (the old one commits and closes first). */
+typedef struct crew_s {
+    bk_node_flags_t flags;
     bk_thread_t **threads;
-    bk_task_id_t *tasks, *mine;
-    sigset_t set;
-    struct timespec tick = {0, 100 * 1000 * 1000};
-    bk_thread_stats_t total = {0, 0, 0, 0, 0};
+    int nthreads, ntasks;
+    bk_thread_stats_t total;
+} crew_t;
 
-    for (int s = 0; s < plan->nsubs; s++) {
-        ntasks += plan->subs[s].partitions;
-    }
-    tasks = calloc((size_t)ntasks, sizeof(*tasks));
-    mine = calloc((size_t)ntasks, sizeof(*mine));
-    ntasks = 0;
-    for (int s = 0; s < plan->nsubs; s++) {
-        for (int p = 0; p < plan->subs[s].partitions; p++) {
-            tasks[ntasks++] = (bk_task_id_t){s, p};
-        }
-    }
+/* Deals `tasks` round-robin (each thread gets tasks of every subtopology) to
+ * up to `threads` threads and starts them. */
+static void crew_start(crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf,
+                       const bk_task_id_t *tasks, int ntasks)
+{
+    int nthreads = (int)bk_conf_int(conf, BK_CONF_THREADS);
+    bk_task_id_t *mine = calloc((size_t)ntasks + 1, sizeof(*mine));
+
+    memset(crew, 0, sizeof(*crew));
     if (nthreads > ntasks) {
-        bk_log_warn("%d threads for %d tasks: running %d threads", nthreads, ntasks, ntasks);
+        if (ntasks > 0) {
+            bk_log_warn("%d threads for %d tasks: running %d threads", nthreads, ntasks, ntasks);
+        }
         nthreads = ntasks;
     }
-    /* Signals go to this thread only (sigtimedwait below). */
+    crew->ntasks = ntasks;
+    crew->threads = calloc((size_t)nthreads + 1, sizeof(*crew->threads));
+    for (int t = 0; t < nthreads; t++) {
+        int n = 0;
+        for (int i = t; i < ntasks; i += nthreads) {
+            mine[n++] = tasks[i];
+        }
+        crew->threads[t] = bk_thread_new(t, plan, conf, &crew->flags, mine, n);
+        if (bk_thread_start(crew->threads[t]) != 0) {
+            bk_log_error("cannot start thread %d", t);
+            crew->flags.stop = crew->flags.failed = 1;
+            bk_thread_destroy(crew->threads[t]);
+            break;
+        }
+        crew->nthreads = t + 1;
+    }
+    free(mine);
+    bk_log_info("app %s: %d task(s) on %d thread(s)", plan->id, ntasks, crew->nthreads);
+}
+
+/* Threads that have ended (by themselves or asked to). */
+static int crew_done(const crew_t *crew)
+{
+    int done = 0;
+    for (int t = 0; t < crew->nthreads; t++) {
+        done += bk_thread_done(crew->threads[t]);
+    }
+    return done;
+}
+
+/* Asks every thread to finish its batch, commit and close, and waits.
+ * Returns 1 if any failed. */
+static int crew_stop(crew_t *crew)
+{
+    crew->flags.stop = 1;
+    for (int t = 0; t < crew->nthreads; t++) {
+        bk_thread_stats_t st;
+        bk_thread_join(crew->threads[t], &st);
+        crew->total.in += st.in;
+        crew->total.out += st.out;
+        crew->total.skipped += st.skipped;
+        crew->total.dlq += st.dlq;
+        bk_thread_destroy(crew->threads[t]);
+    }
+    free(crew->threads);
+    crew->threads = NULL;
+    crew->nthreads = 0;
+    return crew->flags.failed;
+}
+
+static void add_stats(bk_thread_stats_t *total, const bk_thread_stats_t *st)
+{
+    total->in += st->in;
+    total->out += st->out;
+    total->skipped += st->skipped;
+    total->dlq += st->dlq;
+}
+
+/* Every task of the app, numbered subtopology by subtopology. */
+static bk_task_id_t *all_tasks(const bk_plan_t *plan, int *ntasks)
+{
+    bk_task_id_t *tasks;
+    int n = 0;
+    for (int s = 0; s < plan->nsubs; s++) {
+        n += plan->subs[s].partitions;
+    }
+    tasks = calloc((size_t)n + 1, sizeof(*tasks));
+    n = 0;
+    for (int s = 0; s < plan->nsubs; s++) {
+        for (int p = 0; p < plan->subs[s].partitions; p++) {
+            tasks[n++] = (bk_task_id_t){s, p};
+        }
+    }
+    *ntasks = n;
+    return tasks;
+}
+
+/* One signal stops the node cleanly, a second aborts it. Returns 1 on a
+ * stop request. */
+static int wait_signal(const sigset_t *set, int *signals)
+{
+    struct timespec tick = {0, 100 * 1000 * 1000};
+    int sig = sigtimedwait(set, NULL, &tick);
+    if (sig <= 0) {
+        return 0;
+    }
+    if (++*signals > 1) {
+        bk_log_error("second signal: aborting without commit");
+        _exit(130);
+    }
+    bk_log_info("signal %d: finishing records in hand, committing, closing", sig);
+    return 1;
+}
+
+/* Alone: this node takes every task of its app. */
+static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, const sigset_t *set)
+{
+    int ntasks, signals = 0, failed;
+    bk_task_id_t *tasks = all_tasks(plan, &ntasks);
+    crew_t crew;
+
+    crew_start(&crew, plan, conf, tasks, ntasks);
+    for (;;) {
+        int done;
+        if (wait_signal(set, &signals)) {
+            crew.flags.stop = 1;
+        }
+        done = crew_done(&crew);
+        if (done == crew.nthreads) {
+            break;
+        }
+        if (done > 0 && !crew.flags.stop) {
+            crew.flags.stop = 1; /* a thread ended by itself: stop the node */
+        }
+    }
+    failed = crew_stop(&crew);
+    bk_log_info("app %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered", plan->id,
+                failed ? " after a failure" : "", (unsigned long long)crew.total.in,
+                (unsigned long long)crew.total.out, (unsigned long long)crew.total.skipped,
+                (unsigned long long)crew.total.dlq);
+    free(tasks);
+    return failed ? 1 : 0;
+}
+
+static int same_set(const int32_t *a, int na, const int32_t *b, int nb)
+{
+    return na == nb && (na == 0 || memcmp(a, b, (size_t)na * sizeof(*a)) == 0);
+}
+
+/* In a cluster (--cluster): the tasks come from the app's membership
+ * (member.h). A change of this node's tasks restarts its crew: the old one
+ * commits and closes, the tasks given up are released for their new owners,
+ * and the new crew starts the tasks the view says are ours to run. */
+static int run_member(bk_plan_t *plan, const bk_conf_t *conf, int dev_port, const sigset_t *set)
+{
+    int ntasks, signals = 0, failed = 0, nrun = 0;
+    bk_task_id_t *tasks = all_tasks(plan, &ntasks), *mine;
+    char **names = calloc((size_t)ntasks + 1, sizeof(char *));
+    int32_t *running = calloc((size_t)ntasks + 1, sizeof(int32_t));
+    bk_member_conf_t mc;
+    bk_member_view_t view;
+    bk_member_t *member;
+    bk_thread_stats_t total = {0, 0, 0, 0, 0};
+    crew_t crew;
+    char err[1024];
+
+    for (int i = 0; i < ntasks; i++) {
+        names[i] = malloc(32);
+        snprintf(names[i], 32, "%d_%d", tasks[i].sub, tasks[i].partition);
+    }
+    memset(&mc, 0, sizeof(mc));
+    mc.conf = conf;
+    mc.app_id = plan->id;
+    mc.node_id = bk_conf_str(conf, BK_CONF_NODE_ID);
+    mc.rack = bk_conf_str(conf, BK_CONF_RACK);
+    mc.threads = (int32_t)bk_conf_int(conf, BK_CONF_THREADS);
+    mc.ntasks = ntasks;
+    mc.task_names = (const char *const *)names;
+    mc.standbys = 0;
+    mc.dev_port = dev_port > 0 ? dev_port : -1;
+    memset(&view, 0, sizeof(view));
+    mine = calloc((size_t)ntasks + 1, sizeof(*mine));
+    crew_start(&crew, plan, conf, mine, 0);
+    member = bk_member_new(&mc, err, sizeof(err));
+    if (!member || bk_member_start(member, err, sizeof(err)) != 0) {
+        bk_log_error("cannot join app %s: %s", plan->id, err);
+        failed = 1;
+        goto done;
+    }
+    for (;;) {
+        if (wait_signal(set, &signals)) {
+            break;
+        }
+        if (crew.nthreads > 0 && crew_done(&crew) > 0) {
+            bk_log_error("a stream thread stopped: leaving the app");
+            failed = 1;
+            break;
+        }
+        if (bk_member_poll(member, &view) == 0) {
+            continue;
+        }
+        if (view.error) {
+            bk_log_error("membership failed: %s", view.error);
+            failed = 1;
+            break;
+        }
+        if (view.lost && crew.nthreads > 0) {
+            bk_log_error("lost the control plane: stopping every task");
+        }
+        {
+            const int32_t *want = view.lost ? NULL : view.running;
+            int nwant = view.lost ? 0 : view.nrunning;
+            if (!same_set(running, nrun, want, nwant) || view.nrelease > 0) {
+                failed |= crew_stop(&crew);
+                add_stats(&total, &crew.total);
+                if (failed) {
+                    break;
+                }
+                if (view.nrelease > 0 &&
+                    bk_member_released(member, view.epoch, view.release, view.nrelease) != 0) {
+                    bk_log_warn("could not publish the release of %d task(s)", view.nrelease);
+                }
+                nrun = nwant;
+                for (int i = 0; i < nwant; i++) {
+                    running[i] = want[i];
+                    mine[i] = tasks[want[i]];
+                }
+                bk_log_info("epoch %llu: running %d task(s), %d waiting for their release",
+                            (unsigned long long)view.epoch, nrun, view.nwaiting);
+                crew_start(&crew, plan, conf, mine, nrun);
+            }
+        }
+    }
+    failed |= crew_stop(&crew);
+    add_stats(&total, &crew.total);
+    if (member && bk_member_stop(member, 1) != 0) {
+        bk_log_warn("the leave notice was not delivered: the others wait for the session "
+                    "timeout");
+    }
+
+done:
+    if (crew.threads) {
+        crew_stop(&crew);
+    }
+    bk_log_info("app %s: node %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered",
+                plan->id, mc.node_id, failed ? " after a failure" : "",
+                (unsigned long long)total.in, (unsigned long long)total.out,
+                (unsigned long long)total.skipped, (unsigned long long)total.dlq);
+    bk_member_view_clear(&view);
+    bk_member_destroy(member);
+    for (int i = 0; i < ntasks; i++) {
+        free(names[i]);
+    }
+    free(names);
+    free(running);
+    free(mine);
+    free(tasks);
+    return failed ? 1 : 0;
+}
+
+static int run_threads(bk_plan_t *plan, const bk_conf_t *conf, int dev_port)
+{
+    sigset_t set;
+    /* Signals go to this thread only (sigtimedwait); threads started later
+     * inherit the mask. */
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
-
-    threads = calloc((size_t)nthreads, sizeof(*threads));
-    for (int t = 0; t < nthreads; t++) {
-        int n = 0;
-        /* Round-robin, so each thread gets tasks of every subtopology. */
-        for (int i = t; i < ntasks; i += nthreads) {
-            mine[n++] = tasks[i];
-        }
-        threads[t] = bk_thread_new(t, plan, conf, &flags, mine, n);
-        if (bk_thread_start(threads[t]) != 0) {
-            bk_log_error("cannot start thread %d", t);
-            flags.stop = flags.failed = 1;
-            nthreads = t;
-            bk_thread_destroy(threads[t]);
-            break;
-        }
+    if (bk_conf_int(conf, BK_CONF_CLUSTER)) {
+        return run_member(plan, conf, dev_port, &set);
     }
-    bk_log_info("app %s: %d task(s) on %d thread(s)", plan->id, ntasks, nthreads);
-    for (;;) {
-        int done = 0, sig = sigtimedwait(&set, NULL, &tick);
-        if (sig > 0) {
-            if (++signals > 1) {
-                bk_log_error("second signal: aborting without commit");
-                _exit(130);
-            }
-            bk_log_info("signal %d: finishing records in hand, committing, closing", sig);
-            flags.stop = 1;
-        }
-        for (int t = 0; t < nthreads; t++) {
-            done += bk_thread_done(threads[t]);
-        }
-        if (done == nthreads) {
-            break;
-        }
-        if (done > 0 && !flags.stop) {
-            flags.stop = 1; /* a thread ended by itself: stop the node */
-        }
-    }
-    for (int t = 0; t < nthreads; t++) {
-        bk_thread_stats_t st;
-        bk_thread_join(threads[t], &st);
-        total.in += st.in;
-        total.out += st.out;
-        total.skipped += st.skipped;
-        total.dlq += st.dlq;
-        bk_thread_destroy(threads[t]);
-    }
-    bk_log_info("app %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered", plan->id,
-                flags.failed ? " after a failure" : "", (unsigned long long)total.in,
-                (unsigned long long)total.out, (unsigned long long)total.skipped,
-                (unsigned long long)total.dlq);
-    free(threads);
-    free(tasks);
-    free(mine);
-    return flags.failed ? 1 : 0;
+    return run_alone(plan, conf, &set);
 }
 
 int bk_node_main(int argc, char **argv)
@@ -438,7 +631,7 @@ int bk_node_main(int argc, char **argv)
     }
     rd_kafka_destroy(admin);
     admin = NULL;
-    rc = run_threads(plan, conf);
+    rc = run_threads(plan, conf, dev_port);
 
 done:
     if (admin) {

@@ -1,0 +1,1665 @@
+/* member.c - membership through the control topic: the record format, the view that every
+ * member derives from the log in the same way, the leader's duty and the member thread.
+ * The rules are in docs/cluster.md; each one is marked here with its name there. */
+#define _GNU_SOURCE
+
+#include "member.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "assign.h"
+#include "assigncodec.h"
+#include "devctl.h"
+#include "kafka.h"
+#include "log.h"
+
+/* How long the member thread waits for a record before it looks at the clock again: bounds
+ * how late a heartbeat, a lost verdict or a stop request can be. */
+#define POLL_MS 20
+/* Records applied under one lock hold. */
+#define MAX_BATCH 256
+/* A member that expects someone's session to end writes a tick record so that log time
+ * reaches the end without waiting for the next heartbeat. The leader ticks first; the next
+ * two in join order follow TICK_STAGGER_MS apart in case the leader is the one that died. */
+#define TICK_RANKS 3
+#define TICK_STAGGER_MS 50
+
+/* -- Records ---------------------------------------------------------------------------------
+ * value: u8 magic, u8 version, u8 type, str node id, uvar incarnation, then by type:
+ *   HEARTBEAT str rack, str endpoint, uvar threads, uvar ntasks, uvar layout, uvar epoch,
+ *             uvar n, n x (uvar task - previous task, svar offset, uvar lag), tasks ascending
+ *   LEAVE     -
+ *   ASSIGN    the rest: an assigncodec message (full or delta; epochs in its header)
+ *   RELEASE   uvar epoch, uvar n, n x uvar (task - previous task), tasks ascending
+ *   TICK      -
+ * uvar: LEB128; svar: zigzag LEB128; str: uvar length + bytes. The key is "<type>/<node id>"
+ * ("h/n1"); nothing reads it. A reader ignores bytes past what it knows, and records of a
+ * type or version it does not know (docs/cluster.md, Records). */
+#define WIRE_MAGIC 0xbe
+#define WIRE_VERSION 1
+enum { REC_HEARTBEAT = 1, REC_LEAVE = 2, REC_ASSIGN = 3, REC_RELEASE = 4, REC_TICK = 5 };
+static const char rec_key_char[] = "?hlart";
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+    int oom;
+} wbuf_t;
+
+static void w_bytes(wbuf_t *w, const void *b, size_t n)
+{
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 256;
+        uint8_t *p;
+        while (cap < w->len + n) {
+            cap *= 2;
+        }
+        p = realloc(w->p, cap);
+        if (!p) {
+            w->oom = 1;
+            return;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    memcpy(w->p + w->len, b, n);
+    w->len += n;
+}
+
+static void w_u8(wbuf_t *w, uint8_t v)
+{
+    w_bytes(w, &v, 1);
+}
+
+static void w_uvar(wbuf_t *w, uint64_t v)
+{
+    uint8_t b[10];
+    size_t n = 0;
+    while (v >= 0x80) {
+        b[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b[n++] = (uint8_t)v;
+    w_bytes(w, b, n);
+}
+
+static void w_svar(wbuf_t *w, int64_t v)
+{
+    w_uvar(w, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+static void w_str(wbuf_t *w, const char *s)
+{
+    size_t n = strlen(s);
+    w_uvar(w, n);
+    w_bytes(w, s, n);
+}
+
+typedef struct rbuf {
+    const uint8_t *p, *end;
+    int bad;
+} rbuf_t;
+
+static uint64_t r_uvar(rbuf_t *r)
+{
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        uint8_t b;
+        if (r->p >= r->end) {
+            break;
+        }
+        b = *r->p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            return v;
+        }
+    }
+    r->bad = 1;
+    return 0;
+}
+
+static int64_t r_svar(rbuf_t *r)
+{
+    uint64_t u = r_uvar(r);
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+static uint8_t r_u8(rbuf_t *r)
+{
+    if (r->p >= r->end) {
+        r->bad = 1;
+        return 0;
+    }
+    return *r->p++;
+}
+
+/* Copies a string into out[BK_MEMBER_MAX_ID + 1]; longer ones, or ones with a NUL, are bad. */
+static void r_str(rbuf_t *r, char *out)
+{
+    uint64_t n = r_uvar(r);
+    if (r->bad || n > BK_MEMBER_MAX_ID || n > (uint64_t)(r->end - r->p) ||
+        memchr(r->p, '\0', (size_t)n)) {
+        r->bad = 1;
+        out[0] = '\0';
+        return;
+    }
+    memcpy(out, r->p, (size_t)n);
+    out[n] = '\0';
+    r->p += n;
+}
+
+/* A record as read; strings and lists point into the record or into `tasks`, which the
+ * reader owns. */
+typedef struct rec {
+    int type;
+    char id[BK_MEMBER_MAX_ID + 1];
+    uint64_t inc;
+    /* HEARTBEAT */
+    char rack[BK_MEMBER_MAX_ID + 1], endpoint[BK_MEMBER_MAX_ID + 1];
+    int32_t threads, ntasks;
+    uint32_t layout;
+    uint64_t epoch; /* also RELEASE */
+    rbuf_t list;    /* HEARTBEAT progress, RELEASE tasks: decoded by the applier */
+    uint64_t nlist;
+    /* ASSIGN */
+    const uint8_t *payload;
+    size_t payload_len;
+} rec_t;
+
+/* 0, or -1 when the record is not one of ours or is malformed. */
+static int rec_parse(const void *buf, size_t len, rec_t *rec)
+{
+    rbuf_t r = {buf, (const uint8_t *)buf + len, 0};
+    uint64_t v;
+
+    if (len < 3 || r_u8(&r) != WIRE_MAGIC || r_u8(&r) != WIRE_VERSION) {
+        return -1;
+    }
+    rec->type = r_u8(&r);
+    r_str(&r, rec->id);
+    rec->inc = r_uvar(&r);
+    if (r.bad || !rec->id[0]) {
+        return -1;
+    }
+    switch (rec->type) {
+    case REC_HEARTBEAT:
+        r_str(&r, rec->rack);
+        r_str(&r, rec->endpoint);
+        v = r_uvar(&r);
+        rec->threads = v >= 1 && v <= 65536 ? (int32_t)v : 1;
+        v = r_uvar(&r);
+        rec->ntasks = v <= BK_ASSIGNCODEC_MAX_TASKS ? (int32_t)v : 0;
+        rec->layout = (uint32_t)r_uvar(&r);
+        rec->epoch = r_uvar(&r);
+        rec->nlist = r_uvar(&r);
+        rec->list = r;
+        break;
+    case REC_RELEASE:
+        rec->epoch = r_uvar(&r);
+        rec->nlist = r_uvar(&r);
+        rec->list = r;
+        break;
+    case REC_ASSIGN:
+        rec->payload = r.p;
+        rec->payload_len = (size_t)(r.end - r.p);
+        break;
+    case REC_LEAVE:
+    case REC_TICK:
+        break;
+    default:
+        return -1; /* a later version's type: not ours to read */
+    }
+    return r.bad ? -1 : 0;
+}
+
+/* -- State -------------------------------------------------------------------------------- */
+
+typedef struct progress {
+    int32_t task;
+    int64_t offset, lag;
+} progress_t;
+
+/* What the log says about one node id: its latest incarnation. */
+typedef struct peer {
+    int used;
+    char id[BK_MEMBER_MAX_ID + 1], rack[BK_MEMBER_MAX_ID + 1], endpoint[BK_MEMBER_MAX_ID + 1];
+    uint64_t inc;
+    int32_t threads, ntasks;
+    uint32_t layout;
+    int state;
+    int64_t join_offset, last_ts, end_ts;
+    uint64_t epoch;
+    progress_t *progress;
+    int32_t nprogress, cap_progress;
+} peer_t;
+
+enum { PH_START, PH_CATCHUP, PH_RUN, PH_FAILED };
+
+struct bk_member_s {
+    /* Set by bk_member_new, read-only afterwards. */
+    const bk_conf_t *conf;
+    char node_id[BK_MEMBER_MAX_ID + 1], rack[BK_MEMBER_MAX_ID + 1];
+    char endpoint[BK_MEMBER_MAX_ID + 1], topic[BK_MEMBER_MAX_ID + 16];
+    int32_t threads, ntasks, standbys;
+    char **task_names;
+    uint32_t layout;
+    int hb_ms, session_ms, dev_port;
+    void (*on_change)(void *opaque);
+    void *opaque;
+    rd_kafka_t *consumer, *producer;
+    pthread_t thread;
+    int started;
+    volatile int stop;
+
+    pthread_mutex_t lock; /* guards everything below */
+    uint64_t version;
+    /* What the log says (docs/cluster.md, The view). */
+    int64_t log_time, next_offset;
+    peer_t *peers;
+    int32_t npeers, cap_peers;
+    bk_assigncodec_t *cur; /* the current assignment, NULL before the first */
+    uint64_t epoch;
+    int32_t *slot_peer;  /* [cur->nnodes] peer that a slot meant when cur was applied, -1 */
+    uint64_t *slot_inc;  /* [cur->nnodes] its incarnation then */
+    int32_t nown;        /* cur->ntasks */
+    int32_t *own;        /* [nown] the peer that holds the task, -1: nobody */
+    uint8_t *rel_sent;   /* [nown] this member published a release of it, not yet seen */
+    uint8_t *told;       /* [nown] a view listed it in running; the node has not released it */
+    /* This member. */
+    uint64_t inc;
+    int phase;
+    const char *error;
+    int64_t catchup_to, next_hb, first_hb, join_ts;
+    int joined_once; /* this incarnation's heartbeat was seen in the log */
+    int lost;
+    int64_t lost_at, backoff;
+    int32_t nlost, *lost_tasks; /* tasks held when lost that the node has not released */
+    /* The leader's publication in flight (docs/cluster.md, Publishing). */
+    int pending;
+    uint64_t pending_base;
+    int64_t pending_offset;
+    int64_t last_tick;
+    int leave_state; /* 0 in flight, 1 delivered, -1 failed */
+    uint64_t notified;
+
+    pthread_mutex_t plock; /* guards the progress this node reports */
+    progress_t *prog;
+    int32_t nprog, cap_prog;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* start time in ms and the pid: distinct across restarts, increasing while clocks do. */
+static uint64_t make_incarnation(void)
+{
+    return (uint64_t)now_ms() * 1000 + (uint64_t)(getpid() % 1000);
+}
+
+static uint32_t fnv1a(uint32_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ b[i]) * 16777619u;
+    }
+    return h;
+}
+
+static int32_t peer_find(const bk_member_t *m, const char *id)
+{
+    for (int32_t i = 0; i < m->npeers; i++) {
+        if (m->peers[i].used && strcmp(m->peers[i].id, id) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static int peer_alive(const bk_member_t *m, int32_t i)
+{
+    return i >= 0 && m->peers[i].used && m->peers[i].state == BK_MEMBER_ALIVE;
+}
+
+/* This incarnation of this member as a peer, alive; -1 otherwise. */
+static int32_t self_peer(const bk_member_t *m)
+{
+    int32_t i = peer_find(m, m->node_id);
+    return peer_alive(m, i) && m->peers[i].inc == m->inc ? i : -1;
+}
+
+/* Leader: the live member that joined first (docs/cluster.md, Leader). */
+static int32_t leader_peer(const bk_member_t *m)
+{
+    int32_t best = -1;
+    for (int32_t i = 0; i < m->npeers; i++) {
+        if (peer_alive(m, i) &&
+            (best < 0 || m->peers[i].join_offset < m->peers[best].join_offset)) {
+            best = i;
+        }
+    }
+    return best;
+}
+
+/* Rank of peer `i` among the live ones in join order. */
+static int32_t peer_rank(const bk_member_t *m, int32_t i)
+{
+    int32_t rank = 0;
+    for (int32_t j = 0; j < m->npeers; j++) {
+        if (j != i && peer_alive(m, j) && m->peers[j].join_offset < m->peers[i].join_offset) {
+            rank++;
+        }
+    }
+    return rank;
+}
+
+/* -- Ownership (docs/cluster.md, Holders) ------------------------------------------------- */
+
+/* The peer the current assignment gives task t to, if that incarnation is alive; else -1. */
+static int32_t assignee(const bk_member_t *m, int32_t t)
+{
+    int32_t s, p;
+    if (!m->cur || t >= m->cur->ntasks || (s = m->cur->active[t]) < 0) {
+        return -1;
+    }
+    p = m->slot_peer[s];
+    return peer_alive(m, p) && m->peers[p].inc == m->slot_inc[s] ? p : -1;
+}
+
+/* A task nobody holds goes to its assignee at once. */
+static void give(bk_member_t *m, int32_t t)
+{
+    if (m->own[t] < 0) {
+        m->own[t] = assignee(m, t);
+    }
+    m->rel_sent[t] = 0;
+}
+
+static void free_task(bk_member_t *m, int32_t t)
+{
+    m->own[t] = -1;
+    give(m, t);
+}
+
+/* A peer's incarnation ends (died, left or was replaced): what it held is free. Final. */
+static void peer_end(bk_member_t *m, int32_t i, int state)
+{
+    peer_t *p = &m->peers[i];
+    static const char *why[] = {"alive", "died", "left", "was replaced"};
+
+    p->state = state;
+    p->end_ts = m->log_time;
+    for (int32_t t = 0; t < m->nown; t++) {
+        if (m->own[t] == i) {
+            free_task(m, t);
+        }
+    }
+    m->version++;
+    bk_log_debug("member %s: %s (incarnation %" PRIu64 ") %s", m->node_id, p->id, p->inc,
+                 why[state]);
+}
+
+static int in_current(const bk_member_t *m, int32_t i)
+{
+    for (int32_t s = 0; m->cur && s < m->cur->nnodes; s++) {
+        if (m->slot_peer[s] == i) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Log time moved: sessions that ended are over; peers over for a session are forgotten
+ * (docs/cluster.md, Liveness). Runs per record, so every member does it at the same place. */
+static void expire(bk_member_t *m)
+{
+    for (int32_t i = 0; i < m->npeers; i++) {
+        peer_t *p = &m->peers[i];
+        if (!p->used) {
+            continue;
+        }
+        if (p->state == BK_MEMBER_ALIVE && m->log_time - p->last_ts > m->session_ms) {
+            peer_end(m, i, BK_MEMBER_DEAD);
+        } else if (p->state != BK_MEMBER_ALIVE && m->log_time - p->end_ts > m->session_ms &&
+                   !in_current(m, i)) {
+            free(p->progress);
+            memset(p, 0, sizeof(*p));
+            m->version++;
+        }
+    }
+}
+
+/* -- Applying records ---------------------------------------------------------------------- */
+
+static int32_t peer_alloc(bk_member_t *m)
+{
+    for (int32_t i = 0; i < m->npeers; i++) {
+        if (!m->peers[i].used) {
+            return i;
+        }
+    }
+    if (m->npeers == m->cap_peers) {
+        int32_t cap = m->cap_peers ? m->cap_peers * 2 : 16;
+        peer_t *p = realloc(m->peers, (size_t)cap * sizeof(*p));
+        if (!p) {
+            return -1;
+        }
+        memset(p + m->cap_peers, 0, (size_t)(cap - m->cap_peers) * sizeof(*p));
+        m->peers = p;
+        m->cap_peers = cap;
+    }
+    return m->npeers++;
+}
+
+static void apply_progress(peer_t *p, rec_t *rec)
+{
+    int32_t n = 0, task = -1;
+    if (rec->nlist > (uint64_t)(rec->list.end - rec->list.p)) {
+        return; /* at least a byte an entry */
+    }
+    if ((int32_t)rec->nlist > p->cap_progress) {
+        progress_t *pr = realloc(p->progress, (size_t)rec->nlist * sizeof(*pr));
+        if (!pr) {
+            return;
+        }
+        p->progress = pr;
+        p->cap_progress = (int32_t)rec->nlist;
+    }
+    for (uint64_t k = 0; k < rec->nlist; k++) {
+        uint64_t d = r_uvar(&rec->list);
+        int64_t offset = r_svar(&rec->list), lag = (int64_t)r_uvar(&rec->list);
+        if (rec->list.bad || d > BK_ASSIGNCODEC_MAX_TASKS || lag < 0) {
+            break;
+        }
+        task += (int32_t)d + 1;
+        if (task >= BK_ASSIGNCODEC_MAX_TASKS) {
+            break;
+        }
+        p->progress[n++] = (progress_t){task, offset, lag};
+    }
+    p->nprogress = n;
+}
+
+static void apply_heartbeat(bk_member_t *m, rec_t *rec, int64_t offset, int64_t ts)
+{
+    int32_t i = peer_find(m, rec->id);
+    peer_t *p;
+
+    if (i >= 0 && m->peers[i].inc == rec->inc) {
+        p = &m->peers[i];
+        if (p->state != BK_MEMBER_ALIVE) {
+            return; /* an ended incarnation stays ended */
+        }
+    } else {
+        if (i >= 0 && m->peers[i].inc > rec->inc) {
+            return; /* an older incarnation's */
+        }
+        if (m->log_time - ts > m->session_ms) {
+            return; /* it would be dead on arrival */
+        }
+        if (i >= 0 && m->peers[i].state == BK_MEMBER_ALIVE) {
+            peer_end(m, i, BK_MEMBER_REPLACED);
+        }
+        if (i < 0 && (i = peer_alloc(m)) < 0) {
+            bk_log_error("member %s: out of memory for peer %s", m->node_id, rec->id);
+            return;
+        }
+        p = &m->peers[i];
+        free(p->progress);
+        memset(p, 0, sizeof(*p));
+        p->used = 1;
+        memcpy(p->id, rec->id, sizeof(p->id));
+        p->inc = rec->inc;
+        p->state = BK_MEMBER_ALIVE;
+        p->join_offset = offset;
+        m->version++;
+        if (strcmp(p->id, m->node_id) == 0 && p->inc == m->inc) {
+            m->joined_once = 1;
+            m->join_ts = ts;
+            m->backoff = m->hb_ms;
+        }
+        bk_log_debug("member %s: %s (incarnation %" PRIu64 ") joined at offset %" PRId64,
+                     m->node_id, p->id, p->inc, offset);
+    }
+    if (strcmp(p->rack, rec->rack) != 0 || strcmp(p->endpoint, rec->endpoint) != 0 ||
+        p->threads != rec->threads || p->epoch != rec->epoch) {
+        m->version++;
+    }
+    memcpy(p->rack, rec->rack, sizeof(p->rack));
+    memcpy(p->endpoint, rec->endpoint, sizeof(p->endpoint));
+    p->threads = rec->threads;
+    p->ntasks = rec->ntasks;
+    p->layout = rec->layout;
+    p->epoch = rec->epoch;
+    if (ts > p->last_ts) {
+        p->last_ts = ts;
+    }
+    apply_progress(p, rec);
+}
+
+static void apply_leave(bk_member_t *m, const rec_t *rec)
+{
+    int32_t i = peer_find(m, rec->id);
+    if (peer_alive(m, i) && m->peers[i].inc == rec->inc) {
+        peer_end(m, i, BK_MEMBER_LEFT);
+    }
+}
+
+static void apply_release(bk_member_t *m, rec_t *rec)
+{
+    int32_t i = peer_find(m, rec->id), t = -1;
+    if (!peer_alive(m, i) || m->peers[i].inc != rec->inc) {
+        return;
+    }
+    for (uint64_t k = 0; k < rec->nlist; k++) {
+        uint64_t d = r_uvar(&rec->list);
+        if (rec->list.bad || d >= (uint64_t)m->nown) {
+            break;
+        }
+        t += (int32_t)d + 1;
+        if (t >= m->nown) {
+            break;
+        }
+        if (m->own[t] == i) {
+            free_task(m, t);
+            m->version++;
+        }
+    }
+}
+
+/* Makes `next` (owned from now on) the current assignment, applied at `offset`. */
+static int install(bk_member_t *m, bk_assigncodec_t *next, int64_t offset)
+{
+    int32_t *slot_peer = malloc((size_t)(next->nnodes + 1) * sizeof(*slot_peer));
+    uint64_t *slot_inc = malloc((size_t)(next->nnodes + 1) * sizeof(*slot_inc));
+    int32_t *own = malloc((size_t)(next->ntasks + 1) * sizeof(*own));
+    uint8_t *rel_sent = calloc((size_t)next->ntasks + 1, 1);
+    uint8_t *told = calloc((size_t)next->ntasks + 1, 1);
+    int32_t *lost_tasks = realloc(m->lost_tasks, (size_t)(next->ntasks + m->nown + 1) *
+                                                     sizeof(*lost_tasks));
+    int32_t self;
+
+    if (lost_tasks) {
+        m->lost_tasks = lost_tasks;
+    }
+    if (!slot_peer || !slot_inc || !own || !rel_sent || !told || !lost_tasks) {
+        free(slot_peer);
+        free(slot_inc);
+        free(own);
+        free(rel_sent);
+        free(told);
+        return -1;
+    }
+    /* A slot means the incarnation of its id that is alive where the assignment is applied:
+     * the same in every view, as the position is. */
+    for (int32_t s = 0; s < next->nnodes; s++) {
+        int32_t p = next->nodes[s].id[0] ? peer_find(m, next->nodes[s].id) : -1;
+        slot_peer[s] = peer_alive(m, p) ? p : -1;
+        slot_inc[s] = slot_peer[s] >= 0 ? m->peers[p].inc : 0;
+    }
+    for (int32_t t = 0; t < next->ntasks; t++) {
+        own[t] = t < m->nown ? m->own[t] : -1;
+        rel_sent[t] = t < m->nown ? m->rel_sent[t] : 0;
+        told[t] = t < m->nown ? m->told[t] : 0;
+    }
+    bk_assigncodec_destroy(m->cur);
+    free(m->slot_peer);
+    free(m->slot_inc);
+    free(m->own);
+    free(m->rel_sent);
+    free(m->told);
+    m->cur = next;
+    m->epoch = next->epoch;
+    m->slot_peer = slot_peer;
+    m->slot_inc = slot_inc;
+    m->own = own;
+    m->rel_sent = rel_sent;
+    m->told = told;
+    m->nown = next->ntasks;
+    for (int32_t t = 0; t < m->nown; t++) {
+        if (m->own[t] < 0) {
+            give(m, t);
+        }
+    }
+    m->version++;
+    self = self_peer(m);
+    if (self >= 0) {
+        int32_t act = 0, wait = 0, rel = 0;
+        for (int32_t t = 0; t < m->nown; t++) {
+            int32_t a = assignee(m, t);
+            act += a == self;
+            wait += a == self && m->own[t] != self;
+            rel += a != self && m->own[t] == self;
+        }
+        bk_log_info("member %s: epoch %" PRIu64 " at offset %" PRId64 ": %d active (%d waiting"
+                    " for release), %d to release",
+                    m->node_id, m->epoch, offset, act, wait, rel);
+    }
+    return 0;
+}
+
+static void apply_assign(bk_member_t *m, const rec_t *rec, int64_t offset)
+{
+    int kind;
+    uint64_t epoch, base;
+    int32_t author = peer_find(m, rec->id);
+    bk_assigncodec_t *next;
+    char err[256];
+
+    if (bk_assigncodec_peek(rec->payload, rec->payload_len, &kind, &epoch, &base, err,
+                            sizeof(err)) != 0) {
+        bk_log_warn("member %s: assignment at offset %" PRId64 " unreadable: %s", m->node_id,
+                    offset, err);
+        return;
+    }
+    /* Rule "based on": the first assignment based on the current epoch wins. */
+    if (base != m->epoch) {
+        bk_log_debug("member %s: epoch %" PRIu64 " at offset %" PRId64 " is based on %" PRIu64
+                     ", not on the current %" PRIu64 ": ignored",
+                     m->node_id, epoch, offset, base, m->epoch);
+        return;
+    }
+    /* Rule "author": only the leader of the position where it lands may assign. */
+    if (author < 0 || author != leader_peer(m) || m->peers[author].inc != rec->inc) {
+        bk_log_debug("member %s: epoch %" PRIu64 " at offset %" PRId64 " is from %s, not the"
+                     " leader: ignored",
+                     m->node_id, epoch, offset, rec->id);
+        return;
+    }
+    if (kind == BK_ASSIGNCODEC_DELTA) {
+        next = m->cur ? bk_assigncodec_apply(m->cur, rec->payload, rec->payload_len, err,
+                                             sizeof(err))
+                      : NULL;
+        if (!m->cur) {
+            snprintf(err, sizeof(err), "a delta without its base");
+        }
+    } else {
+        next = bk_assigncodec_decode(rec->payload, rec->payload_len, err, sizeof(err));
+    }
+    if (!next) {
+        bk_log_error("member %s: epoch %" PRIu64 " at offset %" PRId64 " cannot be read: %s",
+                     m->node_id, epoch, offset, err);
+        return;
+    }
+    if (install(m, next, offset) != 0) {
+        bk_log_error("member %s: out of memory applying epoch %" PRIu64, m->node_id, epoch);
+        bk_assigncodec_destroy(next);
+    }
+}
+
+static void apply(bk_member_t *m, const rd_kafka_message_t *msg)
+{
+    int64_t ts = rd_kafka_message_timestamp(msg, NULL);
+    rec_t rec;
+
+    m->next_offset = msg->offset + 1;
+    if (rec_parse(msg->payload, msg->len, &rec) != 0) {
+        bk_log_debug("member %s: record at offset %" PRId64 " is not a member record: skipped",
+                     m->node_id, msg->offset);
+        return;
+    }
+    /* Log time: the largest timestamp of a member record seen (docs/cluster.md, Log time). */
+    if (ts > m->log_time) {
+        m->log_time = ts;
+        expire(m);
+    }
+    switch (rec.type) {
+    case REC_HEARTBEAT:
+        apply_heartbeat(m, &rec, msg->offset, ts);
+        break;
+    case REC_LEAVE:
+        apply_leave(m, &rec);
+        break;
+    case REC_ASSIGN:
+        apply_assign(m, &rec, msg->offset);
+        break;
+    case REC_RELEASE:
+        apply_release(m, &rec);
+        break;
+    default:
+        break;
+    }
+}
+
+/* -- Producing ---------------------------------------------------------------------------- */
+
+static void w_header(wbuf_t *w, const bk_member_t *m, int type)
+{
+    w_u8(w, WIRE_MAGIC);
+    w_u8(w, WIRE_VERSION);
+    w_u8(w, (uint8_t)type);
+    w_str(w, m->node_id);
+    w_uvar(w, m->inc);
+}
+
+/* Queues a record (w freed); 0 or -1. Non-blocking: safe under the lock. */
+static int produce(bk_member_t *m, int type, wbuf_t *w, int64_t ts)
+{
+    char key[BK_MEMBER_MAX_ID + 3];
+    rd_kafka_resp_err_t err;
+
+    if (w->oom) {
+        free(w->p);
+        bk_log_error("member %s: out of memory building a record", m->node_id);
+        return -1;
+    }
+    snprintf(key, sizeof(key), "%c/%s", rec_key_char[type], m->node_id);
+    err = rd_kafka_producev(m->producer, RD_KAFKA_V_TOPIC(m->topic), RD_KAFKA_V_PARTITION(0),
+                            RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(w->p, w->len),
+                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_FREE), RD_KAFKA_V_TIMESTAMP(ts),
+                            RD_KAFKA_V_OPAQUE((void *)(intptr_t)type), RD_KAFKA_V_END);
+    if (err) {
+        free(w->p);
+        bk_log_warn("member %s: cannot queue a control record: %s", m->node_id,
+                    rd_kafka_err2str(err));
+        return -1;
+    }
+    return 0;
+}
+
+static int prog_cmp(const void *a, const void *b)
+{
+    const progress_t *x = a, *y = b;
+    return (x->task > y->task) - (x->task < y->task);
+}
+
+static void send_heartbeat(bk_member_t *m, int64_t now)
+{
+    wbuf_t w = {0};
+    int32_t prev = -1;
+
+    w_header(&w, m, REC_HEARTBEAT);
+    w_str(&w, m->rack);
+    w_str(&w, m->endpoint);
+    w_uvar(&w, (uint64_t)m->threads);
+    w_uvar(&w, (uint64_t)m->ntasks);
+    w_uvar(&w, m->layout);
+    w_uvar(&w, m->epoch);
+    pthread_mutex_lock(&m->plock);
+    qsort(m->prog, (size_t)m->nprog, sizeof(*m->prog), prog_cmp);
+    w_uvar(&w, (uint64_t)m->nprog);
+    for (int32_t i = 0; i < m->nprog; i++) {
+        w_uvar(&w, (uint64_t)(m->prog[i].task - prev - 1));
+        w_svar(&w, m->prog[i].offset);
+        w_uvar(&w, (uint64_t)m->prog[i].lag);
+        prev = m->prog[i].task;
+    }
+    pthread_mutex_unlock(&m->plock);
+    if (produce(m, REC_HEARTBEAT, &w, now) == 0 && !m->first_hb) {
+        m->first_hb = now;
+    }
+}
+
+static void send_tick(bk_member_t *m, int64_t now)
+{
+    wbuf_t w = {0};
+    w_header(&w, m, REC_TICK);
+    produce(m, REC_TICK, &w, now);
+}
+
+/* -- The leader's duty (docs/cluster.md, Publishing) --------------------------------------- */
+
+static int eligible(const bk_member_t *m, int32_t i)
+{
+    return peer_alive(m, i) && m->peers[i].layout == m->layout;
+}
+
+/* The current assignment covers exactly the eligible live members, each incarnation as it
+ * was when the assignment was applied. */
+static int stable(const bk_member_t *m)
+{
+    int32_t live = 0, slots = 0, valid = 0;
+    if (!m->cur) {
+        for (int32_t i = 0; i < m->npeers; i++) {
+            if (eligible(m, i)) {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    for (int32_t i = 0; i < m->npeers; i++) {
+        live += eligible(m, i);
+    }
+    for (int32_t s = 0; s < m->cur->nnodes; s++) {
+        int32_t p = m->slot_peer[s];
+        if (!m->cur->nodes[s].id[0]) {
+            continue;
+        }
+        slots++;
+        valid += eligible(m, p) && m->peers[p].inc == m->slot_inc[s];
+    }
+    return slots == valid && valid == live;
+}
+
+static int join_cmp(const void *a, const void *b, void *arg)
+{
+    const peer_t *peers = arg;
+    int64_t x = peers[*(const int32_t *)a].join_offset, y = peers[*(const int32_t *)b].join_offset;
+    return (x > y) - (x < y);
+}
+
+/* Computes the next epoch from the eligible live members and publishes it. */
+static void lead(bk_member_t *m, int64_t now)
+{
+    int32_t n = 0, nlags = 0, width = m->cur ? m->cur->k : 0;
+    int32_t *idx = malloc((size_t)m->npeers * sizeof(*idx) + 1);
+    bk_assign_member_t *members = calloc((size_t)m->npeers + 1, sizeof(*members));
+    int32_t *pa = malloc(((size_t)m->ntasks + 1) * sizeof(*pa));
+    int32_t *ps = malloc(((size_t)m->ntasks * (size_t)width + 1) * sizeof(*ps));
+    bk_assign_lag_t *lags = NULL;
+    bk_assign_result_t res = {0};
+    bk_assign_input_t in;
+    bk_assigncodec_t *next = NULL;
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    wbuf_t w = {0};
+    char err[256];
+
+    if (!idx || !members || !pa || !ps) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    for (int32_t i = 0; i < m->npeers; i++) {
+        if (eligible(m, i)) {
+            idx[n++] = i;
+            cap += (size_t)m->peers[i].nprogress;
+        }
+    }
+    qsort_r(idx, (size_t)n, sizeof(*idx), join_cmp, m->peers);
+    lags = malloc((cap + 1) * sizeof(*lags));
+    if (!lags) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    for (int32_t j = 0; j < n; j++) {
+        const peer_t *p = &m->peers[idx[j]];
+        members[j] = (bk_assign_member_t){p->id, p->rack, p->endpoint, p->threads};
+        for (int32_t k = 0; k < p->nprogress; k++) {
+            if (p->progress[k].task < m->ntasks) {
+                lags[nlags++] = (bk_assign_lag_t){p->progress[k].task, j, p->progress[k].lag};
+            }
+        }
+    }
+    if (m->cur && bk_assigncodec_to_prev(m->cur, members, n, m->ntasks, pa, ps, width) != 0) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    in = (bk_assign_input_t){members, n, m->ntasks, m->standbys, m->cur ? pa : NULL,
+                             m->cur ? ps : NULL, width, lags, nlags};
+    if (bk_assign_compute(&in, &res, err, sizeof(err)) != 0) {
+        goto fail;
+    }
+    next = bk_assigncodec_from_result(m->cur, &in, &res, m->epoch + 1, err, sizeof(err));
+    if (!next) {
+        goto fail;
+    }
+    if (m->cur ? bk_assigncodec_delta(m->cur, next, &buf, &len, err, sizeof(err))
+               : bk_assigncodec_encode(next, &buf, &len, err, sizeof(err))) {
+        goto fail;
+    }
+    w_header(&w, m, REC_ASSIGN);
+    w_bytes(&w, buf, len);
+    if (produce(m, REC_ASSIGN, &w, now) != 0) {
+        snprintf(err, sizeof(err), "cannot queue it");
+        goto fail;
+    }
+    m->pending = 1;
+    m->pending_base = m->epoch;
+    m->pending_offset = -1;
+    bk_log_info("member %s: leading: epoch %" PRIu64 " for %d members, %d tasks moved (least"
+                " %d), %d orphaned, %zu bytes%s",
+                m->node_id, m->epoch + 1, n, res.moved, res.min_moved, res.orphaned, len,
+                m->cur ? " (delta)" : "");
+    goto done;
+
+fail:
+    bk_log_error("member %s: cannot compute epoch %" PRIu64 ": %s", m->node_id, m->epoch + 1,
+                 err);
+done:
+    free(buf);
+    bk_assigncodec_destroy(next);
+    bk_assign_result_destroy(&res);
+    free(lags);
+    free(ps);
+    free(pa);
+    free(members);
+    free(idx);
+}
+
+/* Writes a tick when someone's session should have ended by now and log time has not got
+ * there: the leader first, then the next in join order (docs/cluster.md, Ticks). */
+static void maybe_tick(bk_member_t *m, int32_t self, int64_t now)
+{
+    int64_t due = INT64_MAX;
+    int32_t rank = peer_rank(m, self);
+
+    if (rank >= TICK_RANKS || now - m->last_tick < TICK_STAGGER_MS) {
+        return;
+    }
+    for (int32_t i = 0; i < m->npeers; i++) {
+        if (i != self && peer_alive(m, i) && m->peers[i].last_ts + m->session_ms + 1 < due) {
+            due = m->peers[i].last_ts + m->session_ms + 1;
+        }
+    }
+    if (due != INT64_MAX && m->log_time < due && now >= due + rank * TICK_STAGGER_MS) {
+        send_tick(m, now);
+        m->last_tick = now;
+    }
+}
+
+/* -- This member's life: join, lost, rejoin (docs/cluster.md, Lost) ------------------------ */
+
+static void become_lost(bk_member_t *m, const char *why, int64_t now)
+{
+    int32_t self = peer_find(m, m->node_id);
+    int64_t lo = 0, hi = 0;
+
+    m->lost = 1;
+    m->lost_at = now;
+    m->nlost = 0;
+    /* What the node may be running: what a view told it to run and it has not released,
+     * and whatever else this incarnation still holds (the log may have ended it already). */
+    for (int32_t t = 0; t < m->nown; t++) {
+        if (m->told[t] || (self >= 0 && m->peers[self].inc == m->inc && m->own[t] == self)) {
+            m->lost_tasks[m->nlost++] = t;
+        }
+    }
+    m->version++;
+    rd_kafka_get_watermark_offsets(m->consumer, m->topic, 0, &lo, &hi);
+    bk_log_warn("member %s: lost (%s): stop every active task (%d held); read up to offset"
+                " %" PRId64 " of %" PRId64 ", log time %" PRId64 " ms behind the clock",
+                m->node_id, why, m->nlost, m->next_offset, hi, now - m->log_time);
+}
+
+static void check_self(bk_member_t *m, int64_t now)
+{
+    int32_t self = self_peer(m);
+    int64_t limit = m->session_ms - m->hb_ms;
+
+    if (m->lost) {
+        if (m->nlost == 0 && now >= m->lost_at + m->backoff) {
+            uint64_t inc = make_incarnation();
+            m->inc = inc > m->inc ? inc : m->inc + 1;
+            m->lost = 0;
+            m->joined_once = 0;
+            m->first_hb = 0;
+            m->join_ts = 0;
+            m->next_hb = now;
+            m->backoff = m->backoff * 2 < 8 * (int64_t)m->session_ms ? m->backoff * 2
+                                                                      : 8 * m->session_ms;
+            m->version++;
+            bk_log_info("member %s: rejoining as incarnation %" PRIu64, m->node_id, m->inc);
+        }
+        return;
+    }
+    if (m->joined_once) {
+        if (self < 0) {
+            become_lost(m, "the log ended this incarnation", now);
+        } else if (now - m->peers[self].last_ts > limit) {
+            become_lost(m, "own heartbeats not seen back in time", now);
+        }
+    } else if (m->first_hb && now - m->first_hb > limit) {
+        become_lost(m, "own heartbeats never seen back", now);
+    }
+}
+
+/* After a batch: phase, self, leader duty, ticks, heartbeat. Under the lock. */
+static void after_batch(bk_member_t *m, int64_t now)
+{
+    int64_t lo = 0, hi = 0;
+    int32_t self;
+    int caught_up;
+
+    if (m->phase == PH_CATCHUP && m->next_offset >= m->catchup_to) {
+        m->phase = PH_RUN; /* join: the log is read up to where it ended when we started */
+        m->next_hb = now;
+        m->version++;
+    }
+    if (m->phase != PH_RUN) {
+        return;
+    }
+    if (m->pending && ((m->pending_offset >= 0 && m->next_offset > m->pending_offset) ||
+                       m->epoch != m->pending_base)) {
+        m->pending = 0;
+    }
+    check_self(m, now);
+    if (m->lost) {
+        return;
+    }
+    self = self_peer(m);
+    /* The leader need not have read to the end: it is the only one that writes epochs, its
+     * own record in flight is `pending`, and an assignment computed on a view a few records
+     * old is replaced by the next one. Waiting to catch up cost ~70 ms a change with 100
+     * members on the dev broker, which hands out one record per fetch. */
+    if (self >= 0 && leader_peer(m) == self && !m->pending && !stable(m)) {
+        lead(m, now);
+    }
+    /* A tick from a view behind the log is harmless (the heartbeats it has not read come
+     * first in the log) but would be repeated until it catches up. */
+    rd_kafka_get_watermark_offsets(m->consumer, m->topic, 0, &lo, &hi);
+    caught_up = m->next_offset >= hi;
+    if (self >= 0 && caught_up) {
+        maybe_tick(m, self, now);
+    }
+    if (now >= m->next_hb) {
+        send_heartbeat(m, now);
+        m->next_hb = now + m->hb_ms;
+    }
+}
+
+static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+    bk_member_t *m = opaque;
+    int type = (int)(intptr_t)msg->_private;
+    (void)rk;
+
+    pthread_mutex_lock(&m->lock);
+    if (msg->err) {
+        bk_log_warn("member %s: a control record was not delivered: %s", m->node_id,
+                    rd_kafka_err2str(msg->err));
+        if (type == REC_RELEASE && m->nown) {
+            memset(m->rel_sent, 0, (size_t)m->nown); /* list them again */
+            m->version++;
+        } else if (type == REC_ASSIGN) {
+            m->pending = 0;
+        } else if (type == REC_LEAVE) {
+            m->leave_state = -1;
+        }
+    } else if (type == REC_ASSIGN) {
+        m->pending_offset = msg->offset;
+    } else if (type == REC_LEAVE) {
+        m->leave_state = 1;
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* -- The member thread --------------------------------------------------------------------- */
+
+/* Where the log ends now; a log that does not start at 0 lost records the view needs. */
+static void start_reading(bk_member_t *m)
+{
+    int64_t lo = 0, hi = 0;
+    rd_kafka_resp_err_t err =
+        rd_kafka_query_watermark_offsets(m->consumer, m->topic, 0, &lo, &hi, 2000);
+    if (err) {
+        bk_log_warn("member %s: cannot read the end of %s yet: %s", m->node_id, m->topic,
+                    rd_kafka_err2str(err));
+        return;
+    }
+    pthread_mutex_lock(&m->lock);
+    if (lo > 0) {
+        m->phase = PH_FAILED;
+        m->error = "the control topic lost its first records (retention): the view cannot be"
+                   " rebuilt (docs/cluster.md, Retention)";
+        bk_log_error("member %s: %s starts at offset %" PRId64 ": %s", m->node_id, m->topic, lo,
+                     m->error);
+    } else {
+        m->phase = PH_CATCHUP;
+        m->catchup_to = hi;
+    }
+    m->version++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+static void *member_main(void *arg)
+{
+    bk_member_t *m = arg;
+    rd_kafka_message_t *msgs[MAX_BATCH];
+
+    bk_log_set_thread_name("member");
+    while (!m->stop) {
+        int timeout = POLL_MS, n = 0;
+        int64_t now = now_ms();
+        uint64_t version;
+
+        if (m->phase == PH_START) {
+            start_reading(m);
+        }
+        if (m->phase == PH_RUN && !m->lost && m->next_hb - now < timeout) {
+            timeout = m->next_hb > now ? (int)(m->next_hb - now) : 0;
+        }
+        /* Waits for the first record only; then takes what is already there. */
+        for (rd_kafka_message_t *msg = rd_kafka_consumer_poll(m->consumer, timeout); msg;
+             msg = n < MAX_BATCH ? rd_kafka_consumer_poll(m->consumer, 0) : NULL) {
+            msgs[n++] = msg;
+        }
+        now = now_ms();
+        pthread_mutex_lock(&m->lock);
+        for (int i = 0; i < n; i++) {
+            if (msgs[i]->err) {
+                bk_log_debug("member %s: %s: %s", m->node_id, m->topic,
+                             rd_kafka_err2str(msgs[i]->err));
+            } else if (m->phase != PH_FAILED) {
+                apply(m, msgs[i]);
+            }
+        }
+        after_batch(m, now);
+        version = m->version;
+        pthread_mutex_unlock(&m->lock);
+        for (int i = 0; i < n; i++) {
+            rd_kafka_message_destroy(msgs[i]);
+        }
+        rd_kafka_poll(m->producer, 0);
+        if (m->on_change && version != m->notified) {
+            m->notified = version;
+            m->on_change(m->opaque);
+        }
+    }
+    return NULL;
+}
+
+/* -- API ----------------------------------------------------------------------------------- */
+
+/* The control topic's clients get these under the user's -X/-F settings, on top of beck's
+ * defaults (kafka.c), which suit stream threads. A real broker answers a fetch as soon as a
+ * record arrives, so a long fetch wait costs no latency there and keeps an idle member's
+ * requests few; the dev broker (librdkafka's mock) answers an empty fetch only after the
+ * whole wait (MEASURED.md), so it adds up to that much per hop. 100 ms keeps 100 members'
+ * idle fetches at ~1,000/s against the mock (10 ms: 10,000/s, which saturated two cores).
+ * Control records are few and latency matters more than batching: no linger. */
+static const char *consumer_settings[] = {"fetch.wait.max.ms", "100", NULL};
+static const char *producer_settings[] = {"linger.ms", "0", NULL};
+
+static rd_kafka_t *client_new(bk_member_t *m, const char *app_id, bk_kafka_role_t role,
+                              char *errstr, size_t errstr_size)
+{
+    const char **defs = role == BK_KAFKA_CONSUMER ? consumer_settings : producer_settings;
+    bk_conf_t *conf = bk_conf_new();
+    char cid[BK_MEMBER_MAX_ID + 32];
+    rd_kafka_t *rk = NULL;
+
+    if (!conf) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    if (bk_conf_set(conf, BK_CONF_BROKERS, bk_conf_str(m->conf, BK_CONF_BROKERS),
+                    BK_CONF_FROM_CLI, errstr, errstr_size) != 0 ||
+        bk_conf_set(conf, BK_CONF_APP_ID, app_id, BK_CONF_FROM_CLI, errstr, errstr_size) != 0) {
+        goto done;
+    }
+    for (int i = 0; defs[i]; i += 2) {
+        bk_conf_add_kafka(conf, defs[i], defs[i + 1]);
+    }
+    for (size_t i = 0; i < bk_conf_kafka_count(m->conf); i++) {
+        const char *k, *v;
+        bk_conf_kafka_get(m->conf, i, &k, &v);
+        bk_conf_add_kafka(conf, k, v);
+    }
+    snprintf(cid, sizeof(cid), "beck-member-%s", m->node_id);
+    rk = bk_kafka_new(conf, role, cid, m, role == BK_KAFKA_PRODUCER ? dr_msg_cb : NULL, errstr,
+                      errstr_size);
+done:
+    bk_conf_destroy(conf);
+    return rk;
+}
+
+static int copy_str(char *dst, const char *src, const char *what, char *errstr,
+                    size_t errstr_size)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n > BK_MEMBER_MAX_ID) {
+        snprintf(errstr, errstr_size, "member: %s is longer than %d bytes", what,
+                 BK_MEMBER_MAX_ID);
+        return -1;
+    }
+    memcpy(dst, src ? src : "", n + 1);
+    return 0;
+}
+
+bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t errstr_size)
+{
+    bk_member_t *m = calloc(1, sizeof(*m));
+    char name[16];
+
+    if (!m) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_mutex_init(&m->plock, NULL);
+    if (!mconf->app_id || !mconf->app_id[0] || !mconf->node_id || !mconf->node_id[0]) {
+        snprintf(errstr, errstr_size, "member: an app id and a node id are needed");
+        goto fail;
+    }
+    if (copy_str(m->node_id, mconf->node_id, "the node id", errstr, errstr_size) != 0 ||
+        copy_str(m->rack, mconf->rack, "the rack", errstr, errstr_size) != 0 ||
+        copy_str(m->endpoint, mconf->endpoint, "the endpoint", errstr, errstr_size) != 0 ||
+        copy_str(m->topic, mconf->app_id, "the app id", errstr, errstr_size) != 0) {
+        goto fail;
+    }
+    strcat(m->topic, "-control");
+    if (mconf->threads < 1 || mconf->ntasks < 0 || mconf->ntasks > BK_ASSIGNCODEC_MAX_TASKS ||
+        mconf->standbys < 0 || mconf->standbys > BK_ASSIGNCODEC_MAX_K) {
+        snprintf(errstr, errstr_size, "member: threads >= 1, 0 <= tasks <= %d and 0 <= standbys"
+                 " <= %d are needed", BK_ASSIGNCODEC_MAX_TASKS, BK_ASSIGNCODEC_MAX_K);
+        goto fail;
+    }
+    m->conf = mconf->conf;
+    m->threads = mconf->threads;
+    m->ntasks = mconf->ntasks;
+    m->standbys = mconf->standbys;
+    m->hb_ms = mconf->heartbeat_interval_ms > 0 ? mconf->heartbeat_interval_ms
+                                                : BK_MEMBER_HEARTBEAT_MS;
+    m->session_ms = mconf->session_timeout_ms > 0 ? mconf->session_timeout_ms
+                                                  : BK_MEMBER_SESSION_MS;
+    if (m->session_ms <= 2 * m->hb_ms) {
+        snprintf(errstr, errstr_size, "member: the session timeout (%d ms) must exceed two"
+                 " heartbeat intervals (%d ms)", m->session_ms, m->hb_ms);
+        goto fail;
+    }
+    m->dev_port = mconf->dev_port;
+    m->on_change = mconf->on_change;
+    m->opaque = mconf->opaque;
+    m->task_names = calloc((size_t)m->ntasks + 1, sizeof(*m->task_names));
+    m->lost_tasks = malloc(((size_t)m->ntasks + 1) * sizeof(*m->lost_tasks));
+    if (!m->task_names || !m->lost_tasks) {
+        snprintf(errstr, errstr_size, "out of memory");
+        goto fail;
+    }
+    /* The layout: task count and names, so that members agree on what a task index means. */
+    m->layout = fnv1a(2166136261u, &m->ntasks, sizeof(m->ntasks));
+    for (int32_t t = 0; t < m->ntasks; t++) {
+        snprintf(name, sizeof(name), "%d", t);
+        m->task_names[t] = strdup(mconf->task_names ? mconf->task_names[t] : name);
+        if (!m->task_names[t]) {
+            snprintf(errstr, errstr_size, "out of memory");
+            goto fail;
+        }
+        m->layout = fnv1a(m->layout, m->task_names[t], strlen(m->task_names[t]) + 1);
+    }
+    m->inc = make_incarnation();
+    m->backoff = m->hb_ms;
+    m->version = 1;
+    m->phase = PH_START;
+    m->consumer = client_new(m, mconf->app_id, BK_KAFKA_CONSUMER, errstr, errstr_size);
+    if (!m->consumer) {
+        goto fail;
+    }
+    m->producer = client_new(m, mconf->app_id, BK_KAFKA_PRODUCER, errstr, errstr_size);
+    if (!m->producer) {
+        goto fail;
+    }
+    return m;
+
+fail:
+    bk_member_destroy(m);
+    return NULL;
+}
+
+int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
+{
+    bk_member_t *m = member;
+    const char *topics[1] = {m->topic};
+    rd_kafka_topic_partition_list_t *list;
+    rd_kafka_resp_err_t err;
+    int port = m->dev_port, count = 0;
+
+    /* Never ask a dev broker about the topic by name before it exists: that would make it
+     * with 4 partitions. bk_kafka_partitions() reads all topics. */
+    if (port == 0 && (port = bk_devctl_discover(m->producer, 10000, errstr, errstr_size)) < 0) {
+        return -1;
+    }
+    if (bk_kafka_partitions(m->producer, topics, 1, &count, 10000, errstr, errstr_size) != 0) {
+        return -1;
+    }
+    if (count == 0 &&
+        bk_kafka_create_topic(m->producer, port > 0 ? port : 0, m->topic, 1,
+                              (int)bk_conf_int(m->conf, BK_CONF_REPLICATION_FACTOR), 0, errstr,
+                              errstr_size) != 0) {
+        return -1;
+    }
+    if (count > 1) {
+        snprintf(errstr, errstr_size, "control topic %s has %d partitions: it must have one",
+                 m->topic, count);
+        return -1;
+    }
+    list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, m->topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    err = rd_kafka_assign(m->consumer, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (err) {
+        snprintf(errstr, errstr_size, "cannot read %s: %s", m->topic, rd_kafka_err2str(err));
+        return -1;
+    }
+    if (pthread_create(&m->thread, NULL, member_main, m) != 0) {
+        snprintf(errstr, errstr_size, "cannot start the member thread");
+        return -1;
+    }
+    m->started = 1;
+    bk_log_info("member %s: reading %s (heartbeat %d ms, session %d ms)", m->node_id, m->topic,
+                m->hb_ms, m->session_ms);
+    return 0;
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Grows the view's arrays; 0 or -1. */
+static int view_reserve(bk_member_view_t *v, size_t npeers, size_t ntasks)
+{
+    if (npeers > v->cap_peers) {
+        bk_member_peer_t *p = realloc(v->peers, npeers * sizeof(*p));
+        if (!p) {
+            return -1;
+        }
+        v->peers = p;
+        v->cap_peers = npeers;
+    }
+    if (ntasks > v->cap_tasks) {
+        int32_t **lists[] = {&v->running, &v->waiting, &v->release, &v->standby};
+        for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+            int32_t *l = realloc(*lists[i], ntasks * sizeof(*l));
+            if (!l) {
+                return -1;
+            }
+            *lists[i] = l;
+        }
+        v->cap_tasks = ntasks;
+    }
+    return 0;
+}
+
+int bk_member_poll(bk_member_t *member, bk_member_view_t *view)
+{
+    bk_member_t *m = member;
+    bk_member_view_t *v = view;
+    int32_t self, me_slot = -1, n = 0, leader;
+    int rc = 1;
+
+    pthread_mutex_lock(&m->lock);
+    if (v->version == m->version) {
+        pthread_mutex_unlock(&m->lock);
+        return 0;
+    }
+    for (int32_t i = 0; i < v->npeers; i++) {
+        free(v->peers[i].id);
+    }
+    v->npeers = 0;
+    if (view_reserve(v, (size_t)m->npeers + 1, (size_t)m->nown + (size_t)m->ntasks + 1) != 0) {
+        rc = -1;
+        goto done;
+    }
+    self = m->lost ? -1 : self_peer(m);
+    leader = leader_peer(m);
+    v->version = m->version;
+    v->incarnation = m->inc;
+    v->epoch = m->epoch;
+    v->joined = self >= 0;
+    v->lost = m->lost;
+    v->stable = stable(m);
+    v->is_leader = self >= 0 && leader == self;
+    v->error = m->error;
+    v->log_time = m->log_time;
+    v->join_ts = m->join_ts;
+    v->leader = -1;
+    /* Peers: the live ones in join order, then the ended ones. */
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t first = n;
+        for (int32_t i = 0; i < m->npeers; i++) {
+            const peer_t *p = &m->peers[i];
+            size_t a, b, c;
+            char *s;
+            if (!p->used || (p->state == BK_MEMBER_ALIVE) != (pass == 0)) {
+                continue;
+            }
+            a = strlen(p->id) + 1;
+            b = strlen(p->rack) + 1;
+            c = strlen(p->endpoint) + 1;
+            if (!(s = malloc(a + b + c))) {
+                rc = -1;
+                goto done;
+            }
+            memcpy(s, p->id, a);
+            memcpy(s + a, p->rack, b);
+            memcpy(s + a + b, p->endpoint, c);
+            v->peers[n] = (bk_member_peer_t){s, s + a, s + a + b, p->inc, p->threads, p->state,
+                                             p->join_offset, p->last_ts, p->epoch};
+            n++;
+            v->npeers = n;
+        }
+        if (pass == 0) {
+            /* Join order: insertion sort, the list is short and mostly sorted. */
+            for (int32_t x = first + 1; x < n; x++) {
+                for (int32_t y = x; y > first && v->peers[y - 1].join_offset >
+                                                     v->peers[y].join_offset;
+                     y--) {
+                    bk_member_peer_t tmp = v->peers[y];
+                    v->peers[y] = v->peers[y - 1];
+                    v->peers[y - 1] = tmp;
+                }
+            }
+            v->leader = leader >= 0 ? 0 : -1; /* the leader is the live one that joined first */
+        }
+    }
+    /* This member's tasks (docs/cluster.md, Handoff). */
+    v->nrunning = v->nwaiting = v->nrelease = v->nstandby = 0;
+    if (m->lost) {
+        memcpy(v->release, m->lost_tasks, (size_t)m->nlost * sizeof(*v->release));
+        v->nrelease = m->nlost;
+    } else if (self >= 0 && m->cur) {
+        for (int32_t s = 0; s < m->cur->nnodes; s++) {
+            if (m->slot_peer[s] == self && m->slot_inc[s] == m->inc) {
+                me_slot = s;
+            }
+        }
+        for (int32_t t = 0; t < m->nown; t++) {
+            int mine = me_slot >= 0 && m->cur->active[t] == me_slot;
+            if (mine && m->own[t] == self) {
+                v->running[v->nrunning++] = t;
+                m->told[t] = 1;
+            } else if (mine) {
+                v->waiting[v->nwaiting++] = t;
+            } else if (m->own[t] == self && !m->rel_sent[t]) {
+                v->release[v->nrelease++] = t;
+            }
+            for (int32_t j = 0; me_slot >= 0 && j < m->cur->k; j++) {
+                if (m->cur->standby[(size_t)t * (size_t)m->cur->k + (size_t)j] == me_slot) {
+                    v->standby[v->nstandby++] = t;
+                }
+            }
+        }
+    }
+    qsort(v->release, (size_t)v->nrelease, sizeof(*v->release), cmp_i32);
+
+done:
+    pthread_mutex_unlock(&m->lock);
+    if (rc < 0) {
+        v->version = 0; /* try again next time */
+        bk_log_error("member %s: out of memory copying the view", m->node_id);
+    }
+    return rc;
+}
+
+void bk_member_view_clear(bk_member_view_t *view)
+{
+    for (int32_t i = 0; i < view->npeers; i++) {
+        free(view->peers[i].id);
+    }
+    free(view->peers);
+    free(view->running);
+    free(view->waiting);
+    free(view->release);
+    free(view->standby);
+    memset(view, 0, sizeof(*view));
+}
+
+void bk_member_set_progress(bk_member_t *member, int32_t task, int64_t offset, int64_t lag)
+{
+    bk_member_t *m = member;
+    int32_t i;
+
+    pthread_mutex_lock(&m->plock);
+    for (i = 0; i < m->nprog && m->prog[i].task != task; i++) {
+    }
+    if (lag < 0) {
+        if (i < m->nprog) {
+            m->prog[i] = m->prog[--m->nprog];
+        }
+    } else if (i < m->nprog) {
+        m->prog[i].offset = offset;
+        m->prog[i].lag = lag;
+    } else if (task >= 0 && task < m->ntasks) {
+        if (m->nprog == m->cap_prog) {
+            int32_t cap = m->cap_prog ? m->cap_prog * 2 : 16;
+            progress_t *p = realloc(m->prog, (size_t)cap * sizeof(*p));
+            if (!p) {
+                pthread_mutex_unlock(&m->plock);
+                return; /* reported as unknown: the assignor ranks it last */
+            }
+            m->prog = p;
+            m->cap_prog = cap;
+        }
+        m->prog[m->nprog++] = (progress_t){task, offset, lag};
+    }
+    pthread_mutex_unlock(&m->plock);
+}
+
+int bk_member_released(bk_member_t *member, uint64_t epoch, const int32_t *tasks, int32_t n)
+{
+    bk_member_t *m = member;
+    int32_t self, count = 0, prev = -1;
+    int32_t *list = malloc(((size_t)n + 1) * sizeof(*list));
+    wbuf_t w = {0};
+    int rc = 0;
+
+    if (!list) {
+        return -1;
+    }
+    pthread_mutex_lock(&m->lock);
+    for (int32_t k = 0; k < n; k++) {
+        if (tasks[k] >= 0 && tasks[k] < m->nown) {
+            m->told[tasks[k]] = 0;
+        }
+    }
+    if (m->lost) {
+        /* Nothing to publish: the node has stopped them, which is what rejoining waits for. */
+        for (int32_t k = 0; k < n; k++) {
+            for (int32_t i = 0; i < m->nlost; i++) {
+                if (m->lost_tasks[i] == tasks[k]) {
+                    m->lost_tasks[i] = m->lost_tasks[--m->nlost];
+                    m->version++;
+                    break;
+                }
+            }
+        }
+        goto done;
+    }
+    self = self_peer(m);
+    for (int32_t k = 0; k < n && self >= 0; k++) {
+        int32_t t = tasks[k];
+        if (t >= 0 && t < m->nown && m->own[t] == self && !m->rel_sent[t]) {
+            list[count++] = t;
+        }
+    }
+    if (count == 0) {
+        goto done;
+    }
+    qsort(list, (size_t)count, sizeof(*list), cmp_i32);
+    w_header(&w, m, REC_RELEASE);
+    w_uvar(&w, epoch);
+    w_uvar(&w, (uint64_t)count);
+    for (int32_t k = 0; k < count; k++) {
+        w_uvar(&w, (uint64_t)(list[k] - prev - 1));
+        prev = list[k];
+    }
+    if (produce(m, REC_RELEASE, &w, now_ms()) != 0) {
+        rc = -1;
+        goto done;
+    }
+    for (int32_t k = 0; k < count; k++) {
+        m->rel_sent[list[k]] = 1;
+    }
+    m->version++;
+    bk_log_debug("member %s: released %d tasks of epoch %" PRIu64, m->node_id, count, epoch);
+
+done:
+    pthread_mutex_unlock(&m->lock);
+    free(list);
+    return rc;
+}
+
+int bk_member_stop(bk_member_t *member, int leave)
+{
+    bk_member_t *m = member;
+    wbuf_t w = {0};
+    int rc = 0, send;
+
+    if (m->started) {
+        m->stop = 1;
+        pthread_join(m->thread, NULL);
+        m->started = 0;
+    }
+    if (!leave) {
+        return 0;
+    }
+    pthread_mutex_lock(&m->lock);
+    send = m->phase == PH_RUN && !m->lost && m->first_hb;
+    m->leave_state = 0;
+    if (send) {
+        w_header(&w, m, REC_LEAVE);
+        send = produce(m, REC_LEAVE, &w, now_ms()) == 0;
+        rc = send ? 0 : -1;
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (send) {
+        rd_kafka_flush(m->producer, m->session_ms);
+        pthread_mutex_lock(&m->lock);
+        rc = m->leave_state == 1 ? 0 : -1;
+        pthread_mutex_unlock(&m->lock);
+        bk_log_info("member %s: %s", m->node_id,
+                    rc == 0 ? "left" : "the leave notice was not delivered");
+    }
+    return rc;
+}
+
+void bk_member_destroy(bk_member_t *member)
+{
+    bk_member_t *m = member;
+    if (!m) {
+        return;
+    }
+    bk_member_stop(m, 0);
+    if (m->consumer) {
+        rd_kafka_consumer_close(m->consumer);
+        rd_kafka_destroy(m->consumer);
+    }
+    if (m->producer) {
+        /* Whatever is still queued would only tell the others we are alive. */
+        rd_kafka_purge(m->producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_flush(m->producer, 1000); /* serves the purged messages' reports */
+        rd_kafka_destroy(m->producer);
+    }
+    for (int32_t i = 0; i < m->npeers; i++) {
+        free(m->peers[i].progress);
+    }
+    free(m->peers);
+    bk_assigncodec_destroy(m->cur);
+    free(m->slot_peer);
+    free(m->slot_inc);
+    free(m->own);
+    free(m->rel_sent);
+    free(m->told);
+    free(m->lost_tasks);
+    for (int32_t t = 0; m->task_names && t < m->ntasks; t++) {
+        free(m->task_names[t]);
+    }
+    free(m->task_names);
+    free(m->prog);
+    pthread_mutex_destroy(&m->lock);
+    pthread_mutex_destroy(&m->plock);
+    free(m);
+}

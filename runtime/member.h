@@ -1,0 +1,132 @@
+/* member.h - cluster membership of one node through its app's control topic
+ * (`<app id>-control`, one partition): heartbeats, leave notices, assignments and releases.
+ * Every member reads the topic from its start, in order, and derives the same view from it:
+ * who is alive, who leads, the current epoch's assignment and which node holds each task.
+ * The leader computes a new assignment (assign.h, published with assigncodec.h) when the
+ * live set changes. Moving a task is cooperative: the member tells its node what to release
+ * and what it may start, and a gained task starts only once its holder released it or is
+ * gone. docs/cluster.md has the rules and why two leaders cannot both win.
+ *
+ * It does not run tasks, commit offsets or touch state: the node does, on what
+ * bk_member_poll() says. It owns one consumer and one producer of the control topic and a
+ * thread of its own ("member"). */
+#ifndef BK_MEMBER_H
+#define BK_MEMBER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conf.h"
+
+#define BK_MEMBER_HEARTBEAT_MS 1000 /* default heartbeat interval */
+#define BK_MEMBER_SESSION_MS 10000  /* default session timeout */
+#define BK_MEMBER_MAX_ID 255        /* longest node id, rack or endpoint, in bytes */
+
+typedef struct bk_member_s bk_member_t;
+
+/* What bk_member_new() reads; every pointer is borrowed for the call only, except conf,
+ * which must outlive the member. */
+typedef struct bk_member_conf {
+    const bk_conf_t *conf; /* -b and -X/-F settings for the clients (bk_kafka_new) */
+    const char *app_id;    /* the control topic is "<app_id>-control" */
+    const char *node_id;   /* unique in the app; a restart may reuse it (new incarnation) */
+    const char *rack;      /* NULL or "": no rack */
+    const char *endpoint;  /* where the node serves queries, "host:port"; NULL or "" */
+    int32_t threads;       /* stream threads: the member's share of tasks, >= 1 */
+    int32_t ntasks;        /* tasks are 0..ntasks-1; every member of the app must agree */
+    /* Names of the tasks, [ntasks] (e.g. "0_3" for subtopology 0, partition 3), or NULL for
+     * "0".."ntasks-1": used in logs and in the layout fingerprint that heartbeats carry, so
+     * that a member whose tasks mean something else is never given any. */
+    const char *const *task_names;
+    int32_t standbys;          /* K standby replicas per task, >= 0 */
+    int heartbeat_interval_ms; /* 0: BK_MEMBER_HEARTBEAT_MS */
+    int session_timeout_ms;    /* 0: BK_MEMBER_SESSION_MS; > 2 heartbeat intervals */
+    int dev_port;              /* > 0: the dev broker's control port; 0: find out
+                                * (bk_devctl_discover); < 0: a real cluster (Admin API) */
+    /* Called on the member thread after the view changed (see bk_member_poll); it may call
+     * any bk_member_* function but bk_member_stop/destroy. NULL: poll instead. */
+    void (*on_change)(void *opaque);
+    void *opaque;
+} bk_member_conf_t;
+
+/* A member of the app as the log shows it. */
+enum { BK_MEMBER_ALIVE = 0, BK_MEMBER_DEAD, BK_MEMBER_LEFT, BK_MEMBER_REPLACED };
+
+typedef struct bk_member_peer {
+    char *id, *rack, *endpoint;
+    uint64_t incarnation;
+    int32_t threads;
+    int state;           /* BK_MEMBER_ALIVE.. */
+    int64_t join_offset; /* offset of this incarnation's first heartbeat */
+    int64_t last_ts;     /* timestamp (ms) of its latest heartbeat when the view was built */
+    uint64_t epoch;      /* the epoch its latest heartbeat reported */
+} bk_member_peer_t;
+
+/* The view of one member: filled by bk_member_poll() into memory the view owns (reused by
+ * the next poll into the same view), freed by bk_member_view_clear(). Zero it before the
+ * first poll. Task lists are sorted. */
+typedef struct bk_member_view {
+    uint64_t version;      /* changes whenever anything below changes */
+    uint64_t incarnation;  /* this member's; a new one after it was lost */
+    uint64_t epoch;        /* the current assignment's epoch; 0: none yet */
+    int joined;            /* this incarnation's heartbeat is in the log and it is alive */
+    int lost;              /* the control plane is out of reach: stop every active task now */
+    int stable;            /* the assignment covers exactly the live members */
+    int is_leader;
+    const char *error;     /* why the member gave up (static text), or NULL */
+    int32_t leader;        /* index into peers of the leader, -1: none */
+    int32_t npeers;        /* alive ones first, in join order, then the ended ones */
+    bk_member_peer_t *peers;
+    int32_t nrunning;      /* assigned to me and mine to run: run them */
+    int32_t *running;
+    int32_t nwaiting;      /* assigned to me; their previous holder has not released them */
+    int32_t *waiting;
+    int32_t nrelease;      /* not mine any more (or lost): stop, commit, bk_member_released() */
+    int32_t *release;
+    int32_t nstandby;      /* standby replicas of this epoch */
+    int32_t *standby;
+    int64_t log_time;      /* the largest record timestamp seen (ms) */
+    int64_t join_ts;       /* timestamp of this incarnation's first heartbeat; 0: none yet */
+    size_t cap_peers, cap_tasks; /* internal: what the arrays hold */
+} bk_member_view_t;
+
+/* Creates a member (clients made, nothing sent). NULL with errstr on a bad conf or a client
+ * that cannot be made. Free with bk_member_destroy(). */
+bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t errstr_size);
+
+/* Creates the control topic when it is missing (on a real cluster through the Admin API with
+ * conf's replication factor), starts reading it from its start and starts the member thread,
+ * which joins once it has read the log up to its end. Blocks up to ~10 s on metadata.
+ * 0, or -1 with errstr. */
+int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size);
+
+/* Copies the current view into *view if it changed since view->version: 1 if it did, 0 if
+ * not. @locality any thread */
+int bk_member_poll(bk_member_t *member, bk_member_view_t *view);
+
+/* Frees what polls put in *view and zeroes it. */
+void bk_member_view_clear(bk_member_view_t *view);
+
+/* Progress of a task this node holds, for the next heartbeats: `offset` is its input position
+ * (an active) or its changelog position (a standby), `lag` how many records its state is
+ * behind the changelogs' end (0 for an active). The leader prefers low lags when it moves a
+ * task. lag < 0 forgets the task. @locality any thread */
+void bk_member_set_progress(bk_member_t *member, int32_t task, int64_t offset, int64_t lag);
+
+/* The node stopped these tasks (committed and closed them) after the view of `epoch` listed
+ * them in `release`: publishes a release so that their new owners may start. Tasks this
+ * member does not hold are skipped; while lost nothing is published, but the member rejoins
+ * only once every task it held is released. 0, or -1 if the release could not be queued
+ * (the tasks stay listed). @locality any thread */
+int bk_member_released(bk_member_t *member, uint64_t epoch, const int32_t *tasks, int32_t n);
+
+/* Stops the member thread. With `leave`, first publishes a leave notice and waits (up to the
+ * session timeout) for its delivery, so that the others take over at once instead of after
+ * the session timeout: call it only once the node has stopped and committed every task.
+ * 0, or -1 if the leave notice was not delivered. */
+int bk_member_stop(bk_member_t *member, int leave);
+
+/* Stops (without a leave notice) if running, closes the clients, frees everything. */
+void bk_member_destroy(bk_member_t *member);
+
+#endif
