@@ -251,6 +251,13 @@ int bk_broker_create_topic(bk_broker_t *broker, const char *topic, int partition
     err = rd_kafka_mock_topic_create(broker->mcluster, topic, partitions,
                                      broker->brokers < 3 ? broker->brokers : 3);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        /* The mock picks leaders at random (and never past broker 3): spread
+         * them round-robin so that every broker leads, as on a real cluster
+         * after a preferred-leader election, and fault tests are repeatable. */
+        for (int p = 0; p < partitions; p++) {
+            rd_kafka_mock_partition_set_leader(broker->mcluster, topic, p,
+                                               p % broker->brokers + 1);
+        }
         return 0;
     }
     if (err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {

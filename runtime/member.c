@@ -21,9 +21,13 @@
 #include "kafka.h"
 #include "log.h"
 
-/* How long the member thread waits for a record before it looks at the clock again: bounds
- * how late a heartbeat, a lost verdict or a stop request can be. */
-#define POLL_MS 20
+/* How long an idle member thread waits for a record before it looks at the clock again:
+ * bounds how late a lost verdict or a stop request can be (heartbeats wake it on time). */
+#define POLL_MS 100
+/* After a batch the thread lets records gather this long before it reads again, instead of
+ * waking for each: with 100 members each heartbeating once a second, waking per record was
+ * most of the cost (context switches). It adds at most this much to every hop. */
+#define BATCH_MS 10
 /* Records applied under one lock hold. */
 #define MAX_BATCH 256
 /* A member that expects someone's session to end writes a tick record so that log time
@@ -249,8 +253,7 @@ struct bk_member_s {
     char node_id[BK_MEMBER_MAX_ID + 1], rack[BK_MEMBER_MAX_ID + 1];
     char endpoint[BK_MEMBER_MAX_ID + 1], topic[BK_MEMBER_MAX_ID + 16];
     int32_t threads, ntasks, standbys;
-    char **task_names;
-    uint32_t layout;
+    uint32_t layout; /* hash of the task count and names: members that differ share nothing */
     int hb_ms, session_ms, dev_port;
     void (*on_change)(void *opaque);
     void *opaque;
@@ -267,12 +270,12 @@ struct bk_member_s {
     int32_t npeers, cap_peers;
     bk_assigncodec_t *cur; /* the current assignment, NULL before the first */
     uint64_t epoch;
-    int32_t *slot_peer;  /* [cur->nnodes] peer that a slot meant when cur was applied, -1 */
-    uint64_t *slot_inc;  /* [cur->nnodes] its incarnation then */
-    int32_t nown;        /* cur->ntasks */
-    int32_t *own;        /* [nown] the peer that holds the task, -1: nobody */
-    uint8_t *rel_sent;   /* [nown] this member published a release of it, not yet seen */
-    uint8_t *told;       /* [nown] a view listed it in running; the node has not released it */
+    int32_t *slot_peer; /* [cur->nnodes] peer that a slot meant when cur was applied, -1 */
+    uint64_t *slot_inc; /* [cur->nnodes] its incarnation then */
+    int32_t nown;       /* cur->ntasks */
+    int32_t *own;       /* [nown] the peer that holds the task, -1: nobody */
+    uint8_t *rel_sent;  /* [nown] this member published a release of it, not yet seen */
+    uint8_t *told;      /* [nown] a view listed it in running; the node has not released it */
     /* This member. */
     uint64_t inc;
     int phase;
@@ -286,8 +289,11 @@ struct bk_member_s {
     int pending;
     uint64_t pending_base;
     int64_t pending_offset;
+    intptr_t pending_seq; /* tags the publication, so that a late report of the one before
+                           * cannot clear this one (it did: epoch 2 went out twice) */
     int64_t last_tick;
-    int leave_state; /* 0 in flight, 1 delivered, -1 failed */
+    int64_t next_wake; /* when the member thread must look again: heartbeat, tick */
+    int leave_state;   /* 0 in flight, 1 delivered, -1 failed */
     uint64_t notified;
 
     pthread_mutex_t plock; /* guards the progress this node reports */
@@ -386,8 +392,15 @@ static void give(bk_member_t *m, int32_t t)
     m->rel_sent[t] = 0;
 }
 
+/* Task t's holder let go of it (released it, or ended). Views are rebuilt only for changes
+ * they show: with 100 members, rebuilding every view on every task moved anywhere cost more
+ * than the rest of the membership work. */
 static void free_task(bk_member_t *m, int32_t t)
 {
+    int32_t self = self_peer(m);
+    if (self >= 0 && (m->own[t] == self || assignee(m, t) == self)) {
+        m->version++;
+    }
     m->own[t] = -1;
     give(m, t);
 }
@@ -533,8 +546,8 @@ static void apply_heartbeat(bk_member_t *m, rec_t *rec, int64_t offset, int64_t 
                      m->node_id, p->id, p->inc, offset);
     }
     if (strcmp(p->rack, rec->rack) != 0 || strcmp(p->endpoint, rec->endpoint) != 0 ||
-        p->threads != rec->threads || p->epoch != rec->epoch) {
-        m->version++;
+        p->threads != rec->threads) {
+        m->version++; /* not for its epoch or last_ts: they change all the time */
     }
     memcpy(p->rack, rec->rack, sizeof(p->rack));
     memcpy(p->endpoint, rec->endpoint, sizeof(p->endpoint));
@@ -573,7 +586,6 @@ static void apply_release(bk_member_t *m, rec_t *rec)
         }
         if (m->own[t] == i) {
             free_task(m, t);
-            m->version++;
         }
     }
 }
@@ -586,8 +598,8 @@ static int install(bk_member_t *m, bk_assigncodec_t *next, int64_t offset)
     int32_t *own = malloc((size_t)(next->ntasks + 1) * sizeof(*own));
     uint8_t *rel_sent = calloc((size_t)next->ntasks + 1, 1);
     uint8_t *told = calloc((size_t)next->ntasks + 1, 1);
-    int32_t *lost_tasks = realloc(m->lost_tasks, (size_t)(next->ntasks + m->nown + 1) *
-                                                     sizeof(*lost_tasks));
+    int32_t *lost_tasks =
+        realloc(m->lost_tasks, (size_t)(next->ntasks + m->nown + 1) * sizeof(*lost_tasks));
     int32_t self;
 
     if (lost_tasks) {
@@ -678,9 +690,9 @@ static void apply_assign(bk_member_t *m, const rec_t *rec, int64_t offset)
         return;
     }
     if (kind == BK_ASSIGNCODEC_DELTA) {
-        next = m->cur ? bk_assigncodec_apply(m->cur, rec->payload, rec->payload_len, err,
-                                             sizeof(err))
-                      : NULL;
+        next = m->cur
+                   ? bk_assigncodec_apply(m->cur, rec->payload, rec->payload_len, err, sizeof(err))
+                   : NULL;
         if (!m->cur) {
             snprintf(err, sizeof(err), "a delta without its base");
         }
@@ -743,10 +755,12 @@ static void w_header(wbuf_t *w, const bk_member_t *m, int type)
     w_uvar(w, m->inc);
 }
 
-/* Queues a record (w freed); 0 or -1. Non-blocking: safe under the lock. */
+/* Queues a record (w freed); 0 or -1. Non-blocking: safe under the lock. An assignment's
+ * delivery report carries the publication's sequence number. */
 static int produce(bk_member_t *m, int type, wbuf_t *w, int64_t ts)
 {
     char key[BK_MEMBER_MAX_ID + 3];
+    intptr_t tag = type | (type == REC_ASSIGN ? m->pending_seq << 8 : 0);
     rd_kafka_resp_err_t err;
 
     if (w->oom) {
@@ -758,7 +772,7 @@ static int produce(bk_member_t *m, int type, wbuf_t *w, int64_t ts)
     err = rd_kafka_producev(m->producer, RD_KAFKA_V_TOPIC(m->topic), RD_KAFKA_V_PARTITION(0),
                             RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(w->p, w->len),
                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_FREE), RD_KAFKA_V_TIMESTAMP(ts),
-                            RD_KAFKA_V_OPAQUE((void *)(intptr_t)type), RD_KAFKA_V_END);
+                            RD_KAFKA_V_OPAQUE((void *)tag), RD_KAFKA_V_END);
     if (err) {
         free(w->p);
         bk_log_warn("member %s: cannot queue a control record: %s", m->node_id,
@@ -787,7 +801,9 @@ static void send_heartbeat(bk_member_t *m, int64_t now)
     w_uvar(&w, m->layout);
     w_uvar(&w, m->epoch);
     pthread_mutex_lock(&m->plock);
-    qsort(m->prog, (size_t)m->nprog, sizeof(*m->prog), prog_cmp);
+    if (m->nprog > 1) {
+        qsort(m->prog, (size_t)m->nprog, sizeof(*m->prog), prog_cmp);
+    }
     w_uvar(&w, (uint64_t)m->nprog);
     for (int32_t i = 0; i < m->nprog; i++) {
         w_uvar(&w, (uint64_t)(m->prog[i].task - prev - 1));
@@ -895,8 +911,15 @@ static void lead(bk_member_t *m, int64_t now)
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
-    in = (bk_assign_input_t){members, n, m->ntasks, m->standbys, m->cur ? pa : NULL,
-                             m->cur ? ps : NULL, width, lags, nlags};
+    in = (bk_assign_input_t){.members = members,
+                             .nmembers = n,
+                             .ntasks = m->ntasks,
+                             .standbys = m->standbys,
+                             .prev_active = m->cur ? pa : NULL,
+                             .prev_standby = m->cur ? ps : NULL,
+                             .prev_width = width,
+                             .lags = lags,
+                             .nlags = nlags};
     if (bk_assign_compute(&in, &res, err, sizeof(err)) != 0) {
         goto fail;
     }
@@ -910,6 +933,7 @@ static void lead(bk_member_t *m, int64_t now)
     }
     w_header(&w, m, REC_ASSIGN);
     w_bytes(&w, buf, len);
+    m->pending_seq = (m->pending_seq + 1) & 0xffffff;
     if (produce(m, REC_ASSIGN, &w, now) != 0) {
         snprintf(err, sizeof(err), "cannot queue it");
         goto fail;
@@ -924,8 +948,7 @@ static void lead(bk_member_t *m, int64_t now)
     goto done;
 
 fail:
-    bk_log_error("member %s: cannot compute epoch %" PRIu64 ": %s", m->node_id, m->epoch + 1,
-                 err);
+    bk_log_error("member %s: cannot compute epoch %" PRIu64 ": %s", m->node_id, m->epoch + 1, err);
 done:
     free(buf);
     bk_assigncodec_destroy(next);
@@ -944,7 +967,7 @@ static void maybe_tick(bk_member_t *m, int32_t self, int64_t now)
     int64_t due = INT64_MAX;
     int32_t rank = peer_rank(m, self);
 
-    if (rank >= TICK_RANKS || now - m->last_tick < TICK_STAGGER_MS) {
+    if (rank >= TICK_RANKS) {
         return;
     }
     for (int32_t i = 0; i < m->npeers; i++) {
@@ -952,9 +975,18 @@ static void maybe_tick(bk_member_t *m, int32_t self, int64_t now)
             due = m->peers[i].last_ts + m->session_ms + 1;
         }
     }
-    if (due != INT64_MAX && m->log_time < due && now >= due + rank * TICK_STAGGER_MS) {
+    if (due == INT64_MAX) {
+        return;
+    }
+    due += rank * TICK_STAGGER_MS;
+    if (m->log_time < due - rank * TICK_STAGGER_MS && now >= due &&
+        now - m->last_tick >= TICK_STAGGER_MS) {
         send_tick(m, now);
         m->last_tick = now;
+        due = now + TICK_STAGGER_MS; /* again if it has not got through by then */
+    }
+    if (due < m->next_wake) {
+        m->next_wake = due; /* wake then, not at the next poll timeout */
     }
 }
 
@@ -982,13 +1014,13 @@ static void become_lost(bk_member_t *m, const char *why, int64_t now)
                 m->node_id, why, m->nlost, m->next_offset, hi, now - m->log_time);
 }
 
-static void check_self(bk_member_t *m, int64_t now)
+static void check_self(bk_member_t *m, int64_t now, int caught_up)
 {
     int32_t self = self_peer(m);
     int64_t limit = m->session_ms - m->hb_ms;
 
     if (m->lost) {
-        if (m->nlost == 0 && now >= m->lost_at + m->backoff) {
+        if (m->nlost == 0 && caught_up && !m->error && now >= m->lost_at + m->backoff) {
             uint64_t inc = make_incarnation();
             m->inc = inc > m->inc ? inc : m->inc + 1;
             m->lost = 0;
@@ -996,15 +1028,20 @@ static void check_self(bk_member_t *m, int64_t now)
             m->first_hb = 0;
             m->join_ts = 0;
             m->next_hb = now;
-            m->backoff = m->backoff * 2 < 8 * (int64_t)m->session_ms ? m->backoff * 2
-                                                                      : 8 * m->session_ms;
+            m->backoff =
+                m->backoff * 2 < 8 * (int64_t)m->session_ms ? m->backoff * 2 : 8 * m->session_ms;
             m->version++;
             bk_log_info("member %s: rejoining as incarnation %" PRIu64, m->node_id, m->inc);
         }
         return;
     }
     if (m->joined_once) {
-        if (self < 0) {
+        int32_t other = peer_find(m, m->node_id);
+        if (self < 0 && peer_alive(m, other) && m->peers[other].inc > m->inc) {
+            /* Rejoining would replace it, and it us, for ever. */
+            m->error = "another member uses this node id";
+            become_lost(m, m->error, now);
+        } else if (self < 0) {
             become_lost(m, "the log ended this incarnation", now);
         } else if (now - m->peers[self].last_ts > limit) {
             become_lost(m, "own heartbeats not seen back in time", now);
@@ -1021,8 +1058,16 @@ static void after_batch(bk_member_t *m, int64_t now)
     int32_t self;
     int caught_up;
 
-    if (m->phase == PH_CATCHUP && m->next_offset >= m->catchup_to) {
-        m->phase = PH_RUN; /* join: the log is read up to where it ended when we started */
+    m->next_wake = now + POLL_MS;
+    /* Caught up: read to where the log ended when we started and to the end the last fetch
+     * saw. A member joins, and rejoins after it was lost, only then: one that joins behind
+     * may never see its own heartbeats in time (on the dev broker, which hands out one
+     * record per fetch, joiners of a busy log fell further behind, were lost, rejoined and
+     * dragged the others down with the churn). */
+    rd_kafka_get_watermark_offsets(m->consumer, m->topic, 0, &lo, &hi);
+    caught_up = m->next_offset >= hi && m->next_offset >= m->catchup_to;
+    if (m->phase == PH_CATCHUP && caught_up) {
+        m->phase = PH_RUN; /* join */
         m->next_hb = now;
         m->version++;
     }
@@ -1033,7 +1078,7 @@ static void after_batch(bk_member_t *m, int64_t now)
                        m->epoch != m->pending_base)) {
         m->pending = 0;
     }
-    check_self(m, now);
+    check_self(m, now, caught_up);
     if (m->lost) {
         return;
     }
@@ -1047,8 +1092,6 @@ static void after_batch(bk_member_t *m, int64_t now)
     }
     /* A tick from a view behind the log is harmless (the heartbeats it has not read come
      * first in the log) but would be repeated until it catches up. */
-    rd_kafka_get_watermark_offsets(m->consumer, m->topic, 0, &lo, &hi);
-    caught_up = m->next_offset >= hi;
     if (self >= 0 && caught_up) {
         maybe_tick(m, self, now);
     }
@@ -1056,16 +1099,25 @@ static void after_batch(bk_member_t *m, int64_t now)
         send_heartbeat(m, now);
         m->next_hb = now + m->hb_ms;
     }
+    if (m->next_hb < m->next_wake) {
+        m->next_wake = m->next_hb;
+    }
 }
 
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     bk_member_t *m = opaque;
-    int type = (int)(intptr_t)msg->_private;
+    intptr_t tag = (intptr_t)msg->_private;
+    int type = (int)(tag & 0xff);
     (void)rk;
 
     pthread_mutex_lock(&m->lock);
-    if (msg->err) {
+    if (type == REC_ASSIGN && (!m->pending || tag >> 8 != m->pending_seq)) {
+        /* the report of an earlier publication: not about the one in flight */
+    } else if (msg->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
+               msg->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
+        /* bk_member_destroy() dropped it on purpose */
+    } else if (msg->err) {
         bk_log_warn("member %s: a control record was not delivered: %s", m->node_id,
                     rd_kafka_err2str(msg->err));
         if (type == REC_RELEASE && m->nown) {
@@ -1116,6 +1168,7 @@ static void *member_main(void *arg)
 {
     bk_member_t *m = arg;
     rd_kafka_message_t *msgs[MAX_BATCH];
+    int busy = 0;
 
     bk_log_set_thread_name("member");
     while (!m->stop) {
@@ -1126,14 +1179,20 @@ static void *member_main(void *arg)
         if (m->phase == PH_START) {
             start_reading(m);
         }
-        if (m->phase == PH_RUN && !m->lost && m->next_hb - now < timeout) {
-            timeout = m->next_hb > now ? (int)(m->next_hb - now) : 0;
+        if (m->phase == PH_RUN && m->next_wake - now < timeout) {
+            timeout = m->next_wake > now ? (int)(m->next_wake - now) : 0;
+        }
+        if (busy && timeout > 0) {
+            struct timespec ts = {0, (long)(timeout < BATCH_MS ? timeout : BATCH_MS) * 1000000};
+            nanosleep(&ts, NULL);
+            timeout = 0;
         }
         /* Waits for the first record only; then takes what is already there. */
         for (rd_kafka_message_t *msg = rd_kafka_consumer_poll(m->consumer, timeout); msg;
              msg = n < MAX_BATCH ? rd_kafka_consumer_poll(m->consumer, 0) : NULL) {
             msgs[n++] = msg;
         }
+        busy = n > 0;
         now = now_ms();
         pthread_mutex_lock(&m->lock);
         for (int i = 0; i < n; i++) {
@@ -1183,8 +1242,8 @@ static rd_kafka_t *client_new(bk_member_t *m, const char *app_id, bk_kafka_role_
         snprintf(errstr, errstr_size, "out of memory");
         return NULL;
     }
-    if (bk_conf_set(conf, BK_CONF_BROKERS, bk_conf_str(m->conf, BK_CONF_BROKERS),
-                    BK_CONF_FROM_CLI, errstr, errstr_size) != 0 ||
+    if (bk_conf_set(conf, BK_CONF_BROKERS, bk_conf_str(m->conf, BK_CONF_BROKERS), BK_CONF_FROM_CLI,
+                    errstr, errstr_size) != 0 ||
         bk_conf_set(conf, BK_CONF_APP_ID, app_id, BK_CONF_FROM_CLI, errstr, errstr_size) != 0) {
         goto done;
     }
@@ -1204,13 +1263,11 @@ done:
     return rk;
 }
 
-static int copy_str(char *dst, const char *src, const char *what, char *errstr,
-                    size_t errstr_size)
+static int copy_str(char *dst, const char *src, const char *what, char *errstr, size_t errstr_size)
 {
     size_t n = src ? strlen(src) : 0;
     if (n > BK_MEMBER_MAX_ID) {
-        snprintf(errstr, errstr_size, "member: %s is longer than %d bytes", what,
-                 BK_MEMBER_MAX_ID);
+        snprintf(errstr, errstr_size, "member: %s is longer than %d bytes", what, BK_MEMBER_MAX_ID);
         return -1;
     }
     memcpy(dst, src ? src : "", n + 1);
@@ -1241,42 +1298,44 @@ bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t e
     strcat(m->topic, "-control");
     if (mconf->threads < 1 || mconf->ntasks < 0 || mconf->ntasks > BK_ASSIGNCODEC_MAX_TASKS ||
         mconf->standbys < 0 || mconf->standbys > BK_ASSIGNCODEC_MAX_K) {
-        snprintf(errstr, errstr_size, "member: threads >= 1, 0 <= tasks <= %d and 0 <= standbys"
-                 " <= %d are needed", BK_ASSIGNCODEC_MAX_TASKS, BK_ASSIGNCODEC_MAX_K);
+        snprintf(errstr, errstr_size,
+                 "member: threads >= 1, 0 <= tasks <= %d and 0 <= standbys"
+                 " <= %d are needed",
+                 BK_ASSIGNCODEC_MAX_TASKS, BK_ASSIGNCODEC_MAX_K);
         goto fail;
     }
     m->conf = mconf->conf;
     m->threads = mconf->threads;
     m->ntasks = mconf->ntasks;
     m->standbys = mconf->standbys;
-    m->hb_ms = mconf->heartbeat_interval_ms > 0 ? mconf->heartbeat_interval_ms
-                                                : BK_MEMBER_HEARTBEAT_MS;
-    m->session_ms = mconf->session_timeout_ms > 0 ? mconf->session_timeout_ms
-                                                  : BK_MEMBER_SESSION_MS;
+    m->hb_ms =
+        mconf->heartbeat_interval_ms > 0 ? mconf->heartbeat_interval_ms : BK_MEMBER_HEARTBEAT_MS;
+    m->session_ms =
+        mconf->session_timeout_ms > 0 ? mconf->session_timeout_ms : BK_MEMBER_SESSION_MS;
     if (m->session_ms <= 2 * m->hb_ms) {
-        snprintf(errstr, errstr_size, "member: the session timeout (%d ms) must exceed two"
-                 " heartbeat intervals (%d ms)", m->session_ms, m->hb_ms);
+        snprintf(errstr, errstr_size,
+                 "member: the session timeout (%d ms) must exceed two"
+                 " heartbeat intervals (%d ms)",
+                 m->session_ms, m->hb_ms);
         goto fail;
     }
     m->dev_port = mconf->dev_port;
     m->on_change = mconf->on_change;
     m->opaque = mconf->opaque;
-    m->task_names = calloc((size_t)m->ntasks + 1, sizeof(*m->task_names));
     m->lost_tasks = malloc(((size_t)m->ntasks + 1) * sizeof(*m->lost_tasks));
-    if (!m->task_names || !m->lost_tasks) {
+    if (!m->lost_tasks) {
         snprintf(errstr, errstr_size, "out of memory");
         goto fail;
     }
-    /* The layout: task count and names, so that members agree on what a task index means. */
     m->layout = fnv1a(2166136261u, &m->ntasks, sizeof(m->ntasks));
     for (int32_t t = 0; t < m->ntasks; t++) {
-        snprintf(name, sizeof(name), "%d", t);
-        m->task_names[t] = strdup(mconf->task_names ? mconf->task_names[t] : name);
-        if (!m->task_names[t]) {
-            snprintf(errstr, errstr_size, "out of memory");
-            goto fail;
+        const char *tn = name;
+        if (mconf->task_names) {
+            tn = mconf->task_names[t];
+        } else {
+            snprintf(name, sizeof(name), "%d", t);
         }
-        m->layout = fnv1a(m->layout, m->task_names[t], strlen(m->task_names[t]) + 1);
+        m->layout = fnv1a(m->layout, tn, strlen(tn) + 1);
     }
     m->inc = make_incarnation();
     m->backoff = m->hb_ms;
@@ -1313,10 +1372,9 @@ int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
     if (bk_kafka_partitions(m->producer, topics, 1, &count, 10000, errstr, errstr_size) != 0) {
         return -1;
     }
-    if (count == 0 &&
-        bk_kafka_create_topic(m->producer, port > 0 ? port : 0, m->topic, 1,
-                              (int)bk_conf_int(m->conf, BK_CONF_REPLICATION_FACTOR), 0, errstr,
-                              errstr_size) != 0) {
+    if (count == 0 && bk_kafka_create_topic(m->producer, port > 0 ? port : 0, m->topic, 1,
+                                            (int)bk_conf_int(m->conf, BK_CONF_REPLICATION_FACTOR),
+                                            0, errstr, errstr_size) != 0) {
         return -1;
     }
     if (count > 1) {
@@ -1349,8 +1407,16 @@ static int cmp_i32(const void *a, const void *b)
 }
 
 /* Grows the view's arrays; 0 or -1. */
-static int view_reserve(bk_member_view_t *v, size_t npeers, size_t ntasks)
+static int view_reserve(bk_member_view_t *v, size_t npeers, size_t ntasks, size_t strings)
 {
+    if (strings > v->cap_strings) {
+        char *p = realloc(v->strings, strings);
+        if (!p) {
+            return -1;
+        }
+        v->strings = p;
+        v->cap_strings = strings;
+    }
     if (npeers > v->cap_peers) {
         bk_member_peer_t *p = realloc(v->peers, npeers * sizeof(*p));
         if (!p) {
@@ -1378,6 +1444,7 @@ int bk_member_poll(bk_member_t *member, bk_member_view_t *view)
     bk_member_t *m = member;
     bk_member_view_t *v = view;
     int32_t self, me_slot = -1, n = 0, leader;
+    size_t strings = 1, used = 0;
     int rc = 1;
 
     pthread_mutex_lock(&m->lock);
@@ -1385,11 +1452,13 @@ int bk_member_poll(bk_member_t *member, bk_member_view_t *view)
         pthread_mutex_unlock(&m->lock);
         return 0;
     }
-    for (int32_t i = 0; i < v->npeers; i++) {
-        free(v->peers[i].id);
+    for (int32_t i = 0; i < m->npeers; i++) {
+        const peer_t *p = &m->peers[i];
+        strings += p->used ? strlen(p->id) + strlen(p->rack) + strlen(p->endpoint) + 3 : 0;
     }
     v->npeers = 0;
-    if (view_reserve(v, (size_t)m->npeers + 1, (size_t)m->nown + (size_t)m->ntasks + 1) != 0) {
+    if (view_reserve(v, (size_t)m->npeers + 1, (size_t)m->nown + (size_t)m->ntasks + 1, strings) !=
+        0) {
         rc = -1;
         goto done;
     }
@@ -1411,32 +1480,26 @@ int bk_member_poll(bk_member_t *member, bk_member_view_t *view)
         int32_t first = n;
         for (int32_t i = 0; i < m->npeers; i++) {
             const peer_t *p = &m->peers[i];
-            size_t a, b, c;
-            char *s;
+            const char *str[3] = {p->id, p->rack, p->endpoint};
+            char *s[3];
             if (!p->used || (p->state == BK_MEMBER_ALIVE) != (pass == 0)) {
                 continue;
             }
-            a = strlen(p->id) + 1;
-            b = strlen(p->rack) + 1;
-            c = strlen(p->endpoint) + 1;
-            if (!(s = malloc(a + b + c))) {
-                rc = -1;
-                goto done;
+            for (int k = 0; k < 3; k++) {
+                size_t len = strlen(str[k]) + 1;
+                s[k] = memcpy(v->strings + used, str[k], len);
+                used += len;
             }
-            memcpy(s, p->id, a);
-            memcpy(s + a, p->rack, b);
-            memcpy(s + a + b, p->endpoint, c);
-            v->peers[n] = (bk_member_peer_t){s, s + a, s + a + b, p->inc, p->threads, p->state,
-                                             p->join_offset, p->last_ts, p->epoch};
-            n++;
+            v->peers[n++] =
+                (bk_member_peer_t){s[0],     s[1],           s[2],       p->inc,  p->threads,
+                                   p->state, p->join_offset, p->last_ts, p->epoch};
             v->npeers = n;
         }
         if (pass == 0) {
             /* Join order: insertion sort, the list is short and mostly sorted. */
             for (int32_t x = first + 1; x < n; x++) {
-                for (int32_t y = x; y > first && v->peers[y - 1].join_offset >
-                                                     v->peers[y].join_offset;
-                     y--) {
+                for (int32_t y = x;
+                     y > first && v->peers[y - 1].join_offset > v->peers[y].join_offset; y--) {
                     bk_member_peer_t tmp = v->peers[y];
                     v->peers[y] = v->peers[y - 1];
                     v->peers[y - 1] = tmp;
@@ -1445,7 +1508,7 @@ int bk_member_poll(bk_member_t *member, bk_member_view_t *view)
             v->leader = leader >= 0 ? 0 : -1; /* the leader is the live one that joined first */
         }
     }
-    /* This member's tasks (docs/cluster.md, Handoff). */
+    /* This member's tasks (docs/cluster.md, Holders). */
     v->nrunning = v->nwaiting = v->nrelease = v->nstandby = 0;
     if (m->lost) {
         memcpy(v->release, m->lost_tasks, (size_t)m->nlost * sizeof(*v->release));
@@ -1486,9 +1549,7 @@ done:
 
 void bk_member_view_clear(bk_member_view_t *view)
 {
-    for (int32_t i = 0; i < view->npeers; i++) {
-        free(view->peers[i].id);
-    }
+    free(view->strings);
     free(view->peers);
     free(view->running);
     free(view->waiting);
@@ -1654,10 +1715,6 @@ void bk_member_destroy(bk_member_t *member)
     free(m->rel_sent);
     free(m->told);
     free(m->lost_tasks);
-    for (int32_t t = 0; m->task_names && t < m->ntasks; t++) {
-        free(m->task_names[t]);
-    }
-    free(m->task_names);
     free(m->prog);
     pthread_mutex_destroy(&m->lock);
     pthread_mutex_destroy(&m->plock);

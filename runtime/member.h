@@ -35,8 +35,8 @@ typedef struct bk_member_conf {
     int32_t threads;       /* stream threads: the member's share of tasks, >= 1 */
     int32_t ntasks;        /* tasks are 0..ntasks-1; every member of the app must agree */
     /* Names of the tasks, [ntasks] (e.g. "0_3" for subtopology 0, partition 3), or NULL for
-     * "0".."ntasks-1": used in logs and in the layout fingerprint that heartbeats carry, so
-     * that a member whose tasks mean something else is never given any. */
+     * "0".."ntasks-1": hashed into the layout fingerprint that heartbeats carry, so that a
+     * member whose tasks mean something else (another topology version) is given none. */
     const char *const *task_names;
     int32_t standbys;          /* K standby replicas per task, >= 0 */
     int heartbeat_interval_ms; /* 0: BK_MEMBER_HEARTBEAT_MS */
@@ -53,41 +53,45 @@ typedef struct bk_member_conf {
 enum { BK_MEMBER_ALIVE = 0, BK_MEMBER_DEAD, BK_MEMBER_LEFT, BK_MEMBER_REPLACED };
 
 typedef struct bk_member_peer {
-    char *id, *rack, *endpoint;
+    const char *id, *rack, *endpoint; /* owned by the view */
     uint64_t incarnation;
     int32_t threads;
     int state;           /* BK_MEMBER_ALIVE.. */
     int64_t join_offset; /* offset of this incarnation's first heartbeat */
-    int64_t last_ts;     /* timestamp (ms) of its latest heartbeat when the view was built */
-    uint64_t epoch;      /* the epoch its latest heartbeat reported */
+    /* These two change with every heartbeat without changing the view's version: they are as
+     * of the view's last change. */
+    int64_t last_ts; /* timestamp (ms) of its latest heartbeat */
+    uint64_t epoch;  /* the epoch its latest heartbeat reported */
 } bk_member_peer_t;
 
 /* The view of one member: filled by bk_member_poll() into memory the view owns (reused by
  * the next poll into the same view), freed by bk_member_view_clear(). Zero it before the
  * first poll. Task lists are sorted. */
 typedef struct bk_member_view {
-    uint64_t version;      /* changes whenever anything below changes */
-    uint64_t incarnation;  /* this member's; a new one after it was lost */
-    uint64_t epoch;        /* the current assignment's epoch; 0: none yet */
-    int joined;            /* this incarnation's heartbeat is in the log and it is alive */
-    int lost;              /* the control plane is out of reach: stop every active task now */
-    int stable;            /* the assignment covers exactly the live members */
+    uint64_t version;     /* changes whenever anything below changes */
+    uint64_t incarnation; /* this member's; a new one after it was lost */
+    uint64_t epoch;       /* the current assignment's epoch; 0: none yet */
+    int joined;           /* this incarnation's heartbeat is in the log and it is alive */
+    int lost;             /* the control plane is out of reach: stop every active task now */
+    int stable;           /* the assignment covers exactly the live members */
     int is_leader;
-    const char *error;     /* why the member gave up (static text), or NULL */
-    int32_t leader;        /* index into peers of the leader, -1: none */
-    int32_t npeers;        /* alive ones first, in join order, then the ended ones */
+    const char *error; /* why the member gave up (static text), or NULL */
+    int32_t leader;    /* index into peers of the leader, -1: none */
+    int32_t npeers;    /* alive ones first, in join order, then the ended ones */
     bk_member_peer_t *peers;
-    int32_t nrunning;      /* assigned to me and mine to run: run them */
+    int32_t nrunning; /* assigned to me and mine to run: run them */
     int32_t *running;
-    int32_t nwaiting;      /* assigned to me; their previous holder has not released them */
+    int32_t nwaiting; /* assigned to me; their previous holder has not released them */
     int32_t *waiting;
-    int32_t nrelease;      /* not mine any more (or lost): stop, commit, bk_member_released() */
+    int32_t nrelease; /* not mine any more (or lost): stop, commit, bk_member_released() */
     int32_t *release;
-    int32_t nstandby;      /* standby replicas of this epoch */
+    int32_t nstandby; /* standby replicas of this epoch */
     int32_t *standby;
-    int64_t log_time;      /* the largest record timestamp seen (ms) */
-    int64_t join_ts;       /* timestamp of this incarnation's first heartbeat; 0: none yet */
-    size_t cap_peers, cap_tasks; /* internal: what the arrays hold */
+    int64_t log_time; /* the largest record timestamp seen (ms) */
+    int64_t join_ts;  /* timestamp of this incarnation's first heartbeat; 0: none yet */
+    /* internal: what the arrays hold, and the peers' strings */
+    size_t cap_peers, cap_tasks, cap_strings;
+    char *strings;
 } bk_member_view_t;
 
 /* Creates a member (clients made, nothing sent). NULL with errstr on a bad conf or a client

@@ -822,8 +822,16 @@ static void *thread_main(void *arg)
      * before the restore (its on_restore hook), processors' init after it. */
     if (open_stores(thr) != 0 || start_kafka(thr) != 0 || start_lua(thr) != 0 ||
         restore(thr) != 0 || init_lua(thr) != 0 || assign_inputs(thr) != 0) {
-        bk_log_error("%s: cannot start: %s", thr->name, thr->err);
-        thr->rc = -1;
+        if (thr->flags->stop && !thr->flags->failed) {
+            /* asked to stop while starting (a restore cut short by a new
+             * assignment or a signal): nothing was processed, nothing to commit */
+            bk_log_info("%s: stopped while starting (%s)", thr->name, thr->err);
+            thr->rc = 0;
+            thr->commit_failed = 1; /* no commit: the restore did not finish */
+        } else {
+            bk_log_error("%s: cannot start: %s", thr->name, thr->err);
+            thr->rc = -1;
+        }
         goto done;
     }
     bk_log_info("%s: running %d task(s) over %d partition(s)", thr->name, thr->ntasks, thr->ntp);
