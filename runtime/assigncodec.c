@@ -2,6 +2,7 @@
 #include "assigncodec.h"
 
 #include "ffi.h"
+#include "wire.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -251,71 +252,21 @@ int bk_assigncodec_equal(const bk_assigncodec_t *a, const bk_assigncodec_t *b)
 
 /* -- Writing ------------------------------------------------------------------------------ */
 
-typedef struct wbuf {
-    uint8_t *p;
-    size_t len, cap;
-    int oom;
-} wbuf_t;
-
-static void put(wbuf_t *w, const void *src, size_t n)
-{
-    if (w->oom) {
-        return;
-    }
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 256;
-        uint8_t *p;
-        while (cap < w->len + n) {
-            cap *= 2;
-        }
-        p = realloc(w->p, cap);
-        if (!p) {
-            w->oom = 1;
-            return;
-        }
-        w->p = p;
-        w->cap = cap;
-    }
-    memcpy(w->p + w->len, src, n);
-    w->len += n;
-}
-
-/* Unsigned LEB128, as protobuf: 7 bits a byte, low bits first, high bit = more. */
-static void put_uv(wbuf_t *w, uint64_t v)
-{
-    uint8_t b[10];
-    size_t n = 0;
-    do {
-        b[n] = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        b[n] |= v ? 0x80 : 0;
-        n++;
-    } while (v);
-    put(w, b, n);
-}
-
-static void put_str(wbuf_t *w, const char *s)
-{
-    size_t n = strlen(s);
-    put_uv(w, n);
-    put(w, s, n);
-}
-
 /* A slot index as index + 1, so that -1 (none) is 0. */
-static void put_slot(wbuf_t *w, int32_t slot)
+static void put_slot(bk_wire_buf_t *w, int32_t slot)
 {
-    put_uv(w, (uint64_t)((int64_t)slot + 1));
+    bk_wire_put_uv(w, (uint64_t)((int64_t)slot + 1));
 }
 
-static void put_header(wbuf_t *w, int kind, const bk_assigncodec_t *ac)
+static void put_header(bk_wire_buf_t *w, int kind, const bk_assigncodec_t *ac)
 {
     uint8_t h[2] = {BK_ASSIGNCODEC_VERSION, (uint8_t)kind};
-    put(w, h, 2);
-    put_uv(w, ac->epoch);
-    put_uv(w, ac->base_epoch);
+    bk_wire_put(w, h, 2);
+    bk_wire_put_uv(w, ac->epoch);
+    bk_wire_put_uv(w, ac->base_epoch);
 }
 
-static void put_row(wbuf_t *w, const bk_assigncodec_t *ac, int32_t t)
+static void put_row(bk_wire_buf_t *w, const bk_assigncodec_t *ac, int32_t t)
 {
     put_slot(w, ac->active[t]);
     for (int32_t j = 0; j < ac->k; j++) {
@@ -323,7 +274,7 @@ static void put_row(wbuf_t *w, const bk_assigncodec_t *ac, int32_t t)
     }
 }
 
-static int finish(wbuf_t *w, uint8_t **buf, size_t *len, char *errstr, size_t errstr_size)
+static int finish(bk_wire_buf_t *w, uint8_t **buf, size_t *len, char *errstr, size_t errstr_size)
 {
     if (w->oom) {
         free(w->p);
@@ -338,7 +289,7 @@ static int finish(wbuf_t *w, uint8_t **buf, size_t *len, char *errstr, size_t er
 int bk_assigncodec_encode(const bk_assigncodec_t *ac, uint8_t **buf, size_t *len, char *errstr,
                           size_t errstr_size)
 {
-    wbuf_t w = {0};
+    bk_wire_buf_t w = {0};
     int32_t *rack_of = NULL, nracks = 0;
 
     if (bk_assigncodec_validate(ac, errstr, errstr_size) != 0) {
@@ -363,23 +314,23 @@ int bk_assigncodec_encode(const bk_assigncodec_t *ac, uint8_t **buf, size_t *len
         }
     }
     put_header(&w, BK_ASSIGNCODEC_FULL, ac);
-    put_uv(&w, (uint64_t)nracks);
+    bk_wire_put_uv(&w, (uint64_t)nracks);
     for (int32_t i = 0, next = 0; i < ac->nnodes; i++) {
         if (rack_of[i] == next) {
-            put_str(&w, ac->nodes[i].rack);
+            bk_wire_put_str(&w, ac->nodes[i].rack);
             next++;
         }
     }
-    put_uv(&w, (uint64_t)ac->nnodes);
+    bk_wire_put_uv(&w, (uint64_t)ac->nnodes);
     for (int32_t i = 0; i < ac->nnodes; i++) {
-        put_str(&w, ac->nodes[i].id);
+        bk_wire_put_str(&w, ac->nodes[i].id);
         if (ac->nodes[i].id[0]) {
-            put_uv(&w, (uint64_t)rack_of[i]);
-            put_str(&w, ac->nodes[i].endpoint);
+            bk_wire_put_uv(&w, (uint64_t)rack_of[i]);
+            bk_wire_put_str(&w, ac->nodes[i].endpoint);
         }
     }
-    put_uv(&w, (uint64_t)ac->ntasks);
-    put_uv(&w, (uint64_t)ac->k);
+    bk_wire_put_uv(&w, (uint64_t)ac->ntasks);
+    bk_wire_put_uv(&w, (uint64_t)ac->k);
     for (int32_t t = 0; t < ac->ntasks; t++) {
         put_row(&w, ac, t);
     }
@@ -428,7 +379,7 @@ static int node_changed(const bk_assigncodec_t *prev, const bk_assigncodec_t *ne
 int bk_assigncodec_delta(const bk_assigncodec_t *prev, const bk_assigncodec_t *next, uint8_t **buf,
                          size_t *len, char *errstr, size_t errstr_size)
 {
-    wbuf_t w = {0};
+    bk_wire_buf_t w = {0};
     int32_t n = 0, last = -1;
 
     if (bk_assigncodec_validate(next, errstr, errstr_size) != 0) {
@@ -441,35 +392,35 @@ int bk_assigncodec_delta(const bk_assigncodec_t *prev, const bk_assigncodec_t *n
         return -1;
     }
     put_header(&w, BK_ASSIGNCODEC_DELTA, next);
-    put_uv(&w, (uint64_t)next->nnodes);
+    bk_wire_put_uv(&w, (uint64_t)next->nnodes);
     for (int32_t i = 0; i < next->nnodes; i++) {
         n += node_changed(prev, next, i);
     }
-    put_uv(&w, (uint64_t)n);
+    bk_wire_put_uv(&w, (uint64_t)n);
     for (int32_t i = 0; i < next->nnodes; i++) {
         const bk_assigncodec_node_t *nd = &next->nodes[i];
         if (!node_changed(prev, next, i)) {
             continue;
         }
-        put_uv(&w, (uint64_t)(i - last - 1)); /* gaps: small numbers, small varints */
+        bk_wire_put_uv(&w, (uint64_t)(i - last - 1)); /* gaps: small numbers, small varints */
         last = i;
-        put_str(&w, nd->id);
+        bk_wire_put_str(&w, nd->id);
         if (nd->id[0]) {
-            put_str(&w, nd->rack);
-            put_str(&w, nd->endpoint);
+            bk_wire_put_str(&w, nd->rack);
+            bk_wire_put_str(&w, nd->endpoint);
         }
     }
-    put_uv(&w, (uint64_t)next->ntasks);
-    put_uv(&w, (uint64_t)next->k);
+    bk_wire_put_uv(&w, (uint64_t)next->ntasks);
+    bk_wire_put_uv(&w, (uint64_t)next->k);
     n = 0;
     for (int32_t t = 0; t < next->ntasks; t++) {
         n += task_changed(prev, next, t);
     }
-    put_uv(&w, (uint64_t)n);
+    bk_wire_put_uv(&w, (uint64_t)n);
     last = -1;
     for (int32_t t = 0; t < next->ntasks; t++) {
         if (task_changed(prev, next, t)) {
-            put_uv(&w, (uint64_t)(t - last - 1));
+            bk_wire_put_uv(&w, (uint64_t)(t - last - 1));
             last = t;
             put_row(&w, next, t);
         }
@@ -479,77 +430,12 @@ int bk_assigncodec_delta(const bk_assigncodec_t *prev, const bk_assigncodec_t *n
 
 /* -- Reading ------------------------------------------------------------------------------ */
 
-/* A cursor over untrusted bytes: every read checks what is left first. */
-typedef struct rbuf {
-    const uint8_t *p;
-    size_t left;
-    const char *fault; /* first fault, static text */
-} rbuf_t;
-
-static uint64_t get_uv(rbuf_t *r)
+static int32_t get_slot(bk_wire_reader_t *r, int32_t nnodes)
 {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        uint8_t b;
-        if (r->left == 0) {
-            r->fault = r->fault ? r->fault : "truncated";
-            return 0;
-        }
-        b = *r->p++;
-        r->left--;
-        if (shift == 63 && b > 1) {
-            break; /* bits past 64 */
-        }
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            return v;
-        }
-    }
-    r->fault = r->fault ? r->fault : "varint overflows 64 bits";
-    return 0;
+    return (int32_t)bk_wire_get_uvmax(r, (uint64_t)nnodes, "slot index out of range") - 1;
 }
 
-/* A varint that must be <= max. */
-static uint64_t get_uvmax(rbuf_t *r, uint64_t max, const char *what)
-{
-    uint64_t v = get_uv(r);
-    if (!r->fault && v > max) {
-        r->fault = what;
-        return 0;
-    }
-    return v;
-}
-
-/* A length-prefixed string: points into the buffer, *n bytes (not terminated). */
-static const char *get_str(rbuf_t *r, size_t *n)
-{
-    const char *s;
-    *n = (size_t)get_uvmax(r, BK_ASSIGNCODEC_MAX_STR, "string too long");
-    if (r->fault) {
-        return "";
-    }
-    if (*n > r->left) {
-        r->fault = "truncated string";
-        *n = 0;
-        return "";
-    }
-    if (memchr(r->p, '\0', *n)) {
-        r->fault = "NUL byte in a string";
-        *n = 0;
-        return "";
-    }
-    s = (const char *)r->p;
-    r->p += *n;
-    r->left -= *n;
-    return s;
-}
-
-static int32_t get_slot(rbuf_t *r, int32_t nnodes)
-{
-    return (int32_t)get_uvmax(r, (uint64_t)nnodes, "slot index out of range") - 1;
-}
-
-static int get_header(rbuf_t *r, int *kind, uint64_t *epoch, uint64_t *base)
+static int get_header(bk_wire_reader_t *r, int *kind, uint64_t *epoch, uint64_t *base)
 {
     if (r->left < 2) {
         r->fault = "truncated header";
@@ -566,15 +452,15 @@ static int get_header(rbuf_t *r, int *kind, uint64_t *epoch, uint64_t *base)
     *kind = r->p[1];
     r->p += 2;
     r->left -= 2;
-    *epoch = get_uv(r);
-    *base = get_uv(r);
+    *epoch = bk_wire_get_uv(r);
+    *base = bk_wire_get_uv(r);
     return r->fault ? -1 : 0;
 }
 
 int bk_assigncodec_peek(const uint8_t *buf, size_t len, int *kind, uint64_t *epoch,
                         uint64_t *base_epoch, char *errstr, size_t errstr_size)
 {
-    rbuf_t r = {buf, len, NULL};
+    bk_wire_reader_t r = {buf, len, NULL};
     if (get_header(&r, kind, epoch, base_epoch) != 0) {
         seterr(errstr, errstr_size, "assignment: %s", r.fault);
         return -1;
@@ -583,7 +469,7 @@ int bk_assigncodec_peek(const uint8_t *buf, size_t len, int *kind, uint64_t *epo
 }
 
 /* Reads a task row into ac; the semantic checks come with validate(). */
-static void get_row(rbuf_t *r, bk_assigncodec_t *ac, int32_t t)
+static void get_row(bk_wire_reader_t *r, bk_assigncodec_t *ac, int32_t t)
 {
     ac->active[t] = get_slot(r, ac->nnodes);
     for (int32_t j = 0; j < ac->k; j++) {
@@ -592,7 +478,7 @@ static void get_row(rbuf_t *r, bk_assigncodec_t *ac, int32_t t)
 }
 
 /* Ends a decode: a fault, trailing bytes or an invalid result make it NULL. */
-static bk_assigncodec_t *decoded(rbuf_t *r, bk_assigncodec_t *ac, char *errstr, size_t errstr_size)
+static bk_assigncodec_t *decoded(bk_wire_reader_t *r, bk_assigncodec_t *ac, char *errstr, size_t errstr_size)
 {
     char why[200];
     if (!r->fault && r->left) {
@@ -614,7 +500,7 @@ static bk_assigncodec_t *decoded(rbuf_t *r, bk_assigncodec_t *ac, char *errstr, 
 bk_assigncodec_t *bk_assigncodec_decode(const uint8_t *buf, size_t len, char *errstr,
                                         size_t errstr_size)
 {
-    rbuf_t r = {buf, len, NULL};
+    bk_wire_reader_t r = {buf, len, NULL};
     bk_assigncodec_t *ac = NULL;
     const char **racks = NULL;
     size_t *racklen = NULL;
@@ -630,7 +516,7 @@ bk_assigncodec_t *bk_assigncodec_decode(const uint8_t *buf, size_t len, char *er
     }
     /* A count is never more than the bytes left (each item takes one at least): nothing
      * is allocated on the word of a few bytes. */
-    nracks = get_uvmax(&r, r.left, "rack count exceeds the message");
+    nracks = bk_wire_get_uvmax(&r, r.left, "rack count exceeds the message");
     racks = malloc((nracks + 1) * sizeof(*racks));
     racklen = malloc((nracks + 1) * sizeof(*racklen));
     if (!racks || !racklen) {
@@ -638,9 +524,9 @@ bk_assigncodec_t *bk_assigncodec_decode(const uint8_t *buf, size_t len, char *er
         goto fail;
     }
     for (uint64_t i = 0; i < nracks && !r.fault; i++) {
-        racks[i] = get_str(&r, &racklen[i]);
+        racks[i] = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &racklen[i]);
     }
-    nnodes = get_uvmax(&r, r.left < BK_ASSIGNCODEC_MAX_NODES ? r.left : BK_ASSIGNCODEC_MAX_NODES,
+    nnodes = bk_wire_get_uvmax(&r, r.left < BK_ASSIGNCODEC_MAX_NODES ? r.left : BK_ASSIGNCODEC_MAX_NODES,
                        "node count exceeds the message or the limit");
     if (r.fault) {
         goto fail;
@@ -652,9 +538,9 @@ bk_assigncodec_t *bk_assigncodec_decode(const uint8_t *buf, size_t len, char *er
     }
     for (int32_t i = 0; i < ac->nnodes && !r.fault; i++) {
         size_t idlen, eplen = 0, rlen = 0;
-        const char *id = get_str(&r, &idlen), *ep = "", *rack = "";
+        const char *id = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &idlen), *ep = "", *rack = "";
         if (idlen > 0) {
-            uint64_t rk = get_uvmax(&r, nracks ? nracks - 1 : 0, "rack index out of range");
+            uint64_t rk = bk_wire_get_uvmax(&r, nracks ? nracks - 1 : 0, "rack index out of range");
             if (!r.fault && nracks == 0) {
                 r.fault = "rack index without a rack table";
             }
@@ -662,14 +548,14 @@ bk_assigncodec_t *bk_assigncodec_decode(const uint8_t *buf, size_t len, char *er
                 rack = racks[rk];
                 rlen = racklen[rk];
             }
-            ep = get_str(&r, &eplen);
+            ep = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &eplen);
         }
         if (!r.fault && set_node(&ac->nodes[i], id, idlen, rack, rlen, ep, eplen) != 0) {
             r.fault = "out of memory";
         }
     }
-    ntasks = get_uvmax(&r, BK_ASSIGNCODEC_MAX_TASKS, "task count over the limit");
-    k = get_uvmax(&r, BK_ASSIGNCODEC_MAX_K, "standby count over the limit");
+    ntasks = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_TASKS, "task count over the limit");
+    k = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_K, "standby count over the limit");
     if (!r.fault && ntasks * (k + 1) > r.left) {
         r.fault = "task count exceeds the message";
     }
@@ -691,7 +577,7 @@ fail:
 bk_assigncodec_t *bk_assigncodec_apply(const bk_assigncodec_t *prev, const uint8_t *buf, size_t len,
                                        char *errstr, size_t errstr_size)
 {
-    rbuf_t r = {buf, len, NULL};
+    bk_wire_reader_t r = {buf, len, NULL};
     bk_assigncodec_t *ac = NULL;
     uint64_t epoch, base, nnodes, nchanged, ntasks, k, fresh = 0;
     int64_t last = -1;
@@ -708,8 +594,8 @@ bk_assigncodec_t *bk_assigncodec_apply(const bk_assigncodec_t *prev, const uint8
         r.fault = "not based on the current epoch";
         goto fail;
     }
-    nnodes = get_uvmax(&r, BK_ASSIGNCODEC_MAX_NODES, "node count over the limit");
-    nchanged = get_uvmax(&r, nnodes < r.left ? nnodes : r.left, "node changes exceed the count");
+    nnodes = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_NODES, "node count over the limit");
+    nchanged = bk_wire_get_uvmax(&r, nnodes < r.left ? nnodes : r.left, "node changes exceed the count");
     if (r.fault) {
         goto fail;
     }
@@ -730,12 +616,12 @@ bk_assigncodec_t *bk_assigncodec_apply(const bk_assigncodec_t *prev, const uint8
     for (uint64_t c = 0; c < nchanged && !r.fault; c++) {
         size_t idlen, racklen = 0, eplen = 0;
         const char *id, *rack = "", *ep = "";
-        uint64_t gap = get_uvmax(&r, nnodes, "node slot out of range");
+        uint64_t gap = bk_wire_get_uvmax(&r, nnodes, "node slot out of range");
         int64_t slot = last + 1 + (int64_t)gap;
-        id = get_str(&r, &idlen);
+        id = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &idlen);
         if (idlen > 0) {
-            rack = get_str(&r, &racklen);
-            ep = get_str(&r, &eplen);
+            rack = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &racklen);
+            ep = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &eplen);
         }
         if (!r.fault && slot >= (int64_t)nnodes) {
             r.fault = "node slot out of range";
@@ -745,9 +631,9 @@ bk_assigncodec_t *bk_assigncodec_apply(const bk_assigncodec_t *prev, const uint8
         }
         last = slot;
     }
-    ntasks = get_uvmax(&r, BK_ASSIGNCODEC_MAX_TASKS, "task count over the limit");
-    k = get_uvmax(&r, BK_ASSIGNCODEC_MAX_K, "standby count over the limit");
-    nchanged = get_uvmax(&r, ntasks, "task changes exceed the task count");
+    ntasks = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_TASKS, "task count over the limit");
+    k = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_K, "standby count over the limit");
+    nchanged = bk_wire_get_uvmax(&r, ntasks, "task changes exceed the task count");
     /* New tasks are all listed, and each listed one takes k + 2 bytes at least: the new table
      * is bounded by prev's and by the message. */
     if (!r.fault && (nchanged * (k + 2) > r.left ||
@@ -772,7 +658,7 @@ bk_assigncodec_t *bk_assigncodec_apply(const bk_assigncodec_t *prev, const uint8
     }
     last = -1;
     for (uint64_t c = 0; c < nchanged && !r.fault; c++) {
-        uint64_t gap = get_uvmax(&r, ntasks, "task index out of range");
+        uint64_t gap = bk_wire_get_uvmax(&r, ntasks, "task index out of range");
         int64_t t = last + 1 + (int64_t)gap;
         if (!r.fault && t >= (int64_t)ntasks) {
             r.fault = "task index out of range";

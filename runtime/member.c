@@ -20,6 +20,7 @@
 #include "devctl.h"
 #include "kafka.h"
 #include "log.h"
+#include "wire.h"
 
 /* How long an idle member thread waits for a record before it looks at the clock again:
  * bounds how late a lost verdict or a stop request can be (heartbeats wake it on time). */
@@ -52,112 +53,13 @@
 enum { REC_HEARTBEAT = 1, REC_LEAVE = 2, REC_ASSIGN = 3, REC_RELEASE = 4, REC_TICK = 5 };
 static const char rec_key_char[] = "?hlart";
 
-typedef struct wbuf {
-    uint8_t *p;
-    size_t len, cap;
-    int oom;
-} wbuf_t;
-
-static void w_bytes(wbuf_t *w, const void *b, size_t n)
-{
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 256;
-        uint8_t *p;
-        while (cap < w->len + n) {
-            cap *= 2;
-        }
-        p = realloc(w->p, cap);
-        if (!p) {
-            w->oom = 1;
-            return;
-        }
-        w->p = p;
-        w->cap = cap;
-    }
-    memcpy(w->p + w->len, b, n);
-    w->len += n;
-}
-
-static void w_u8(wbuf_t *w, uint8_t v)
-{
-    w_bytes(w, &v, 1);
-}
-
-static void w_uvar(wbuf_t *w, uint64_t v)
-{
-    uint8_t b[10];
-    size_t n = 0;
-    while (v >= 0x80) {
-        b[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    b[n++] = (uint8_t)v;
-    w_bytes(w, b, n);
-}
-
-static void w_svar(wbuf_t *w, int64_t v)
-{
-    w_uvar(w, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
-}
-
-static void w_str(wbuf_t *w, const char *s)
-{
-    size_t n = strlen(s);
-    w_uvar(w, n);
-    w_bytes(w, s, n);
-}
-
-typedef struct rbuf {
-    const uint8_t *p, *end;
-    int bad;
-} rbuf_t;
-
-static uint64_t r_uvar(rbuf_t *r)
-{
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        uint8_t b;
-        if (r->p >= r->end) {
-            break;
-        }
-        b = *r->p++;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            return v;
-        }
-    }
-    r->bad = 1;
-    return 0;
-}
-
-static int64_t r_svar(rbuf_t *r)
-{
-    uint64_t u = r_uvar(r);
-    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
-}
-
-static uint8_t r_u8(rbuf_t *r)
-{
-    if (r->p >= r->end) {
-        r->bad = 1;
-        return 0;
-    }
-    return *r->p++;
-}
-
 /* Copies a string into out[BK_MEMBER_MAX_ID + 1]; longer ones, or ones with a NUL, are bad. */
-static void r_str(rbuf_t *r, char *out)
+static void r_str(bk_wire_reader_t *r, char *out)
 {
-    uint64_t n = r_uvar(r);
-    if (r->bad || n > BK_MEMBER_MAX_ID || n > (uint64_t)(r->end - r->p) ||
-        memchr(r->p, '\0', (size_t)n)) {
-        r->bad = 1;
-        out[0] = '\0';
-        return;
-    }
-    memcpy(out, r->p, (size_t)n);
+    size_t n;
+    const char *s = bk_wire_get_str(r, BK_MEMBER_MAX_ID, &n);
+    memcpy(out, s, n);
     out[n] = '\0';
-    r->p += n;
 }
 
 /* A record as read; strings and lists point into the record or into `tasks`, which the
@@ -171,7 +73,7 @@ typedef struct rec {
     int32_t threads, ntasks;
     uint32_t layout;
     uint64_t epoch; /* also RELEASE */
-    rbuf_t list;    /* HEARTBEAT progress, RELEASE tasks: decoded by the applier */
+    bk_wire_reader_t list;    /* HEARTBEAT progress, RELEASE tasks: decoded by the applier */
     uint64_t nlist;
     /* ASSIGN */
     const uint8_t *payload;
@@ -181,39 +83,39 @@ typedef struct rec {
 /* 0, or -1 when the record is not one of ours or is malformed. */
 static int rec_parse(const void *buf, size_t len, rec_t *rec)
 {
-    rbuf_t r = {buf, (const uint8_t *)buf + len, 0};
+    bk_wire_reader_t r = {buf, len, NULL};
     uint64_t v;
 
-    if (len < 3 || r_u8(&r) != WIRE_MAGIC || r_u8(&r) != WIRE_VERSION) {
+    if (len < 3 || bk_wire_get_u8(&r) != WIRE_MAGIC || bk_wire_get_u8(&r) != WIRE_VERSION) {
         return -1;
     }
-    rec->type = r_u8(&r);
+    rec->type = bk_wire_get_u8(&r);
     r_str(&r, rec->id);
-    rec->inc = r_uvar(&r);
-    if (r.bad || !rec->id[0]) {
+    rec->inc = bk_wire_get_uv(&r);
+    if (r.fault || !rec->id[0]) {
         return -1;
     }
     switch (rec->type) {
     case REC_HEARTBEAT:
         r_str(&r, rec->rack);
         r_str(&r, rec->endpoint);
-        v = r_uvar(&r);
+        v = bk_wire_get_uv(&r);
         rec->threads = v >= 1 && v <= 65536 ? (int32_t)v : 1;
-        v = r_uvar(&r);
+        v = bk_wire_get_uv(&r);
         rec->ntasks = v <= BK_ASSIGNCODEC_MAX_TASKS ? (int32_t)v : 0;
-        rec->layout = (uint32_t)r_uvar(&r);
-        rec->epoch = r_uvar(&r);
-        rec->nlist = r_uvar(&r);
+        rec->layout = (uint32_t)bk_wire_get_uv(&r);
+        rec->epoch = bk_wire_get_uv(&r);
+        rec->nlist = bk_wire_get_uv(&r);
         rec->list = r;
         break;
     case REC_RELEASE:
-        rec->epoch = r_uvar(&r);
-        rec->nlist = r_uvar(&r);
+        rec->epoch = bk_wire_get_uv(&r);
+        rec->nlist = bk_wire_get_uv(&r);
         rec->list = r;
         break;
     case REC_ASSIGN:
         rec->payload = r.p;
-        rec->payload_len = (size_t)(r.end - r.p);
+        rec->payload_len = r.left;
         break;
     case REC_LEAVE:
     case REC_TICK:
@@ -221,7 +123,7 @@ static int rec_parse(const void *buf, size_t len, rec_t *rec)
     default:
         return -1; /* a later version's type: not ours to read */
     }
-    return r.bad ? -1 : 0;
+    return r.fault ? -1 : 0;
 }
 
 /* -- State -------------------------------------------------------------------------------- */
@@ -478,7 +380,7 @@ static int32_t peer_alloc(bk_member_t *m)
 static void apply_progress(peer_t *p, rec_t *rec)
 {
     int32_t n = 0, task = -1;
-    if (rec->nlist > (uint64_t)(rec->list.end - rec->list.p)) {
+    if (rec->nlist > (uint64_t)rec->list.left) {
         return; /* at least a byte an entry */
     }
     if ((int32_t)rec->nlist > p->cap_progress) {
@@ -490,9 +392,9 @@ static void apply_progress(peer_t *p, rec_t *rec)
         p->cap_progress = (int32_t)rec->nlist;
     }
     for (uint64_t k = 0; k < rec->nlist; k++) {
-        uint64_t d = r_uvar(&rec->list);
-        int64_t offset = r_svar(&rec->list), lag = (int64_t)r_uvar(&rec->list);
-        if (rec->list.bad || d > BK_ASSIGNCODEC_MAX_TASKS || lag < 0) {
+        uint64_t d = bk_wire_get_uv(&rec->list);
+        int64_t offset = bk_wire_get_sv(&rec->list), lag = (int64_t)bk_wire_get_uv(&rec->list);
+        if (rec->list.fault || d > BK_ASSIGNCODEC_MAX_TASKS || lag < 0) {
             break;
         }
         task += (int32_t)d + 1;
@@ -576,8 +478,8 @@ static void apply_release(bk_member_t *m, rec_t *rec)
         return;
     }
     for (uint64_t k = 0; k < rec->nlist; k++) {
-        uint64_t d = r_uvar(&rec->list);
-        if (rec->list.bad || d >= (uint64_t)m->nown) {
+        uint64_t d = bk_wire_get_uv(&rec->list);
+        if (rec->list.fault || d >= (uint64_t)m->nown) {
             break;
         }
         t += (int32_t)d + 1;
@@ -746,18 +648,18 @@ static void apply(bk_member_t *m, const rd_kafka_message_t *msg)
 
 /* -- Producing ---------------------------------------------------------------------------- */
 
-static void w_header(wbuf_t *w, const bk_member_t *m, int type)
+static void w_header(bk_wire_buf_t *w, const bk_member_t *m, int type)
 {
-    w_u8(w, WIRE_MAGIC);
-    w_u8(w, WIRE_VERSION);
-    w_u8(w, (uint8_t)type);
-    w_str(w, m->node_id);
-    w_uvar(w, m->inc);
+    bk_wire_put_u8(w, WIRE_MAGIC);
+    bk_wire_put_u8(w, WIRE_VERSION);
+    bk_wire_put_u8(w, (uint8_t)type);
+    bk_wire_put_str(w, m->node_id);
+    bk_wire_put_uv(w, m->inc);
 }
 
 /* Queues a record (w freed); 0 or -1. Non-blocking: safe under the lock. An assignment's
  * delivery report carries the publication's sequence number. */
-static int produce(bk_member_t *m, int type, wbuf_t *w, int64_t ts)
+static int produce(bk_member_t *m, int type, bk_wire_buf_t *w, int64_t ts)
 {
     char key[BK_MEMBER_MAX_ID + 3];
     intptr_t tag = type | (type == REC_ASSIGN ? m->pending_seq << 8 : 0);
@@ -790,25 +692,25 @@ static int prog_cmp(const void *a, const void *b)
 
 static void send_heartbeat(bk_member_t *m, int64_t now)
 {
-    wbuf_t w = {0};
+    bk_wire_buf_t w = {0};
     int32_t prev = -1;
 
     w_header(&w, m, REC_HEARTBEAT);
-    w_str(&w, m->rack);
-    w_str(&w, m->endpoint);
-    w_uvar(&w, (uint64_t)m->threads);
-    w_uvar(&w, (uint64_t)m->ntasks);
-    w_uvar(&w, m->layout);
-    w_uvar(&w, m->epoch);
+    bk_wire_put_str(&w, m->rack);
+    bk_wire_put_str(&w, m->endpoint);
+    bk_wire_put_uv(&w, (uint64_t)m->threads);
+    bk_wire_put_uv(&w, (uint64_t)m->ntasks);
+    bk_wire_put_uv(&w, m->layout);
+    bk_wire_put_uv(&w, m->epoch);
     pthread_mutex_lock(&m->plock);
     if (m->nprog > 1) {
         qsort(m->prog, (size_t)m->nprog, sizeof(*m->prog), prog_cmp);
     }
-    w_uvar(&w, (uint64_t)m->nprog);
+    bk_wire_put_uv(&w, (uint64_t)m->nprog);
     for (int32_t i = 0; i < m->nprog; i++) {
-        w_uvar(&w, (uint64_t)(m->prog[i].task - prev - 1));
-        w_svar(&w, m->prog[i].offset);
-        w_uvar(&w, (uint64_t)m->prog[i].lag);
+        bk_wire_put_uv(&w, (uint64_t)(m->prog[i].task - prev - 1));
+        bk_wire_put_sv(&w, m->prog[i].offset);
+        bk_wire_put_uv(&w, (uint64_t)m->prog[i].lag);
         prev = m->prog[i].task;
     }
     pthread_mutex_unlock(&m->plock);
@@ -819,7 +721,7 @@ static void send_heartbeat(bk_member_t *m, int64_t now)
 
 static void send_tick(bk_member_t *m, int64_t now)
 {
-    wbuf_t w = {0};
+    bk_wire_buf_t w = {0};
     w_header(&w, m, REC_TICK);
     produce(m, REC_TICK, &w, now);
 }
@@ -879,7 +781,7 @@ static void lead(bk_member_t *m, int64_t now)
     bk_assigncodec_t *next = NULL;
     uint8_t *buf = NULL;
     size_t len = 0, cap = 0;
-    wbuf_t w = {0};
+    bk_wire_buf_t w = {0};
     char err[256];
 
     if (!idx || !members || !pa || !ps) {
@@ -932,7 +834,7 @@ static void lead(bk_member_t *m, int64_t now)
         goto fail;
     }
     w_header(&w, m, REC_ASSIGN);
-    w_bytes(&w, buf, len);
+    bk_wire_put(&w, buf, len);
     m->pending_seq = (m->pending_seq + 1) & 0xffffff;
     if (produce(m, REC_ASSIGN, &w, now) != 0) {
         snprintf(err, sizeof(err), "cannot queue it");
@@ -1594,7 +1496,7 @@ int bk_member_released(bk_member_t *member, uint64_t epoch, const int32_t *tasks
     bk_member_t *m = member;
     int32_t self, count = 0, prev = -1;
     int32_t *list = malloc(((size_t)n + 1) * sizeof(*list));
-    wbuf_t w = {0};
+    bk_wire_buf_t w = {0};
     int rc = 0;
 
     if (!list) {
@@ -1631,10 +1533,10 @@ int bk_member_released(bk_member_t *member, uint64_t epoch, const int32_t *tasks
     }
     qsort(list, (size_t)count, sizeof(*list), cmp_i32);
     w_header(&w, m, REC_RELEASE);
-    w_uvar(&w, epoch);
-    w_uvar(&w, (uint64_t)count);
+    bk_wire_put_uv(&w, epoch);
+    bk_wire_put_uv(&w, (uint64_t)count);
     for (int32_t k = 0; k < count; k++) {
-        w_uvar(&w, (uint64_t)(list[k] - prev - 1));
+        bk_wire_put_uv(&w, (uint64_t)(list[k] - prev - 1));
         prev = list[k];
     }
     if (produce(m, REC_RELEASE, &w, now_ms()) != 0) {
@@ -1656,7 +1558,7 @@ done:
 int bk_member_stop(bk_member_t *member, int leave)
 {
     bk_member_t *m = member;
-    wbuf_t w = {0};
+    bk_wire_buf_t w = {0};
     int rc = 0, send;
 
     if (m->started) {
