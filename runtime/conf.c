@@ -46,6 +46,18 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
     {"cluster", T_INT, "0", 0, 1, NULL,
      "1: share the app's tasks with its other nodes through <id>-control (docs/cluster.md); "
      "0: take every task"},
+    {"num_standby_replicas", T_INT, "0", 0, 8, NULL,
+     "K: warm standby replicas per task on other nodes (other racks where possible), "
+     "tailing the changelogs (cluster only)"},
+    {"acceptable_recovery_lag", T_INT, "10000", 0, INT64_C(1) << 40, NULL,
+     "a task moves to a node only once that node's replica is this many changelog records "
+     "behind or fewer; until then it stays where it is while the replica warms up"},
+    {"heartbeat_interval_ms", T_INT, "1000", 10, 600000, NULL,
+     "how often a node heartbeats on the control topic (cluster only)"},
+    {"session_timeout_ms", T_INT, "10000", 50, 3600000, NULL,
+     "a node silent this long is dead and its tasks move; > 2 heartbeat intervals"},
+    {"endpoint", T_STR, NULL, 0, 0, NULL,
+     "host:port where this node serves queries, published to the others"},
 };
 
 struct bk_conf_s {

@@ -14,9 +14,11 @@
 #include "devctl.h"
 #include "kafka.h"
 #include "log.h"
+#include "hooks.h"
 #include "member.h"
 #include "vm.h"
 #include "plan.h"
+#include "standby.h"
 #include "thread.h"
 
 static void usage(FILE *out)
@@ -274,17 +276,35 @@ typedef struct crew_s {
     bk_thread_stats_t total;
 } crew_t;
 
+/* In a cluster: what the threads need to know of the membership. */
+typedef struct cluster_s {
+    uint64_t epoch;
+    const int32_t *ids; /* the member's id of each task handed to crew_start */
+    bk_member_t *member;
+} cluster_t;
+
+static void active_progress(void *opaque, int32_t task, int64_t offset)
+{
+    bk_member_set_progress(opaque, task, offset, 0);
+}
+
+static void standby_progress(void *opaque, int32_t task, int64_t offset, int64_t lag)
+{
+    bk_member_set_progress(opaque, task, offset, lag);
+}
+
 /* Deals `tasks` round-robin (each thread gets tasks of every subtopology) to
  * up to `threads` threads and starts them. */
 static void crew_start(crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf,
-                       const bk_task_id_t *tasks, int ntasks)
+                       const bk_task_id_t *tasks, int ntasks, const cluster_t *cl)
 {
     int nthreads = (int)bk_conf_int(conf, BK_CONF_THREADS);
     bk_task_id_t *mine = calloc((size_t)ntasks + 1, sizeof(*mine));
+    int32_t *ids = calloc((size_t)ntasks + 1, sizeof(*ids));
 
     memset(crew, 0, sizeof(*crew));
     if (nthreads > ntasks) {
-        if (ntasks > 0) {
+        if (ntasks > 0 && !cl) {
             bk_log_warn("%d threads for %d tasks: running %d threads", nthreads, ntasks, ntasks);
         }
         nthreads = ntasks;
@@ -294,9 +314,14 @@ static void crew_start(crew_t *crew, const bk_plan_t *plan, const bk_conf_t *con
     for (int t = 0; t < nthreads; t++) {
         int n = 0;
         for (int i = t; i < ntasks; i += nthreads) {
+            ids[n] = cl ? cl->ids[i] : i;
             mine[n++] = tasks[i];
         }
         crew->threads[t] = bk_thread_new(t, plan, conf, &crew->flags, mine, n);
+        if (cl) {
+            bk_thread_set_cluster(crew->threads[t], cl->epoch, ids, active_progress,
+                                  cl->member);
+        }
         if (bk_thread_start(crew->threads[t]) != 0) {
             bk_log_error("cannot start thread %d", t);
             crew->flags.stop = crew->flags.failed = 1;
@@ -306,7 +331,10 @@ static void crew_start(crew_t *crew, const bk_plan_t *plan, const bk_conf_t *con
         crew->nthreads = t + 1;
     }
     free(mine);
-    bk_log_info("app %s: %d task(s) on %d thread(s)", plan->id, ntasks, crew->nthreads);
+    free(ids);
+    if (!cl || ntasks > 0) {
+        bk_log_info("app %s: %d task(s) on %d thread(s)", plan->id, ntasks, crew->nthreads);
+    }
 }
 
 /* Threads that have ended (by themselves or asked to). */
@@ -319,6 +347,14 @@ static int crew_done(const crew_t *crew)
     return done;
 }
 
+static void add_stats(bk_thread_stats_t *total, const bk_thread_stats_t *st)
+{
+    total->in += st->in;
+    total->out += st->out;
+    total->skipped += st->skipped;
+    total->dlq += st->dlq;
+}
+
 /* Asks every thread to finish its batch, commit and close, and waits.
  * Returns 1 if any failed. */
 static int crew_stop(crew_t *crew)
@@ -327,24 +363,13 @@ static int crew_stop(crew_t *crew)
     for (int t = 0; t < crew->nthreads; t++) {
         bk_thread_stats_t st;
         bk_thread_join(crew->threads[t], &st);
-        crew->total.in += st.in;
-        crew->total.out += st.out;
-        crew->total.skipped += st.skipped;
-        crew->total.dlq += st.dlq;
+        add_stats(&crew->total, &st);
         bk_thread_destroy(crew->threads[t]);
     }
     free(crew->threads);
     crew->threads = NULL;
     crew->nthreads = 0;
     return crew->flags.failed;
-}
-
-static void add_stats(bk_thread_stats_t *total, const bk_thread_stats_t *st)
-{
-    total->in += st->in;
-    total->out += st->out;
-    total->skipped += st->skipped;
-    total->dlq += st->dlq;
 }
 
 /* Every task of the app, numbered subtopology by subtopology. */
@@ -383,14 +408,41 @@ static int wait_signal(const sigset_t *set, int *signals)
     return 1;
 }
 
+/* The task ids ("0_3") of the tasks at `which` (indices into names). */
+static const char **pick_names(char **names, const int32_t *which, int n)
+{
+    const char **out = calloc((size_t)n + 1, sizeof(*out));
+    for (int i = 0; i < n; i++) {
+        out[i] = names[which[i]];
+    }
+    return out;
+}
+
+static void call_hook(bk_hooks_t *hooks, const char *name, char **names, const int32_t *which,
+                      int n)
+{
+    const char **list = pick_names(names, which, n);
+    bk_hooks_tasks(hooks, name, list, n);
+    free(list);
+}
+
 /* Alone: this node takes every task of its app. */
-static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, const sigset_t *set)
+static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
+                     const sigset_t *set)
 {
     int ntasks, signals = 0, failed;
     bk_task_id_t *tasks = all_tasks(plan, &ntasks);
+    char **names = calloc((size_t)ntasks + 1, sizeof(char *));
+    int32_t *every = calloc((size_t)ntasks + 1, sizeof(int32_t));
     crew_t crew;
 
-    crew_start(&crew, plan, conf, tasks, ntasks);
+    for (int i = 0; i < ntasks; i++) {
+        names[i] = malloc(32);
+        snprintf(names[i], 32, "%d_%d", tasks[i].sub, tasks[i].partition);
+        every[i] = i;
+    }
+    call_hook(hooks, "on_assign", names, every, ntasks);
+    crew_start(&crew, plan, conf, tasks, ntasks, NULL);
     for (;;) {
         int done;
         if (wait_signal(set, &signals)) {
@@ -405,10 +457,16 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, const sigset_t *set
         }
     }
     failed = crew_stop(&crew);
+    call_hook(hooks, "on_revoke", names, every, ntasks);
     bk_log_info("app %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered", plan->id,
                 failed ? " after a failure" : "", (unsigned long long)crew.total.in,
                 (unsigned long long)crew.total.out, (unsigned long long)crew.total.skipped,
                 (unsigned long long)crew.total.dlq);
+    for (int i = 0; i < ntasks; i++) {
+        free(names[i]);
+    }
+    free(names);
+    free(every);
     free(tasks);
     return failed ? 1 : 0;
 }
@@ -418,56 +476,241 @@ static int same_set(const int32_t *a, int na, const int32_t *b, int nb)
     return na == nb && (na == 0 || memcmp(a, b, (size_t)na * sizeof(*a)) == 0);
 }
 
-/* In a cluster (--cluster): the tasks come from the app's membership
- * (member.h). A change of this node's tasks restarts its crew: the old one
- * commits and closes, the tasks given up are released for their new owners,
- * and the new crew starts the tasks the view says are ours to run. */
-static int run_member(bk_plan_t *plan, const bk_conf_t *conf, int dev_port, const sigset_t *set)
+static int in_set(const int32_t *a, int n, int32_t x)
 {
-    int ntasks, signals = 0, failed = 0, nrun = 0;
-    bk_task_id_t *tasks = all_tasks(plan, &ntasks), *mine;
-    char **names = calloc((size_t)ntasks + 1, sizeof(char *));
-    int32_t *running = calloc((size_t)ntasks + 1, sizeof(int32_t));
+    for (int i = 0; i < n; i++) {
+        if (a[i] == x) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* a \ b into out; returns its size. */
+static int set_minus(const int32_t *a, int na, const int32_t *b, int nb, int32_t *out)
+{
+    int n = 0;
+    for (int i = 0; i < na; i++) {
+        if (!in_set(b, nb, a[i])) {
+            out[n++] = a[i];
+        }
+    }
+    return n;
+}
+
+/* "0_1 0_4 ..." into buf, cut with "..." when it does not fit. */
+static const char *list_names(char **names, const int32_t *which, int n, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        size_t need = strlen(names[which[i]]) + 1;
+        if (len + need + 4 >= size) {
+            snprintf(buf + len, size - len, "...");
+            break;
+        }
+        len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? " " : "", names[which[i]]);
+    }
+    return buf;
+}
+
+/* What a cluster node runs: its active crew and its standby runner. */
+typedef struct member_node_s {
+    bk_plan_t *plan;
+    const bk_conf_t *conf;
+    bk_hooks_t *hooks;
+    bk_member_t *member;
+    bk_task_id_t *tasks;
+    char **names;
+    int ntasks;
+    crew_t crew;
+    int32_t *running, *standing, *scratch, *scratch2;
+    int nrun, nstand;
+    bk_standby_t *standby;
+    bk_thread_stats_t total;
+} member_node_t;
+
+static void start_standby(member_node_t *mn, const int32_t *which, int n)
+{
+    bk_task_id_t *tt = calloc((size_t)n + 1, sizeof(*tt));
+    for (int i = 0; i < n; i++) {
+        tt[i] = mn->tasks[which[i]];
+        mn->standing[i] = which[i];
+    }
+    mn->nstand = n;
+    if (n == 0) {
+        free(tt);
+        return;
+    }
+    mn->standby = bk_standby_new(mn->plan, mn->conf, tt, which, n, standby_progress, mn->member);
+    free(tt);
+    if (bk_standby_start(mn->standby) != 0) {
+        bk_log_error("cannot start the standby thread");
+        bk_standby_destroy(mn->standby);
+        mn->standby = NULL;
+    }
+}
+
+static void stop_standby(member_node_t *mn)
+{
+    if (mn->standby) {
+        bk_standby_stop(mn->standby);
+        bk_standby_destroy(mn->standby);
+        mn->standby = NULL;
+    }
+}
+
+/* Applies a new view: stops what must stop (actives commit and close first, standbys
+ * checkpoint), releases what the view asks for, then starts the new standbys and actives.
+ * Returns 1 if an active failed while stopping. */
+static int apply_view(member_node_t *mn, const bk_member_view_t *view)
+{
+    const int32_t *want = view->lost ? NULL : view->running;
+    const int32_t *want_sb = view->lost ? NULL : view->standby;
+    int nwant = view->lost ? 0 : view->nrunning, nwant_sb = view->lost ? 0 : view->nstandby;
+    int run_changed = !same_set(mn->running, mn->nrun, want, nwant) || view->nrelease > 0;
+    int sb_changed = !same_set(mn->standing, mn->nstand, want_sb, nwant_sb);
+    int failed = 0, n;
+
+    if (!run_changed && !sb_changed) {
+        return 0;
+    }
+    if (run_changed) {
+        failed = crew_stop(&mn->crew);
+        add_stats(&mn->total, &mn->crew.total);
+        if (failed) {
+            return 1;
+        }
+    }
+    if (sb_changed) {
+        stop_standby(mn);
+    }
+    if (view->nrelease > 0 &&
+        bk_member_released(mn->member, view->epoch, view->release, view->nrelease) != 0) {
+        bk_log_warn("could not publish the release of %d task(s)", view->nrelease);
+    }
+    /* progress of tasks this node no longer keeps is forgotten */
+    n = set_minus(mn->running, mn->nrun, want, nwant, mn->scratch);
+    call_hook(mn->hooks, "on_revoke", mn->names, mn->scratch, n);
+    for (int i = 0; i < n; i++) {
+        if (!in_set(want_sb, nwant_sb, mn->scratch[i])) {
+            bk_member_set_progress(mn->member, mn->scratch[i], 0, -1);
+        }
+    }
+    n = set_minus(mn->standing, mn->nstand, want_sb, nwant_sb, mn->scratch);
+    for (int i = 0; i < n; i++) {
+        if (!in_set(want, nwant, mn->scratch[i])) {
+            bk_member_set_progress(mn->member, mn->scratch[i], 0, -1);
+        }
+    }
+    /* promotions: standbys of this node that are now its actives */
+    n = set_minus(want, nwant, mn->running, mn->nrun, mn->scratch);
+    if (sb_changed) {
+        int32_t *old = mn->scratch2;
+        int nold = mn->nstand;
+        memcpy(old, mn->standing, (size_t)nold * sizeof(*old));
+        start_standby(mn, want_sb, nwant_sb);
+        for (int i = 0; i < n; i++) {
+            if (in_set(old, nold, mn->scratch[i])) {
+                bk_log_info("task %s: promoted from standby to active in epoch %llu",
+                            mn->names[mn->scratch[i]], (unsigned long long)view->epoch);
+                bk_hooks_task(mn->hooks, "on_promote", mn->names[mn->scratch[i]]);
+            }
+        }
+    }
+    if (run_changed) {
+        bk_task_id_t *mine = calloc((size_t)nwant + 1, sizeof(*mine));
+        cluster_t cl = {view->epoch, want, mn->member};
+        call_hook(mn->hooks, "on_assign", mn->names, mn->scratch, n);
+        mn->nrun = nwant;
+        for (int i = 0; i < nwant; i++) {
+            mn->running[i] = want[i];
+            mine[i] = mn->tasks[want[i]];
+            bk_member_set_progress(mn->member, want[i], -1, 0);
+        }
+        char run_list[1024], sb_list[1024];
+        bk_log_info("epoch %llu: running %d task(s), %d waiting for their release, %d standby "
+                    "(running [%s], standby [%s])",
+                    (unsigned long long)view->epoch, mn->nrun, view->nwaiting, mn->nstand,
+                    list_names(mn->names, want, nwant, run_list, sizeof(run_list)),
+                    list_names(mn->names, mn->standing, mn->nstand, sb_list, sizeof(sb_list)));
+        crew_start(&mn->crew, mn->plan, mn->conf, mine, nwant, &cl);
+        free(mine);
+    } else {
+        char sb_list[1024];
+        bk_log_info("epoch %llu: %d standby task(s) [%s]", (unsigned long long)view->epoch,
+                    mn->nstand,
+                    list_names(mn->names, mn->standing, mn->nstand, sb_list, sizeof(sb_list)));
+    }
+    return 0;
+}
+
+/* In a cluster (--cluster): the tasks come from the app's membership
+ * (member.h). A change of this node's active tasks restarts its crew: the old
+ * one commits and closes, the tasks given up are released for their new
+ * owners, and the new crew starts the tasks the view says are ours to run. A
+ * change of its standby tasks restarts the standby runner (standby.h). */
+static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int dev_port,
+                      const sigset_t *set)
+{
+    int signals = 0, failed = 0;
+    member_node_t mn;
     bk_member_conf_t mc;
     bk_member_view_t view;
-    bk_member_t *member;
-    bk_thread_stats_t total = {0, 0, 0, 0, 0};
-    crew_t crew;
     char err[1024];
 
-    for (int i = 0; i < ntasks; i++) {
-        names[i] = malloc(32);
-        snprintf(names[i], 32, "%d_%d", tasks[i].sub, tasks[i].partition);
+    memset(&mn, 0, sizeof(mn));
+    mn.plan = plan;
+    mn.conf = conf;
+    mn.hooks = hooks;
+    mn.tasks = all_tasks(plan, &mn.ntasks);
+    mn.names = calloc((size_t)mn.ntasks + 1, sizeof(char *));
+    mn.running = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
+    mn.standing = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
+    mn.scratch = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
+    mn.scratch2 = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
+    for (int i = 0; i < mn.ntasks; i++) {
+        mn.names[i] = malloc(32);
+        snprintf(mn.names[i], 32, "%d_%d", mn.tasks[i].sub, mn.tasks[i].partition);
     }
     memset(&mc, 0, sizeof(mc));
     mc.conf = conf;
     mc.app_id = plan->id;
     mc.node_id = bk_conf_str(conf, BK_CONF_NODE_ID);
     mc.rack = bk_conf_str(conf, BK_CONF_RACK);
+    mc.endpoint = bk_conf_str(conf, BK_CONF_ENDPOINT);
     mc.threads = (int32_t)bk_conf_int(conf, BK_CONF_THREADS);
-    mc.ntasks = ntasks;
-    mc.task_names = (const char *const *)names;
-    mc.standbys = 0;
+    mc.ntasks = mn.ntasks;
+    mc.task_names = (const char *const *)mn.names;
+    mc.standbys = (int32_t)bk_conf_int(conf, BK_CONF_STANDBYS);
+    mc.heartbeat_interval_ms = (int)bk_conf_int(conf, BK_CONF_HEARTBEAT_MS);
+    mc.session_timeout_ms = (int)bk_conf_int(conf, BK_CONF_SESSION_MS);
     mc.dev_port = dev_port > 0 ? dev_port : -1;
     memset(&view, 0, sizeof(view));
-    mine = calloc((size_t)ntasks + 1, sizeof(*mine));
-    crew_start(&crew, plan, conf, mine, 0);
-    member = bk_member_new(&mc, err, sizeof(err));
-    if (!member || bk_member_start(member, err, sizeof(err)) != 0) {
+    crew_start(&mn.crew, plan, conf, NULL, 0, NULL);
+    mn.member = bk_member_new(&mc, err, sizeof(err));
+    if (!mn.member || bk_member_start(mn.member, err, sizeof(err)) != 0) {
         bk_log_error("cannot join app %s: %s", plan->id, err);
         failed = 1;
         goto done;
     }
+    bk_log_info("app %s: node %s (rack %s) joining, %d standby replica(s) per task", plan->id,
+                mc.node_id, mc.rack ? mc.rack : "-", (int)mc.standbys);
     for (;;) {
         if (wait_signal(set, &signals)) {
             break;
         }
-        if (crew.nthreads > 0 && crew_done(&crew) > 0) {
+        if (mn.crew.nthreads > 0 && crew_done(&mn.crew) > 0) {
             bk_log_error("a stream thread stopped: leaving the app");
             failed = 1;
             break;
         }
-        if (bk_member_poll(member, &view) == 0) {
+        if (mn.standby && bk_standby_done(mn.standby)) {
+            /* it logged why; the replicas are dropped until the next change */
+            stop_standby(&mn);
+            mn.nstand = 0;
+        }
+        if (bk_member_poll(mn.member, &view) == 0) {
             continue;
         }
         if (view.error) {
@@ -475,61 +718,47 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, int dev_port, cons
             failed = 1;
             break;
         }
-        if (view.lost && crew.nthreads > 0) {
+        if (view.lost && (mn.crew.nthreads > 0 || mn.standby)) {
             bk_log_error("lost the control plane: stopping every task");
         }
-        {
-            const int32_t *want = view.lost ? NULL : view.running;
-            int nwant = view.lost ? 0 : view.nrunning;
-            if (!same_set(running, nrun, want, nwant) || view.nrelease > 0) {
-                failed |= crew_stop(&crew);
-                add_stats(&total, &crew.total);
-                if (failed) {
-                    break;
-                }
-                if (view.nrelease > 0 &&
-                    bk_member_released(member, view.epoch, view.release, view.nrelease) != 0) {
-                    bk_log_warn("could not publish the release of %d task(s)", view.nrelease);
-                }
-                nrun = nwant;
-                for (int i = 0; i < nwant; i++) {
-                    running[i] = want[i];
-                    mine[i] = tasks[want[i]];
-                }
-                bk_log_info("epoch %llu: running %d task(s), %d waiting for their release",
-                            (unsigned long long)view.epoch, nrun, view.nwaiting);
-                crew_start(&crew, plan, conf, mine, nrun);
-            }
+        if (apply_view(&mn, &view) != 0) {
+            failed = 1;
+            break;
         }
     }
-    failed |= crew_stop(&crew);
-    add_stats(&total, &crew.total);
-    if (member && bk_member_stop(member, 1) != 0) {
+    failed |= crew_stop(&mn.crew);
+    add_stats(&mn.total, &mn.crew.total);
+    stop_standby(&mn);
+    call_hook(hooks, "on_revoke", mn.names, mn.running, mn.nrun);
+    if (bk_member_stop(mn.member, 1) != 0) {
         bk_log_warn("the leave notice was not delivered: the others wait for the session "
                     "timeout");
     }
 
 done:
-    if (crew.threads) {
-        crew_stop(&crew);
+    if (mn.crew.threads) {
+        crew_stop(&mn.crew);
     }
+    stop_standby(&mn);
     bk_log_info("app %s: node %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered",
                 plan->id, mc.node_id, failed ? " after a failure" : "",
-                (unsigned long long)total.in, (unsigned long long)total.out,
-                (unsigned long long)total.skipped, (unsigned long long)total.dlq);
+                (unsigned long long)mn.total.in, (unsigned long long)mn.total.out,
+                (unsigned long long)mn.total.skipped, (unsigned long long)mn.total.dlq);
     bk_member_view_clear(&view);
-    bk_member_destroy(member);
-    for (int i = 0; i < ntasks; i++) {
-        free(names[i]);
+    bk_member_destroy(mn.member);
+    for (int i = 0; i < mn.ntasks; i++) {
+        free(mn.names[i]);
     }
-    free(names);
-    free(running);
-    free(mine);
-    free(tasks);
+    free(mn.names);
+    free(mn.running);
+    free(mn.standing);
+    free(mn.scratch);
+    free(mn.scratch2);
+    free(mn.tasks);
     return failed ? 1 : 0;
 }
 
-static int run_threads(bk_plan_t *plan, const bk_conf_t *conf, int dev_port)
+static int run_threads(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int dev_port)
 {
     sigset_t set;
     /* Signals go to this thread only (sigtimedwait); threads started later
@@ -539,9 +768,9 @@ static int run_threads(bk_plan_t *plan, const bk_conf_t *conf, int dev_port)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     if (bk_conf_int(conf, BK_CONF_CLUSTER)) {
-        return run_member(plan, conf, dev_port, &set);
+        return run_member(plan, conf, hooks, dev_port, &set);
     }
-    return run_alone(plan, conf, &set);
+    return run_alone(plan, conf, hooks, &set);
 }
 
 int bk_node_main(int argc, char **argv)
@@ -551,6 +780,7 @@ int bk_node_main(int argc, char **argv)
     lua_State *L = NULL;
     bk_plan_t *plan = NULL;
     bk_broker_t *broker = NULL;
+    bk_hooks_t *hooks = NULL;
     rd_kafka_t *admin = NULL;
     char err[2048], dlq[300];
     int rc = 2, dev_port = 0;
@@ -571,20 +801,12 @@ int bk_node_main(int argc, char **argv)
         goto done;
     }
     bk_log_set_level((bk_log_level_t)bk_log_parse_level(bk_conf_str(conf, BK_CONF_LOG_LEVEL)));
-    if (bk_conf_str(conf, BK_CONF_HOOKS)) {
-        /* the hooks file fails here, before any Kafka client, if it is bad */
-        int rc2;
-        lua_State *H = bk_vm_new();
-        rc2 = bk_vm_dofile(H, path, 1, err, sizeof(err));
-        if (rc2 == 0) {
-            rc2 = bk_vm_load_hooks(H, lua_gettop(H), bk_conf_str(conf, BK_CONF_HOOKS), err,
-                                   sizeof(err));
-        }
-        bk_vm_destroy(H);
-        if (rc2 != 0) {
-            fprintf(stderr, "beck run: cannot load hooks: %s\n", err);
-            goto done;
-        }
+    /* the node's hooks (on_assign, ...) in a VM of their own; a bad hooks file fails here,
+     * before any Kafka client */
+    hooks = bk_hooks_new(path, bk_conf_str(conf, BK_CONF_HOOKS), err, sizeof(err));
+    if (!hooks) {
+        fprintf(stderr, "beck run: cannot load hooks: %s\n", err);
+        goto done;
     }
     /* --id overrides the topology's id; otherwise the id is the app's. */
     if (bk_conf_source(conf, BK_CONF_APP_ID) == BK_CONF_FROM_CLI) {
@@ -631,12 +853,13 @@ int bk_node_main(int argc, char **argv)
     }
     rd_kafka_destroy(admin);
     admin = NULL;
-    rc = run_threads(plan, conf, dev_port);
+    rc = run_threads(plan, conf, hooks, dev_port);
 
 done:
     if (admin) {
         rd_kafka_destroy(admin);
     }
+    bk_hooks_destroy(hooks);
     bk_plan_destroy(plan);
     bk_vm_destroy(L);
     bk_broker_destroy(broker);

@@ -7,6 +7,7 @@
 
 #include <lauxlib.h>
 
+#include "store.h"
 #include "vm.h"
 
 void bk_plan_destroy(bk_plan_t *plan)
@@ -199,4 +200,25 @@ fail:
     lua_settop(L, top);
     bk_plan_destroy(plan);
     return NULL;
+}
+
+int bk_plan_sub_stores(const bk_plan_t *plan, int sub, bk_store_spec_t *specs, int *idx)
+{
+    int n = 0;
+    for (int s = 0; s < plan->nstores; s++) {
+        if (plan->stores[s].sub == sub) {
+            specs[n].name = plan->stores[s].name;
+            specs[n].logged = plan->stores[s].logged;
+            specs[n].window = plan->stores[s].window;
+            idx[n++] = s;
+        }
+    }
+    return n;
+}
+
+void bk_plan_task_dir(const bk_plan_t *plan, const bk_conf_t *conf, int sub, int partition,
+                      char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/%s/%d_%d", bk_conf_str(conf, BK_CONF_STATE_DIR), plan->id, sub,
+             partition);
 }

@@ -55,6 +55,15 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
                         size_t errstr_size);
 void bk_plan_destroy(bk_plan_t *plan);
 
+/* The stores of subtopology `sub`'s tasks: fills specs[] (names borrowed from the plan) and
+ * idx[] (their plan store indices), each of room plan->nstores; returns how many. */
+struct bk_store_spec_s;
+int bk_plan_sub_stores(const bk_plan_t *plan, int sub, struct bk_store_spec_s *specs, int *idx);
+
+/* The state directory of task (sub, partition): <state_dir>/<app>/<sub>_<partition>. */
+void bk_plan_task_dir(const bk_plan_t *plan, const bk_conf_t *conf, int sub, int partition,
+                      char *buf, size_t size);
+
 /* Index of a topic by name, -1 if the topology does not use it. */
 int bk_plan_topic_index(const bk_plan_t *plan, const char *name);
 

@@ -87,6 +87,14 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
             bk_log_warn("task %s: changelog %s [%d] starts at %lld, not 0: its head was deleted",
                         items[i].task, items[i].topic, (int)items[i].partition, (long long)lo);
         }
+        /* One line per store: after a promotion it shows that only the standby's lag is
+         * replayed, not the changelog (spec/02-integration/10-standby_spec.lua). */
+        bk_log_info("restore: task %s store %s: replaying %lld record(s) of %s [%d], offsets "
+                    "%lld to %lld (the changelog holds %lld)",
+                    items[i].task, bk_store_name(items[i].st),
+                    (long long)(w[i].end > w[i].start ? w[i].end - w[i].start : 0),
+                    items[i].topic, (int)items[i].partition, (long long)w[i].start,
+                    (long long)w[i].end - 1, (long long)(w[i].end - lo));
         if (w[i].start >= w[i].end) {
             w[i].done = 1;
             if (next < 0) {

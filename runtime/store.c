@@ -29,6 +29,15 @@ struct bk_store_s {
     int64_t next;      /* next changelog offset reflected, -1 unknown */
     int open_iters;    /* writes are refused while > 0 (they would move the batch) */
     rocksdb_writebatch_t *restore_batch;
+    /* Restore and standby: changelog records after the last commit marker, applied when the
+     * next commit marker arrives and dropped by an abort marker (docs/state.md, Markers). */
+    rocksdb_writebatch_t *pending;
+    int64_t npending;
+    int marked; /* a marker was read: records wait for theirs from now on */
+    /* The input offsets (next to read, -1: none) that the state corresponds to: from the
+     * checkpoint, the last marker applied, or the active's commit. ninput 0: unknown. */
+    int64_t input[BK_STORE_MAX_INPUTS];
+    int ninput;
     char *kbuf, *vbuf; /* prefixed key; last value read */
     size_t kcap, vcap;
     char err[512];
@@ -123,10 +132,10 @@ static int mkdirs(const char *path)
     return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* Lines "<store> <next changelog offset> [<n> <input offset>...]" after the header. */
 static void read_checkpoint(bk_db_t *db)
 {
-    char path[4096], name[256];
-    long long off;
+    char path[4096], line[4096], name[256];
     FILE *f;
 
     snprintf(path, sizeof(path), "%s/checkpoint", db->dir);
@@ -134,11 +143,30 @@ static void read_checkpoint(bk_db_t *db)
     if (!f) {
         return;
     }
-    if (fscanf(f, "beck-checkpoint %*d\n") == 0) {
-        while (fscanf(f, "%255s %lld\n", name, &off) == 2) {
-            for (int i = 0; i < db->nstores; i++) {
-                if (strcmp(db->stores[i].name, name) == 0) {
-                    db->stores[i].next = off;
+    if (!fgets(line, sizeof(line), f) || strncmp(line, "beck-checkpoint ", 16) != 0) {
+        fclose(f);
+        return;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        char *p = line, *end;
+        long long off, n;
+        int used = 0;
+        if (sscanf(p, "%255s %lld%n", name, &off, &used) != 2) {
+            continue;
+        }
+        p += used;
+        for (int i = 0; i < db->nstores; i++) {
+            bk_store_t *st = &db->stores[i];
+            if (strcmp(st->name, name) != 0) {
+                continue;
+            }
+            st->next = off;
+            n = strtoll(p, &end, 10);
+            if (end != p && n > 0 && n <= BK_STORE_MAX_INPUTS) {
+                st->ninput = (int)n;
+                for (int j = 0; j < st->ninput; j++) {
+                    p = end;
+                    st->input[j] = strtoll(p, &end, 10);
                 }
             }
         }
@@ -257,6 +285,9 @@ void bk_db_close(bk_db_t *db)
     }
     for (int i = 0; i < db->nstores; i++) {
         bk_store_t *st = &db->stores[i];
+        if (st->pending) {
+            rocksdb_writebatch_destroy(st->pending);
+        }
         if (st->restore_batch) {
             rocksdb_writebatch_destroy(st->restore_batch);
         }
@@ -375,9 +406,18 @@ int bk_db_checkpoint(bk_db_t *db, char *errstr, size_t errstr_size)
     }
     len = snprintf(buf, sizeof(buf), "beck-checkpoint 1\n");
     for (int i = 0; i < db->nstores && len < (int)sizeof(buf) - 300; i++) {
-        if (db->stores[i].logged && db->stores[i].next >= 0) {
-            len += snprintf(buf + len, sizeof(buf) - (size_t)len, "%s %lld\n", db->stores[i].name,
-                            (long long)db->stores[i].next);
+        const bk_store_t *st = &db->stores[i];
+        if (st->logged && st->next >= 0) {
+            len += snprintf(buf + len, sizeof(buf) - (size_t)len, "%s %lld", st->name,
+                            (long long)st->next);
+            if (st->ninput > 0) {
+                len += snprintf(buf + len, sizeof(buf) - (size_t)len, " %d", st->ninput);
+                for (int j = 0; j < st->ninput; j++) {
+                    len += snprintf(buf + len, sizeof(buf) - (size_t)len, " %lld",
+                                    (long long)st->input[j]);
+                }
+            }
+            len += snprintf(buf + len, sizeof(buf) - (size_t)len, "\n");
         }
     }
     snprintf(tmp, sizeof(tmp), "%s/checkpoint.tmp", db->dir);
@@ -406,11 +446,109 @@ int bk_db_checkpoint(bk_db_t *db, char *errstr, size_t errstr_size)
 
 /* -- Restore -------------------------------------------------------------- */
 
+/* "beck-commit 1 <n> <o>..." or "beck-abort 1 <n> <o>...": 1 commit, 0 abort, -1 not a
+ * marker. Offsets into offs[BK_STORE_MAX_INPUTS], their count into *n. */
+static int parse_marker(const void *value, size_t vlen, int64_t *offs, int *n)
+{
+    char buf[512], *p, *end;
+    int kind;
+    long long cnt;
+    if (vlen < 12 || vlen >= sizeof(buf) || memcmp(value, "beck-", 5) != 0) {
+        return -1;
+    }
+    memcpy(buf, value, vlen);
+    buf[vlen] = '\0';
+    if (strncmp(buf, "beck-commit 1 ", 14) == 0) {
+        kind = 1;
+        p = buf + 14;
+    } else if (strncmp(buf, "beck-abort 1 ", 13) == 0) {
+        kind = 0;
+        p = buf + 13;
+    } else {
+        return -1;
+    }
+    cnt = strtoll(p, &end, 10);
+    if (end == p || cnt < 0 || cnt > BK_STORE_MAX_INPUTS) {
+        return -1;
+    }
+    for (int i = 0; i < cnt; i++) {
+        p = end;
+        offs[i] = strtoll(p, &end, 10);
+        if (end == p) {
+            return -1;
+        }
+    }
+    *n = (int)cnt;
+    return kind;
+}
+
+static int write_pending(bk_store_t *st, char *errstr, size_t errstr_size)
+{
+    char *err = NULL;
+    if (!st->pending || st->npending == 0) {
+        return 0;
+    }
+    rocksdb_write(st->db->rdb, st->db->wopts, st->pending, &err);
+    if (err) {
+        snprintf(errstr, errstr_size, "cannot write the state store in %s: %s", st->db->dir,
+                 err);
+        free(err);
+        return -1;
+    }
+    rocksdb_writebatch_clear(st->pending);
+    st->npending = 0;
+    return 0;
+}
+
+static void drop_pending(bk_store_t *st)
+{
+    if (st->pending) {
+        rocksdb_writebatch_clear(st->pending);
+    }
+    st->npending = 0;
+}
+
 int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const void *value,
                            size_t vlen, int64_t offset, char *errstr, size_t errstr_size)
 {
     size_t plen;
-    const char *pk = prefixed(st, key, klen, &plen);
+    const char *pk;
+    int64_t offs[BK_STORE_MAX_INPUTS];
+    int n = 0, kind;
+
+    if (!key && value && (kind = parse_marker(value, vlen, offs, &n)) >= 0) {
+        /* what came before a marker is settled: legacy direct writes go first */
+        if (bk_store_restore_flush(st, errstr, errstr_size) != 0) {
+            return -1;
+        }
+        if (kind == 1 && write_pending(st, errstr, errstr_size) != 0) {
+            return -1;
+        }
+        drop_pending(st);
+        st->marked = 1;
+        st->ninput = n;
+        memcpy(st->input, offs, (size_t)n * sizeof(*offs));
+        st->next = offset + 1;
+        return 0;
+    }
+    if (!key) {
+        return 0; /* a record without a key is none of ours */
+    }
+    pk = prefixed(st, key, klen, &plen);
+    if (st->marked || st->ninput > 0) {
+        /* wait for the commit marker that says these records' input was committed */
+        if (!st->pending) {
+            st->pending = rocksdb_writebatch_create();
+        }
+        if (value) {
+            rocksdb_writebatch_put_cf(st->pending, st->cf, pk, plen, value, vlen);
+        } else {
+            rocksdb_writebatch_delete_cf(st->pending, st->cf, pk, plen);
+        }
+        st->npending++;
+        return 0;
+    }
+    /* a changelog written before markers existed: every record counts */
     if (!st->restore_batch) {
         st->restore_batch = rocksdb_writebatch_create();
     }
@@ -424,6 +562,76 @@ int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const v
         return bk_store_restore_flush(st, errstr, errstr_size);
     }
     return 0;
+}
+
+int64_t bk_store_restore_pending(const bk_store_t *st)
+{
+    return st->npending;
+}
+
+int bk_store_restore_resolve(bk_store_t *st, const int64_t *committed, int n, char *errstr,
+                             size_t errstr_size)
+{
+    int ahead = 0;
+    if (st->npending == 0) {
+        return 0;
+    }
+    if (st->ninput != n) {
+        ahead = 1; /* cannot compare: keep what was written, as before markers */
+    } else {
+        for (int i = 0; i < n; i++) {
+            ahead |= committed[i] > st->input[i];
+        }
+    }
+    if (!ahead) {
+        drop_pending(st);
+        return 0;
+    }
+    if (write_pending(st, errstr, errstr_size) != 0) {
+        return -1;
+    }
+    st->ninput = n;
+    memcpy(st->input, committed, (size_t)n * sizeof(*committed));
+    return 1;
+}
+
+void bk_store_set_input(bk_store_t *st, const int64_t *offsets, int n)
+{
+    if (n > BK_STORE_MAX_INPUTS) {
+        n = 0;
+    }
+    st->ninput = n;
+    memcpy(st->input, offsets, (size_t)n * sizeof(*offsets));
+}
+
+int bk_store_write_marker(bk_store_t *st, int commit, const int64_t *offsets, int n)
+{
+    char buf[512];
+    int len;
+    rd_kafka_resp_err_t err;
+    if (!st->logged || !st->changelog || n > BK_STORE_MAX_INPUTS) {
+        return BK_FFI_OK;
+    }
+    len = snprintf(buf, sizeof(buf), "%s 1 %d", commit ? "beck-commit" : "beck-abort", n);
+    for (int i = 0; i < n; i++) {
+        len += snprintf(buf + len, sizeof(buf) - (size_t)len, " %lld", (long long)offsets[i]);
+    }
+    for (;;) {
+        err = rd_kafka_producev(st->producer, RD_KAFKA_V_RKT(st->changelog),
+                                RD_KAFKA_V_PARTITION(st->partition),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                RD_KAFKA_V_VALUE(buf, (size_t)len), RD_KAFKA_V_OPAQUE(st),
+                                RD_KAFKA_V_END);
+        if (!err) {
+            return BK_FFI_OK;
+        }
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            snprintf(st->err, sizeof(st->err), "store %s: cannot write a marker to %s: %s",
+                     st->name, rd_kafka_topic_name(st->changelog), rd_kafka_err2str(err));
+            return BK_FFI_ERR;
+        }
+        rd_kafka_poll(st->producer, 5);
+    }
 }
 
 int bk_store_restore_flush(bk_store_t *st, char *errstr, size_t errstr_size)

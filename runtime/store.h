@@ -57,10 +57,34 @@ int64_t bk_store_changelog_next(const bk_store_t *st);
 /* The producer acknowledged a changelog record of this store at `offset`. */
 void bk_store_acked(bk_store_t *st, int64_t offset);
 
-/* Restore: applies one changelog record (value NULL: delete) straight to the
- * DB (in batches), and records the offset. */
+/* Restore and standbys: applies one changelog record at `offset` (value NULL: delete).
+ *
+ * Markers. After each commit of its input offsets an active writes a commit marker (no
+ * key, value "beck-commit 1 <n> <input offsets>") to each changelog of the task, and when
+ * it takes a task over, one marker that settles what the previous owner left after its
+ * last one: commit (that input was committed after all) or abort ("beck-abort 1 ...").
+ * A reader holds the records after the last marker as pending, writes them when a commit
+ * marker comes and drops them at an abort, so a replica never holds the writes of input
+ * that was not committed and a kill -9 costs no double counts (docs/state.md). Records of
+ * a changelog without markers are written at once, as they were before markers. */
 int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const void *value,
                            size_t vlen, int64_t offset, char *errstr, size_t errstr_size);
 int bk_store_restore_flush(bk_store_t *st, char *errstr, size_t errstr_size);
+
+#define BK_STORE_MAX_INPUTS 16 /* input partitions a task's markers can name */
+
+/* Records read after the last marker, not applied yet. */
+int64_t bk_store_restore_pending(const bk_store_t *st);
+/* At the end of a takeover's restore: the pending records are the previous owner's writes
+ * after its last marker. If `committed` (the task's committed input offsets, -1: none) is
+ * past the input of that marker, their input was committed: they are written and 1 is
+ * returned; else they are dropped (0). -1 on a write error. */
+int bk_store_restore_resolve(bk_store_t *st, const int64_t *committed, int n, char *errstr,
+                             size_t errstr_size);
+/* The input offsets the store's state corresponds to, for the next checkpoint. */
+void bk_store_set_input(bk_store_t *st, const int64_t *offsets, int n);
+/* Produces a marker (commit, or abort with commit = 0) naming `offsets` to the store's
+ * changelog. BK_FFI_OK, or BK_FFI_ERR with the message in the store's error. */
+int bk_store_write_marker(bk_store_t *st, int commit, const int64_t *offsets, int n);
 
 #endif

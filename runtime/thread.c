@@ -60,6 +60,7 @@ struct bk_thread_s {
     int ntp;
     int *tp_topic, *tp_partition;
     int64_t *tp_next;
+    int64_t *tp_first; /* first offset processed, -1: none yet */
     char *tp_dirty;
     int **task_of, **tp_of; /* [topic][partition] -> task / toppar, -1 */
     const rd_kafka_topic_t *last_rkt;
@@ -71,6 +72,12 @@ struct bk_thread_s {
     char dr_err[512];
     char err[1024];
     bk_thread_stats_t stats;
+
+    /* In a cluster (bk_thread_set_cluster). */
+    uint64_t epoch;
+    int32_t *ids;
+    bk_thread_progress_cb progress;
+    void *progress_opaque;
 };
 
 static int64_t now_ms(void)
@@ -251,6 +258,7 @@ static void build_tables(bk_thread_t *thr)
     thr->tp_topic = calloc((size_t)cap + 1, sizeof(int));
     thr->tp_partition = calloc((size_t)cap + 1, sizeof(int));
     thr->tp_next = calloc((size_t)cap + 1, sizeof(int64_t));
+    thr->tp_first = calloc((size_t)cap + 1, sizeof(int64_t));
     thr->tp_dirty = calloc((size_t)cap + 1, 1);
     for (int i = 0; i < thr->ntasks; i++) {
         const bk_plan_sub_t *sub = &plan->subs[thr->tasks[i].sub];
@@ -259,6 +267,7 @@ static void build_tables(bk_thread_t *thr)
             int t = sub->topics[j];
             thr->task_of[t][p] = i;
             thr->tp_of[t][p] = thr->ntp;
+            thr->tp_first[thr->ntp] = -1;
             thr->tp_topic[thr->ntp] = t;
             thr->tp_partition[thr->ntp] = p;
             thr->ntp++;
@@ -335,20 +344,13 @@ static int open_stores(bk_thread_t *thr)
     thr->dbs = calloc((size_t)thr->ntasks + 1, sizeof(*thr->dbs));
     thr->store_of = calloc((size_t)thr->ntasks + 1, sizeof(*thr->store_of));
     for (int t = 0; t < thr->ntasks && rc == 0; t++) {
-        int n = 0;
+        int n;
         thr->store_of[t] = calloc((size_t)plan->nstores + 1, sizeof(bk_store_t *));
-        for (int s = 0; s < plan->nstores; s++) {
-            if (plan->stores[s].sub == thr->tasks[t].sub) {
-                specs[n].name = plan->stores[s].name;
-                specs[n].logged = plan->stores[s].logged;
-                specs[n].window = plan->stores[s].window;
-                idx[n++] = s;
-            }
-        }
+        n = bk_plan_sub_stores(plan, thr->tasks[t].sub, specs, idx);
         if (n > 0) {
             char dir[4096], err[900];
-            snprintf(dir, sizeof(dir), "%s/%s/%d_%d", bk_conf_str(thr->conf, BK_CONF_STATE_DIR),
-                     plan->id, thr->tasks[t].sub, thr->tasks[t].partition);
+            bk_plan_task_dir(plan, thr->conf, thr->tasks[t].sub, thr->tasks[t].partition, dir,
+                             sizeof(dir));
             thr->dbs[t] = bk_db_open(dir, specs, n, err, sizeof(err));
             if (!thr->dbs[t]) {
                 snprintf(thr->err, sizeof(thr->err), "task %d_%d: %s", thr->tasks[t].sub,
@@ -398,6 +400,85 @@ static void restore_progress(void *opaque, const bk_restore_progress_t *p)
     }
 }
 
+/* The input offsets of task t (next to read, -1: none), in the order of its
+ * subtopology's topics: what its markers and checkpoints name. */
+static int task_inputs(const bk_thread_t *thr, int t, int64_t *offs)
+{
+    const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[t].sub];
+    int n = sub->ntopics < BK_STORE_MAX_INPUTS ? sub->ntopics : BK_STORE_MAX_INPUTS;
+    for (int j = 0; j < n; j++) {
+        int tp = thr->tp_of[sub->topics[j]][thr->tasks[t].partition];
+        offs[j] = tp >= 0 ? thr->tp_next[tp] : -1;
+    }
+    return n;
+}
+
+/* Reads the committed input offsets of this thread's partitions into tp_next
+ * (-1 where none is committed). */
+static int read_committed(bk_thread_t *thr)
+{
+    rd_kafka_topic_partition_list_t *list =
+        rd_kafka_topic_partition_list_new(thr->ntp ? thr->ntp : 1);
+    rd_kafka_resp_err_t err;
+    for (int i = 0; i < thr->ntp; i++) {
+        rd_kafka_topic_partition_list_add(list, thr->plan->topics[thr->tp_topic[i]].name,
+                                          thr->tp_partition[i]);
+    }
+    err = thr->ntp > 0 ? rd_kafka_committed(thr->consumer, list, 10000) : 0;
+    for (int i = 0; !err && i < list->cnt; i++) {
+        thr->tp_next[i] = list->elems[i].offset >= 0 ? list->elems[i].offset : -1;
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    if (err) {
+        snprintf(thr->err, sizeof(thr->err), "cannot read the committed input offsets: %s",
+                 rd_kafka_err2str(err));
+        return -1;
+    }
+    return 0;
+}
+
+/* After the restore, a task's previous owner may have left changelog records after its
+ * last commit marker (it was killed, or failed between committing its input and writing
+ * the marker). Their fate follows the committed input offsets: kept if those moved past
+ * the last marker, dropped if not. Then a marker here says so to every other reader. */
+static int settle(bk_thread_t *thr)
+{
+    if (read_committed(thr) != 0) {
+        return -1;
+    }
+    for (int t = 0; t < thr->ntasks; t++) {
+        int64_t offs[BK_STORE_MAX_INPUTS];
+        int n = task_inputs(thr, t, offs);
+        for (int s = 0; s < thr->plan->nstores; s++) {
+            bk_store_t *st = thr->store_of[t][s];
+            int64_t pending;
+            int kept;
+            if (!st || !bk_store_logged(st)) {
+                continue;
+            }
+            pending = bk_store_restore_pending(st);
+            kept = bk_store_restore_resolve(st, offs, n, thr->err, sizeof(thr->err));
+            if (kept < 0) {
+                return -1;
+            }
+            if (pending > 0) {
+                bk_log_info("task %d_%d store %s: %lld write(s) after the previous owner's last "
+                            "commit %s",
+                            thr->tasks[t].sub, thr->tasks[t].partition, bk_store_name(st),
+                            (long long)pending,
+                            kept ? "kept: their input was committed"
+                                 : "dropped: their input was not committed");
+            }
+            bk_store_set_input(st, offs, n);
+            if (bk_store_write_marker(st, pending == 0 || kept, offs, n) != 0) {
+                snprintf(thr->err, sizeof(thr->err), "%s", bk_ffi_store_error(st));
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* Replays the changelogs of this thread's logged stores from their
  * checkpoints, then checkpoints the result. */
 static int restore(bk_thread_t *thr)
@@ -419,6 +500,9 @@ static int restore(bk_thread_t *thr)
     }
     rc = bk_restore_run(thr->consumer, items, n, restore_progress, thr, &thr->flags->stop,
                         thr->err, sizeof(thr->err));
+    if (rc == 0) {
+        rc = settle(thr);
+    }
     for (int t = 0; rc == 0 && t < thr->ntasks; t++) {
         if (thr->dbs[t] && bk_db_checkpoint(thr->dbs[t], thr->err, sizeof(thr->err)) != 0) {
             rc = -1;
@@ -481,10 +565,11 @@ static int assign_inputs(bk_thread_t *thr)
 
     list = rd_kafka_topic_partition_list_new(thr->ntp ? thr->ntp : 1);
     for (int i = 0; i < thr->ntp; i++) {
-        /* offset left INVALID: start from the committed offset, else
-         * auto.offset.reset (earliest) */
+        /* from the committed offset read at start-up (settle), saving the consumer
+         * its own look-up; none: INVALID, auto.offset.reset (earliest) */
         rd_kafka_topic_partition_list_add(list, plan->topics[thr->tp_topic[i]].name,
-                                          thr->tp_partition[i]);
+                                          thr->tp_partition[i])
+            ->offset = thr->tp_next[i] >= 0 ? thr->tp_next[i] : RD_KAFKA_OFFSET_INVALID;
     }
     err = rd_kafka_assign(thr->consumer, list);
     rd_kafka_topic_partition_list_destroy(list);
@@ -546,10 +631,25 @@ static int fill_batch(bk_thread_t *thr, int n)
     return j;
 }
 
+/* The "first record" line of an input partition: with the "last record" line of the final
+ * commit, it bounds when this node processed the task (docs/cluster.md). */
+static void first_record(bk_thread_t *thr, int tp, int64_t offset)
+{
+    const bk_task_id_t *task = &thr->tasks[thr->task_of[thr->tp_topic[tp]][thr->tp_partition[tp]]];
+    thr->tp_first[tp] = offset;
+    bk_log_info("task %d_%d epoch %llu: first record %s [%d] offset %lld", task->sub,
+                task->partition, (unsigned long long)thr->epoch,
+                thr->plan->topics[thr->tp_topic[tp]].name, thr->tp_partition[tp],
+                (long long)offset);
+}
+
 static void mark_done(bk_thread_t *thr, int from, int to)
 {
     for (int i = from; i < to; i++) {
         int tp = thr->rec_tp[i];
+        if (thr->tp_first[tp] < 0) {
+            first_record(thr, tp, thr->io.recs[i].offset);
+        }
         thr->tp_next[tp] = thr->io.recs[i].offset + 1;
         thr->tp_dirty[tp] = 1;
     }
@@ -673,6 +773,49 @@ static int punctuate(bk_thread_t *thr, int64_t now)
     return 0;
 }
 
+/* Tells the node each task's next input offset (its first input partition's). */
+static void report_progress(bk_thread_t *thr)
+{
+    if (!thr->progress) {
+        return;
+    }
+    for (int t = 0; t < thr->ntasks; t++) {
+        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[t].sub];
+        int tp = sub->ntopics > 0 ? thr->tp_of[sub->topics[0]][thr->tasks[t].partition] : -1;
+        thr->progress(thr->progress_opaque, thr->ids[t], tp >= 0 ? thr->tp_next[tp] : -1);
+    }
+}
+
+/* After an offset commit: a commit marker in each changelog of each task whose input moved,
+ * so that standbys and restores apply the writes before it (store.h, Markers). */
+static int write_markers(bk_thread_t *thr)
+{
+    for (int t = 0; t < thr->ntasks; t++) {
+        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[t].sub];
+        int64_t offs[BK_STORE_MAX_INPUTS];
+        int dirty = 0, n;
+        if (!thr->dbs[t]) {
+            continue;
+        }
+        for (int j = 0; j < sub->ntopics; j++) {
+            int tp = thr->tp_of[sub->topics[j]][thr->tasks[t].partition];
+            dirty |= tp >= 0 && thr->tp_dirty[tp];
+        }
+        if (!dirty) {
+            continue;
+        }
+        n = task_inputs(thr, t, offs);
+        for (int s = 0; s < thr->plan->nstores; s++) {
+            bk_store_t *st = thr->store_of[t][s];
+            if (st && bk_store_logged(st) && bk_store_write_marker(st, 1, offs, n) != 0) {
+                bk_log_error("%s: %s", thr->name, bk_ffi_store_error(st));
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* At-least-once: offsets are committed only once everything the records
  * before them caused has been acknowledged by the brokers. */
 static int commit_steps(bk_thread_t *thr)
@@ -699,8 +842,16 @@ static int commit_steps(bk_thread_t *thr)
         bk_log_error("%s: %s; not committing input offsets", thr->name, thr->dr_err);
         return -1;
     }
-    /* 3. the stores' writes durable, 4. checkpoints of the changelog offsets */
+    /* 3. the stores' writes durable, 4. checkpoints of the changelog offsets and of the
+     * input offsets that state corresponds to */
     for (int t = 0; t < thr->ntasks; t++) {
+        int64_t offs[BK_STORE_MAX_INPUTS];
+        int n = thr->dbs[t] ? task_inputs(thr, t, offs) : 0;
+        for (int s = 0; thr->dbs[t] && s < thr->plan->nstores; s++) {
+            if (thr->store_of[t][s]) {
+                bk_store_set_input(thr->store_of[t][s], offs, n);
+            }
+        }
         if (thr->dbs[t] && (bk_db_commit(thr->dbs[t], err, sizeof(err)) != 0 ||
                             bk_db_checkpoint(thr->dbs[t], err, sizeof(err)) != 0)) {
             bk_log_error("%s: task %d_%d: %s; not committing input offsets", thr->name,
@@ -722,9 +873,13 @@ static int commit_steps(bk_thread_t *thr)
         if (kerr) {
             /* Not fatal: the next commit carries the same offsets. */
             bk_log_warn("%s: offset commit failed: %s", thr->name, rd_kafka_err2str(kerr));
+        } else if (write_markers(thr) != 0) {
+            rd_kafka_topic_partition_list_destroy(list);
+            return -1;
         } else {
             memset(thr->tp_dirty, 0, (size_t)thr->ntp);
             thr->stats.commits++;
+            report_progress(thr);
         }
     }
     rd_kafka_topic_partition_list_destroy(list);
@@ -842,6 +997,16 @@ static void *thread_main(void *arg)
     if (!thr->commit_failed && commit(thr) != 0) {
         rc = -1;
     } else if (!thr->commit_failed) {
+        for (int i = 0; i < thr->ntp; i++) {
+            if (thr->tp_first[i] >= 0) {
+                const bk_task_id_t *task =
+                    &thr->tasks[thr->task_of[thr->tp_topic[i]][thr->tp_partition[i]]];
+                bk_log_info("task %d_%d epoch %llu: last record %s [%d] offset %lld, committed",
+                            task->sub, task->partition, (unsigned long long)thr->epoch,
+                            thr->plan->topics[thr->tp_topic[i]].name, thr->tp_partition[i],
+                            (long long)thr->tp_next[i] - 1);
+            }
+        }
         bk_log_info("%s: final commit: outputs flushed, stores synced, offsets of %d "
                     "partition(s) committed",
                     thr->name, thr->ntp);
@@ -859,6 +1024,19 @@ done:
                 (unsigned long long)thr->stats.skipped, (unsigned long long)thr->stats.dlq);
     thr->done = 1;
     return NULL;
+}
+
+void bk_thread_set_cluster(bk_thread_t *thr, uint64_t epoch, const int32_t *ids,
+                           bk_thread_progress_cb cb, void *opaque)
+{
+    thr->epoch = epoch;
+    free(thr->ids);
+    thr->ids = calloc((size_t)thr->ntasks + 1, sizeof(int32_t));
+    if (ids && thr->ntasks > 0) {
+        memcpy(thr->ids, ids, (size_t)thr->ntasks * sizeof(int32_t));
+    }
+    thr->progress = cb;
+    thr->progress_opaque = opaque;
 }
 
 int bk_thread_start(bk_thread_t *thr)
@@ -945,6 +1123,8 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->tp_topic);
     free(thr->tp_partition);
     free(thr->tp_next);
+    free(thr->tp_first);
+    free(thr->ids);
     free(thr->tp_dirty);
     free(thr->io.recs);
     free(thr->msgs);

@@ -37,6 +37,14 @@ typedef struct bk_node_flags_s {
  * and flags must outlive the thread. */
 bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *conf,
                            bk_node_flags_t *flags, const bk_task_id_t *tasks, int ntasks);
+/* In a cluster: the epoch the tasks run in (for the log's "first record" and "last record"
+ * lines of each input partition, which spec/02-integration/08-cluster_spec.lua reads to
+ * check that no two nodes ever process one task at once), the caller's id of each task,
+ * and a callback told after each commit the next input offset of each task (of its first
+ * input partition), run on the stream thread. Call before bk_thread_start(). */
+typedef void (*bk_thread_progress_cb)(void *opaque, int32_t task, int64_t offset);
+void bk_thread_set_cluster(bk_thread_t *thr, uint64_t epoch, const int32_t *ids,
+                           bk_thread_progress_cb cb, void *opaque);
 int bk_thread_start(bk_thread_t *thr);
 /* Waits for the thread to end; returns 0 if it ended cleanly. */
 int bk_thread_join(bk_thread_t *thr, bk_thread_stats_t *stats);

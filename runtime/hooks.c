@@ -1,0 +1,94 @@
+/* hooks.c - the node's operational hooks in a VM of their own. */
+#include "hooks.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <lauxlib.h>
+
+#include "log.h"
+#include "vm.h"
+
+struct bk_hooks_s {
+    lua_State *L;
+    int ref_hooks; /* the app's hooks table */
+};
+
+bk_hooks_t *bk_hooks_new(const char *path, const char *hooks_path, char *errstr,
+                         size_t errstr_size)
+{
+    bk_hooks_t *h = calloc(1, sizeof(*h));
+    h->L = bk_vm_new();
+    h->ref_hooks = LUA_NOREF;
+    if (!h->L || bk_vm_dofile(h->L, path, 1, errstr, errstr_size) != 0 ||
+        bk_vm_load_hooks(h->L, lua_gettop(h->L), hooks_path, errstr, errstr_size) != 0) {
+        bk_hooks_destroy(h);
+        return NULL;
+    }
+    lua_getfield(h->L, -1, "hooks");
+    if (!lua_istable(h->L, -1)) {
+        snprintf(errstr, errstr_size, "%s: the app has no hooks table", path);
+        bk_hooks_destroy(h);
+        return NULL;
+    }
+    h->ref_hooks = luaL_ref(h->L, LUA_REGISTRYINDEX);
+    lua_settop(h->L, 0);
+    return h;
+}
+
+void bk_hooks_destroy(bk_hooks_t *h)
+{
+    if (!h) {
+        return;
+    }
+    bk_vm_destroy(h->L);
+    free(h);
+}
+
+/* Pushes hooks[name] and returns 1 if it is a function; else pushes nothing. */
+static int push_hook(bk_hooks_t *h, const char *name)
+{
+    if (!h || h->ref_hooks == LUA_NOREF) {
+        return 0;
+    }
+    lua_rawgeti(h->L, LUA_REGISTRYINDEX, h->ref_hooks);
+    lua_getfield(h->L, -1, name);
+    lua_remove(h->L, -2);
+    if (!lua_isfunction(h->L, -1)) {
+        lua_pop(h->L, 1);
+        return 0;
+    }
+    return 1;
+}
+
+static int call(bk_hooks_t *h, const char *name)
+{
+    char err[2048];
+    if (bk_vm_pcall(h->L, 1, 0, 1, err, sizeof(err)) != 0) {
+        bk_log_error("hook %s failed: %s", name, err);
+        return -1;
+    }
+    return 0;
+}
+
+int bk_hooks_tasks(bk_hooks_t *h, const char *name, const char *const *tasks, int n)
+{
+    if (n <= 0 || !push_hook(h, name)) {
+        return 0;
+    }
+    lua_createtable(h->L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushstring(h->L, tasks[i]);
+        lua_rawseti(h->L, -2, i + 1);
+    }
+    return call(h, name);
+}
+
+int bk_hooks_task(bk_hooks_t *h, const char *name, const char *task)
+{
+    if (!push_hook(h, name)) {
+        return 0;
+    }
+    lua_pushstring(h->L, task);
+    return call(h, name);
+}

@@ -1,0 +1,391 @@
+/* standby.c - standby replicas: changelog tailing into the tasks' RocksDB. */
+#include "standby.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kafka.h"
+#include "log.h"
+#include "store.h"
+
+#define REPORT_MS 1000     /* progress to the callback */
+#define LOG_EVERY_MS 10000 /* a line of lags in the log */
+
+/* One logged store of one task: a changelog partition to tail. */
+typedef struct {
+    bk_store_t *st;
+    const char *topic;
+    int32_t partition;
+    int task;   /* index into the runner's tasks */
+    int64_t lo; /* the changelog's start when the runner began */
+    int64_t hi; /* its end, as the latest fetch saw it */
+} item_t;
+
+struct bk_standby_s {
+    const bk_plan_t *plan;
+    const bk_conf_t *conf;
+    bk_task_id_t *tasks;
+    int32_t *ids;
+    int ntasks;
+    bk_standby_progress_cb cb;
+    void *opaque;
+
+    bk_db_t **dbs;        /* [ntasks], NULL for a task without a logged store */
+    item_t *items;
+    int nitems;
+    int64_t *applied;     /* [ntasks] records applied since the start */
+    int64_t *applied_ms;  /* [ntasks] when the last one was applied (monotonic), 0: never */
+    rd_kafka_t *consumer;
+
+    pthread_t tid;
+    int started;
+    volatile int stop;
+    volatile int done;
+    int failed;
+    char err[1024];
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
+                             const bk_task_id_t *tasks, const int32_t *ids, int ntasks,
+                             bk_standby_progress_cb cb, void *opaque)
+{
+    bk_standby_t *sb = calloc(1, sizeof(*sb));
+    sb->plan = plan;
+    sb->conf = conf;
+    sb->ntasks = ntasks;
+    sb->tasks = calloc((size_t)ntasks + 1, sizeof(*sb->tasks));
+    sb->ids = calloc((size_t)ntasks + 1, sizeof(*sb->ids));
+    if (ntasks > 0) {
+        memcpy(sb->tasks, tasks, (size_t)ntasks * sizeof(*tasks));
+        memcpy(sb->ids, ids, (size_t)ntasks * sizeof(*ids));
+    }
+    sb->cb = cb;
+    sb->opaque = opaque;
+    sb->dbs = calloc((size_t)ntasks + 1, sizeof(*sb->dbs));
+    sb->items = calloc((size_t)(ntasks * plan->nstores) + 1, sizeof(*sb->items));
+    sb->applied = calloc((size_t)ntasks + 1, sizeof(int64_t));
+    sb->applied_ms = calloc((size_t)ntasks + 1, sizeof(int64_t));
+    return sb;
+}
+
+/* Opens the DB of every task that has a logged store and lists its changelogs. */
+static int open_dbs(bk_standby_t *sb)
+{
+    const bk_plan_t *plan = sb->plan;
+    bk_store_spec_t *specs = calloc((size_t)plan->nstores + 1, sizeof(*specs));
+    int *idx = calloc((size_t)plan->nstores + 1, sizeof(int)), rc = 0;
+
+    for (int t = 0; t < sb->ntasks && rc == 0; t++) {
+        int n = bk_plan_sub_stores(plan, sb->tasks[t].sub, specs, idx), logged = 0;
+        char dir[4096], err[900];
+        for (int i = 0; i < n; i++) {
+            logged += specs[i].logged;
+        }
+        if (logged == 0) {
+            continue; /* stateless or unlogged: nothing to keep warm */
+        }
+        bk_plan_task_dir(plan, sb->conf, sb->tasks[t].sub, sb->tasks[t].partition, dir,
+                         sizeof(dir));
+        sb->dbs[t] = bk_db_open(dir, specs, n, err, sizeof(err));
+        if (!sb->dbs[t]) {
+            snprintf(sb->err, sizeof(sb->err), "standby %d_%d: %s", sb->tasks[t].sub,
+                     sb->tasks[t].partition, err);
+            rc = -1;
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            if (specs[i].logged) {
+                sb->items[sb->nitems++] = (item_t){bk_db_store(sb->dbs[t], i),
+                                                   plan->stores[idx[i]].changelog,
+                                                   sb->tasks[t].partition, t, 0, 0};
+            }
+        }
+    }
+    free(specs);
+    free(idx);
+    return rc;
+}
+
+/* Assigns every changelog partition at the offset its store needs. */
+static int assign(bk_standby_t *sb)
+{
+    rd_kafka_topic_partition_list_t *list =
+        rd_kafka_topic_partition_list_new(sb->nitems ? sb->nitems : 1);
+    rd_kafka_resp_err_t err = 0;
+
+    for (int i = 0; i < sb->nitems; i++) {
+        item_t *it = &sb->items[i];
+        int64_t next = bk_store_changelog_next(it->st), start;
+        const bk_task_id_t *task = &sb->tasks[it->task];
+        err = rd_kafka_query_watermark_offsets(sb->consumer, it->topic, it->partition, &it->lo,
+                                               &it->hi, 10000);
+        if (err) {
+            snprintf(sb->err, sizeof(sb->err),
+                     "standby %d_%d: cannot read the offsets of changelog %s [%d]: %s", task->sub,
+                     task->partition, it->topic, (int)it->partition, rd_kafka_err2str(err));
+            break;
+        }
+        start = next < 0 ? it->lo : next;
+        if (next >= 0 && next < it->lo) {
+            /* As in restore.c: the changelog lost what this replica needs; cold bootstrap
+             * (a later issue) will rebuild it from the active's snapshot instead. */
+            bk_log_error("standby %d_%d: changelog %s [%d] starts at offset %lld but the store "
+                         "needs %lld: %lld update(s) are lost to this replica",
+                         task->sub, task->partition, it->topic, (int)it->partition,
+                         (long long)it->lo, (long long)next, (long long)(it->lo - next));
+            start = it->lo;
+        }
+        if (next < 0 && start >= it->hi && it->hi > 0) {
+            bk_store_acked(it->st, it->hi - 1); /* empty from here: at the end */
+        }
+        bk_log_info("standby %d_%d store %s: tailing %s [%d] from offset %lld, %lld behind",
+                    task->sub, task->partition, bk_store_name(it->st), it->topic,
+                    (int)it->partition, (long long)start, (long long)(it->hi - start));
+        rd_kafka_topic_partition_list_add(list, it->topic, it->partition)->offset = start;
+    }
+    if (!err && rd_kafka_assign(sb->consumer, list) != 0) {
+        snprintf(sb->err, sizeof(sb->err), "standby: cannot assign the changelog partitions");
+        err = RD_KAFKA_RESP_ERR__FAIL;
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    return err ? -1 : 0;
+}
+
+static item_t *find(bk_standby_t *sb, const char *topic, int32_t partition, item_t *hint)
+{
+    if (hint && hint->partition == partition && strcmp(hint->topic, topic) == 0) {
+        return hint;
+    }
+    for (int i = 0; i < sb->nitems; i++) {
+        if (sb->items[i].partition == partition && strcmp(sb->items[i].topic, topic) == 0) {
+            return &sb->items[i];
+        }
+    }
+    return NULL;
+}
+
+/* Position of a store: the next offset it needs. */
+static int64_t position(const item_t *it)
+{
+    int64_t next = bk_store_changelog_next(it->st);
+    return next < 0 ? it->lo : next;
+}
+
+/* Reports every task's offset and lag; with `log_it`, also one line in the log. */
+static void report(bk_standby_t *sb, int log_it)
+{
+    char line[2048];
+    int len = 0;
+    int64_t now = mono_ms();
+
+    for (int i = 0; i < sb->nitems; i++) {
+        int64_t lo, hi;
+        if (rd_kafka_get_watermark_offsets(sb->consumer, sb->items[i].topic,
+                                           sb->items[i].partition, &lo, &hi) == 0 &&
+            hi >= 0) {
+            sb->items[i].hi = hi;
+        }
+    }
+    for (int t = 0; t < sb->ntasks; t++) {
+        int64_t lag = 0, offset = -1;
+        for (int i = 0; i < sb->nitems; i++) {
+            const item_t *it = &sb->items[i];
+            if (it->task == t) {
+                int64_t pos = position(it);
+                lag += it->hi > pos ? it->hi - pos : 0;
+                if (offset < 0) {
+                    offset = bk_store_changelog_next(it->st);
+                }
+            }
+        }
+        if (sb->cb) {
+            sb->cb(sb->opaque, sb->ids[t], offset, lag);
+        }
+        if (log_it && sb->dbs[t] && len < (int)sizeof(line) - 100) {
+            if (sb->applied_ms[t]) {
+                len += snprintf(line + len, sizeof(line) - (size_t)len,
+                                "%s%d_%d lag %lld (last applied %.1f s ago)", len ? ", " : "",
+                                sb->tasks[t].sub, sb->tasks[t].partition, (long long)lag,
+                                (double)(now - sb->applied_ms[t]) / 1000.0);
+            } else {
+                len += snprintf(line + len, sizeof(line) - (size_t)len,
+                                "%s%d_%d lag %lld (nothing applied yet)", len ? ", " : "",
+                                sb->tasks[t].sub, sb->tasks[t].partition, (long long)lag);
+            }
+        }
+    }
+    if (log_it && len > 0) {
+        bk_log_info("standbys: %s", line);
+    }
+}
+
+/* Makes what was applied durable and says so in the checkpoint files. */
+static int checkpoint(bk_standby_t *sb)
+{
+    for (int i = 0; i < sb->nitems; i++) {
+        if (bk_store_restore_flush(sb->items[i].st, sb->err, sizeof(sb->err)) != 0) {
+            return -1;
+        }
+    }
+    for (int t = 0; t < sb->ntasks; t++) {
+        if (sb->dbs[t] && bk_db_checkpoint(sb->dbs[t], sb->err, sizeof(sb->err)) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int tail(bk_standby_t *sb)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(sb->consumer);
+    rd_kafka_message_t *msgs[1000];
+    int64_t interval = bk_conf_int(sb->conf, BK_CONF_COMMIT_INTERVAL_MS);
+    int64_t last_ckpt = mono_ms(), last_report = 0, last_log = mono_ms();
+    item_t *hint = NULL;
+    int rc = 0;
+
+    while (!sb->stop && rc == 0) {
+        ssize_t got = rd_kafka_consume_batch_queue(q, 100, msgs, 1000);
+        int64_t now = mono_ms();
+        for (ssize_t i = 0; i < got; i++) {
+            rd_kafka_message_t *m = msgs[i];
+            if (m->err) {
+                if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                    bk_log_warn("standby: %s", rd_kafka_message_errstr(m));
+                }
+            } else if (rc == 0 &&
+                       (hint = find(sb, rd_kafka_topic_name(m->rkt), m->partition, hint))) {
+                if (bk_store_restore_apply(hint->st, m->key, m->key_len, m->payload, m->len,
+                                           m->offset, sb->err, sizeof(sb->err)) != 0) {
+                    rc = -1;
+                } else {
+                    sb->applied[hint->task]++;
+                    sb->applied_ms[hint->task] = now;
+                    if (m->offset + 1 > hint->hi) {
+                        hint->hi = m->offset + 1;
+                    }
+                }
+            }
+            rd_kafka_message_destroy(m);
+        }
+        if (rc == 0 && now - last_ckpt >= interval) {
+            rc = checkpoint(sb);
+            last_ckpt = now;
+        }
+        if (now - last_report >= REPORT_MS) {
+            int log_it = now - last_log >= LOG_EVERY_MS;
+            report(sb, log_it);
+            last_report = now;
+            if (log_it) {
+                last_log = now;
+            }
+        }
+    }
+    rd_kafka_queue_destroy(q);
+    return rc;
+}
+
+static void *standby_main(void *arg)
+{
+    bk_standby_t *sb = arg;
+    char cid[160];
+    int rc;
+
+    bk_log_set_thread_name("standby");
+    snprintf(cid, sizeof(cid), "%s-standby", sb->plan->id);
+    rc = open_dbs(sb);
+    if (rc == 0 && sb->nitems > 0) {
+        sb->consumer = bk_kafka_new(sb->conf, BK_KAFKA_CONSUMER, cid, sb, NULL, sb->err,
+                                    sizeof(sb->err));
+        rc = sb->consumer ? assign(sb) : -1;
+    }
+    if (rc == 0 && sb->nitems > 0) {
+        report(sb, 1);
+        rc = tail(sb);
+    } else if (rc == 0) {
+        report(sb, 0); /* nothing logged: every task is as warm as it can be */
+        while (!sb->stop) {
+            struct timespec tick = {0, 50 * 1000 * 1000};
+            nanosleep(&tick, NULL);
+        }
+    }
+    if (rc == 0) {
+        rc = checkpoint(sb);
+    }
+    if (rc != 0) {
+        bk_log_error("standby replicas stopped: %s", sb->err);
+        sb->failed = 1;
+    } else if (sb->nitems > 0) {
+        report(sb, 1);
+    }
+    for (int t = 0; t < sb->ntasks; t++) {
+        if (sb->applied[t] > 0) {
+            bk_log_info("standby %d_%d: applied %lld changelog record(s) while standby",
+                        sb->tasks[t].sub, sb->tasks[t].partition, (long long)sb->applied[t]);
+        }
+    }
+    if (sb->consumer) {
+        rd_kafka_assign(sb->consumer, NULL);
+        rd_kafka_consumer_close(sb->consumer);
+        rd_kafka_destroy(sb->consumer);
+        sb->consumer = NULL;
+    }
+    for (int t = 0; t < sb->ntasks; t++) {
+        bk_db_close(sb->dbs[t]);
+        sb->dbs[t] = NULL;
+    }
+    sb->done = 1;
+    return NULL;
+}
+
+int bk_standby_start(bk_standby_t *sb)
+{
+    if (pthread_create(&sb->tid, NULL, standby_main, sb) != 0) {
+        return -1;
+    }
+    sb->started = 1;
+    return 0;
+}
+
+int bk_standby_stop(bk_standby_t *sb)
+{
+    if (!sb) {
+        return 0;
+    }
+    sb->stop = 1;
+    if (sb->started) {
+        pthread_join(sb->tid, NULL);
+        sb->started = 0;
+    }
+    return sb->failed ? -1 : 0;
+}
+
+int bk_standby_done(const bk_standby_t *sb)
+{
+    return sb->done;
+}
+
+void bk_standby_destroy(bk_standby_t *sb)
+{
+    if (!sb) {
+        return;
+    }
+    bk_standby_stop(sb);
+    free(sb->tasks);
+    free(sb->ids);
+    free(sb->dbs);
+    free(sb->items);
+    free(sb->applied);
+    free(sb->applied_ms);
+    free(sb);
+}

@@ -1,0 +1,46 @@
+/* standby.h - the standby replicas of one node: warm copies of other nodes' task state.
+ *
+ * One thread ("standby") with one consumer tails the changelog partitions of every logged
+ * store of its tasks into the tasks' own RocksDB (the same directory an active of the task
+ * uses on this node, <state_dir>/<app>/<sub>_<partition>), and checkpoints what it applied
+ * every commit interval, so that the replica survives a restart of its node and an active
+ * started here later (a promotion) replays only what the standby had not applied yet.
+ * About once a second it reports each task's changelog position and lag (records behind
+ * the changelogs' end) to a callback, which the node feeds to the membership's heartbeats:
+ * the leader then promotes the most caught-up replica when an active's node dies.
+ *
+ * A node never holds one task both active and standby (assign.h's node rule), and starts
+ * an active of a task only after its standby runner has stopped (and closed the DB).
+ * @locality bk_standby_* from one thread (the node's); the callback runs on the standby
+ * thread. */
+#ifndef BK_STANDBY_H
+#define BK_STANDBY_H
+
+#include <stdint.h>
+
+#include "conf.h"
+#include "plan.h"
+#include "thread.h"
+
+typedef struct bk_standby_s bk_standby_t;
+
+/* A task's progress: `task` is the caller's id of it (as given to bk_standby_new),
+ * `offset` the next changelog offset of its first logged store (-1: nothing applied yet),
+ * `lag` the records all its changelogs hold beyond what was applied. */
+typedef void (*bk_standby_progress_cb)(void *opaque, int32_t task, int64_t offset, int64_t lag);
+
+/* Creates (does not start) the runner of `tasks` (copied), whose caller ids are `ids`
+ * (copied). Tasks without a logged store are reported with lag 0 and otherwise ignored.
+ * plan and conf must outlive it. */
+bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
+                             const bk_task_id_t *tasks, const int32_t *ids, int ntasks,
+                             bk_standby_progress_cb cb, void *opaque);
+int bk_standby_start(bk_standby_t *sb);
+/* Asks the thread to stop, waits: it applies what it has, checkpoints and closes the DBs.
+ * Returns 0, or -1 if the runner failed at some point (it logged why). */
+int bk_standby_stop(bk_standby_t *sb);
+/* True once the thread ended by itself (a failure) or after a stop. */
+int bk_standby_done(const bk_standby_t *sb);
+void bk_standby_destroy(bk_standby_t *sb);
+
+#endif
