@@ -36,11 +36,16 @@
  * two in join order follow TICK_STAGGER_MS apart in case the leader is the one that died. */
 #define TICK_RANKS 3
 #define TICK_STAGGER_MS 50
+/* Members forgotten by the rules that an observer still shows (as ended peers), the latest
+ * ones: `beck status` should say that a node left a minute ago, not that it never was. */
+#define GONE_MAX 32
 
 /* -- Records ---------------------------------------------------------------------------------
  * value: u8 magic, u8 version, u8 type, str node id, uvar incarnation, then by type:
  *   HEARTBEAT str rack, str endpoint, uvar threads, uvar ntasks, uvar layout, uvar epoch,
- *             uvar n, n x (uvar task - previous task, svar offset, uvar lag), tasks ascending
+ *             uvar n, n x (uvar task - previous task, svar offset, uvar lag), tasks ascending,
+ *             uvar heartbeat interval ms, uvar session timeout ms (both absent from the
+ *             records of members built before they were added)
  *   LEAVE     -
  *   ASSIGN    the rest: an assigncodec message (full or delta; epochs in its header)
  *   RELEASE   uvar epoch, uvar n, n x uvar (task - previous task), tasks ascending
@@ -72,13 +77,44 @@ typedef struct rec {
     char rack[BK_MEMBER_MAX_ID + 1], endpoint[BK_MEMBER_MAX_ID + 1];
     int32_t threads, ntasks;
     uint32_t layout;
-    uint64_t epoch; /* also RELEASE */
-    bk_wire_reader_t list;    /* HEARTBEAT progress, RELEASE tasks: decoded by the applier */
+    uint64_t epoch;        /* also RELEASE */
+    bk_wire_reader_t list; /* HEARTBEAT progress, RELEASE tasks: decoded by the applier */
     uint64_t nlist;
+    int hb_ms, session_ms; /* HEARTBEAT: the sender's settings, 0: not announced */
     /* ASSIGN */
     const uint8_t *payload;
     size_t payload_len;
 } rec_t;
+
+/* The settings a heartbeat announces after its progress list (for observers, which have no
+ * settings of their own). Read on a copy of the cursor: a record without them, or with a
+ * malformed list (which the applier cuts short), is still a heartbeat. */
+static void rec_parse_settings(rec_t *rec)
+{
+    bk_wire_reader_t r = rec->list;
+    uint64_t hb, session;
+
+    rec->hb_ms = rec->session_ms = 0;
+    if (rec->nlist > (uint64_t)r.left) {
+        return; /* at least a byte an entry */
+    }
+    for (uint64_t k = 0; k < rec->nlist; k++) {
+        bk_wire_get_uv(&r);
+        bk_wire_get_sv(&r);
+        bk_wire_get_uv(&r);
+    }
+    if (r.fault || r.left == 0) {
+        return;
+    }
+    hb = bk_wire_get_uv(&r);
+    session = bk_wire_get_uv(&r);
+    /* conf.c's bounds, roughly: nothing a member would send otherwise */
+    if (!r.fault && hb > 0 && hb <= 3600 * 1000 && session > 2 * hb &&
+        session <= 24 * 3600 * 1000) {
+        rec->hb_ms = (int)hb;
+        rec->session_ms = (int)session;
+    }
+}
 
 /* 0, or -1 when the record is not one of ours or is malformed. */
 static int rec_parse(const void *buf, size_t len, rec_t *rec)
@@ -107,6 +143,7 @@ static int rec_parse(const void *buf, size_t len, rec_t *rec)
         rec->epoch = bk_wire_get_uv(&r);
         rec->nlist = bk_wire_get_uv(&r);
         rec->list = r;
+        rec_parse_settings(rec);
         break;
     case REC_RELEASE:
         rec->epoch = bk_wire_get_uv(&r);
@@ -131,6 +168,7 @@ static int rec_parse(const void *buf, size_t len, rec_t *rec)
 typedef struct progress {
     int32_t task;
     int64_t offset, lag;
+    int64_t changed_ts; /* a peer's: log time when its reported offset last changed */
 } progress_t;
 
 /* What the log says about one node id: its latest incarnation. */
@@ -143,8 +181,10 @@ typedef struct peer {
     int state;
     int64_t join_offset, last_ts, end_ts;
     uint64_t epoch;
-    progress_t *progress;
+    progress_t *progress; /* from its latest heartbeat, tasks ascending */
     int32_t nprogress, cap_progress;
+    progress_t *spare; /* the list before, while the next heartbeat is decoded; then swapped */
+    int32_t cap_spare;
 } peer_t;
 
 enum { PH_START, PH_CATCHUP, PH_RUN, PH_FAILED };
@@ -157,6 +197,8 @@ struct bk_member_s {
     int32_t threads, ntasks, standbys;
     uint32_t layout; /* hash of the task count and names: members that differ share nothing */
     int hb_ms, session_ms, dev_port;
+    int observe;           /* never joins or writes (bk_member_conf_t) */
+    int session_announced; /* an observer's session_ms follows the heartbeats' */
     void (*on_change)(void *opaque);
     void *opaque;
     rd_kafka_t *consumer, *producer;
@@ -170,6 +212,8 @@ struct bk_member_s {
     int64_t log_time, next_offset;
     peer_t *peers;
     int32_t npeers, cap_peers;
+    peer_t *gone; /* an observer's [GONE_MAX] forgotten peers, for show only (no progress) */
+    int32_t ngone;
     bk_assigncodec_t *cur; /* the current assignment, NULL before the first */
     uint64_t epoch;
     int32_t *slot_peer; /* [cur->nnodes] peer that a slot meant when cur was applied, -1 */
@@ -181,6 +225,7 @@ struct bk_member_s {
     /* This member. */
     uint64_t inc;
     int phase;
+    int caught_up; /* latched: read up to where the log ended at start (bk_member_view_t) */
     const char *error;
     int64_t catchup_to, next_hb, first_hb, join_ts;
     int joined_once; /* this incarnation's heartbeat was seen in the log */
@@ -240,10 +285,11 @@ static int peer_alive(const bk_member_t *m, int32_t i)
     return i >= 0 && m->peers[i].used && m->peers[i].state == BK_MEMBER_ALIVE;
 }
 
-/* This incarnation of this member as a peer, alive; -1 otherwise. */
+/* This incarnation of this member as a peer, alive; -1 otherwise (always for an observer,
+ * whatever node ids the log holds). */
 static int32_t self_peer(const bk_member_t *m)
 {
-    int32_t i = peer_find(m, m->node_id);
+    int32_t i = m->observe ? -1 : peer_find(m, m->node_id);
     return peer_alive(m, i) && m->peers[i].inc == m->inc ? i : -1;
 }
 
@@ -335,6 +381,46 @@ static int in_current(const bk_member_t *m, int32_t i)
     return 0;
 }
 
+static int32_t gone_find(const bk_member_t *m, const char *id)
+{
+    for (int32_t i = 0; i < m->ngone; i++) {
+        if (strcmp(m->gone[i].id, id) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* An observer keeps a peer that the rules forget, in place of an older one of its id, else of
+ * the one that ended first. Kept apart from the peers, so that the rules stay the members'. */
+static void gone_add(bk_member_t *m, const peer_t *p)
+{
+    int32_t at = gone_find(m, p->id);
+    if (at < 0 && m->ngone < GONE_MAX) {
+        at = m->ngone++;
+    } else if (at < 0) {
+        at = 0;
+        for (int32_t i = 1; i < m->ngone; i++) {
+            if (m->gone[i].end_ts < m->gone[at].end_ts) {
+                at = i;
+            }
+        }
+    }
+    m->gone[at] = *p;
+    m->gone[at].progress = m->gone[at].spare = NULL;
+    m->gone[at].nprogress = m->gone[at].cap_progress = m->gone[at].cap_spare = 0;
+}
+
+/* A node id joined again: its forgotten incarnation is history. */
+static void gone_drop(bk_member_t *m, const char *id)
+{
+    int32_t at = gone_find(m, id);
+    if (at >= 0) {
+        m->gone[at] = m->gone[--m->ngone];
+        m->version++;
+    }
+}
+
 /* Log time moved: sessions that ended are over; peers over for a session are forgotten
  * (docs/cluster.md, Liveness). Runs per record, so every member does it at the same place. */
 static void expire(bk_member_t *m)
@@ -348,7 +434,11 @@ static void expire(bk_member_t *m)
             peer_end(m, i, BK_MEMBER_DEAD);
         } else if (p->state != BK_MEMBER_ALIVE && m->log_time - p->end_ts > m->session_ms &&
                    !in_current(m, i)) {
+            if (m->gone) {
+                gone_add(m, p);
+            }
             free(p->progress);
+            free(p->spare);
             memset(p, 0, sizeof(*p));
             m->version++;
         }
@@ -377,23 +467,28 @@ static int32_t peer_alloc(bk_member_t *m)
     return m->npeers++;
 }
 
-static void apply_progress(peer_t *p, rec_t *rec)
+/* The heartbeat's progress list replaces the peer's. It is decoded into the spare list, so
+ * that each task's offset can be compared with the one before: changed_ts is the log time
+ * `now` of the first heartbeat that reported the current offset (both lists are ascending). */
+static void apply_progress(peer_t *p, rec_t *rec, int64_t now)
 {
-    int32_t n = 0, task = -1;
+    int32_t n = 0, task = -1, j = 0, cap;
+    progress_t *swap;
     if (rec->nlist > (uint64_t)rec->list.left) {
         return; /* at least a byte an entry */
     }
-    if ((int32_t)rec->nlist > p->cap_progress) {
-        progress_t *pr = realloc(p->progress, (size_t)rec->nlist * sizeof(*pr));
+    if ((int32_t)rec->nlist > p->cap_spare) {
+        progress_t *pr = realloc(p->spare, (size_t)rec->nlist * sizeof(*pr));
         if (!pr) {
             return;
         }
-        p->progress = pr;
-        p->cap_progress = (int32_t)rec->nlist;
+        p->spare = pr;
+        p->cap_spare = (int32_t)rec->nlist;
     }
     for (uint64_t k = 0; k < rec->nlist; k++) {
         uint64_t d = bk_wire_get_uv(&rec->list);
         int64_t offset = bk_wire_get_sv(&rec->list), lag = (int64_t)bk_wire_get_uv(&rec->list);
+        int64_t changed = now;
         if (rec->list.fault || d > BK_ASSIGNCODEC_MAX_TASKS || lag < 0) {
             break;
         }
@@ -401,8 +496,20 @@ static void apply_progress(peer_t *p, rec_t *rec)
         if (task >= BK_ASSIGNCODEC_MAX_TASKS) {
             break;
         }
-        p->progress[n++] = (progress_t){task, offset, lag};
+        while (j < p->nprogress && p->progress[j].task < task) {
+            j++;
+        }
+        if (j < p->nprogress && p->progress[j].task == task && p->progress[j].offset == offset) {
+            changed = p->progress[j].changed_ts;
+        }
+        p->spare[n++] = (progress_t){task, offset, lag, changed};
     }
+    swap = p->progress;
+    p->progress = p->spare;
+    p->spare = swap;
+    cap = p->cap_progress;
+    p->cap_progress = p->cap_spare;
+    p->cap_spare = cap;
     p->nprogress = n;
 }
 
@@ -432,6 +539,7 @@ static void apply_heartbeat(bk_member_t *m, rec_t *rec, int64_t offset, int64_t 
         }
         p = &m->peers[i];
         free(p->progress);
+        free(p->spare);
         memset(p, 0, sizeof(*p));
         p->used = 1;
         memcpy(p->id, rec->id, sizeof(p->id));
@@ -439,6 +547,9 @@ static void apply_heartbeat(bk_member_t *m, rec_t *rec, int64_t offset, int64_t 
         p->state = BK_MEMBER_ALIVE;
         p->join_offset = offset;
         m->version++;
+        if (m->gone) {
+            gone_drop(m, p->id);
+        }
         if (strcmp(p->id, m->node_id) == 0 && p->inc == m->inc) {
             m->joined_once = 1;
             m->join_ts = ts;
@@ -460,7 +571,7 @@ static void apply_heartbeat(bk_member_t *m, rec_t *rec, int64_t offset, int64_t 
     if (ts > p->last_ts) {
         p->last_ts = ts;
     }
-    apply_progress(p, rec);
+    apply_progress(p, rec, m->log_time);
 }
 
 static void apply_leave(bk_member_t *m, const rec_t *rec)
@@ -623,6 +734,13 @@ static void apply(bk_member_t *m, const rd_kafka_message_t *msg)
                      m->node_id, msg->offset);
         return;
     }
+    /* An observer has no session timeout of its own: it applies the one the members announce
+     * (they must all agree on it), from before log time moves, as they would. */
+    if (m->session_announced && rec.type == REC_HEARTBEAT && rec.session_ms > 0 &&
+        rec.session_ms != m->session_ms) {
+        m->session_ms = rec.session_ms;
+        m->version++;
+    }
     /* Log time: the largest timestamp of a member record seen (docs/cluster.md, Log time). */
     if (ts > m->log_time) {
         m->log_time = ts;
@@ -714,6 +832,8 @@ static void send_heartbeat(bk_member_t *m, int64_t now)
         prev = m->prog[i].task;
     }
     pthread_mutex_unlock(&m->plock);
+    bk_wire_put_uv(&w, (uint64_t)m->hb_ms);
+    bk_wire_put_uv(&w, (uint64_t)m->session_ms);
     if (produce(m, REC_HEARTBEAT, &w, now) == 0 && !m->first_hb) {
         m->first_hb = now;
     }
@@ -728,9 +848,21 @@ static void send_tick(bk_member_t *m, int64_t now)
 
 /* -- The leader's duty (docs/cluster.md, Publishing) --------------------------------------- */
 
-static int eligible(const bk_member_t *m, int32_t i)
+/* A member's layout; an observer has none of its own and takes the leader's, whose layout is
+ * the one that the leader assigns (so its `stable` is the leader's). */
+static uint32_t own_layout(const bk_member_t *m)
 {
-    return peer_alive(m, i) && m->peers[i].layout == m->layout;
+    int32_t leader;
+    if (!m->observe) {
+        return m->layout;
+    }
+    leader = leader_peer(m);
+    return leader >= 0 ? m->peers[leader].layout : m->layout;
+}
+
+static int eligible(const bk_member_t *m, int32_t i, uint32_t layout)
+{
+    return peer_alive(m, i) && m->peers[i].layout == layout;
 }
 
 /* The current assignment covers exactly the eligible live members, each incarnation as it
@@ -738,16 +870,17 @@ static int eligible(const bk_member_t *m, int32_t i)
 static int stable(const bk_member_t *m)
 {
     int32_t live = 0, slots = 0, valid = 0;
+    uint32_t layout = own_layout(m);
     if (!m->cur) {
         for (int32_t i = 0; i < m->npeers; i++) {
-            if (eligible(m, i)) {
+            if (eligible(m, i, layout)) {
                 return 0;
             }
         }
         return 1;
     }
     for (int32_t i = 0; i < m->npeers; i++) {
-        live += eligible(m, i);
+        live += eligible(m, i, layout);
     }
     for (int32_t s = 0; s < m->cur->nnodes; s++) {
         int32_t p = m->slot_peer[s];
@@ -755,7 +888,7 @@ static int stable(const bk_member_t *m)
             continue;
         }
         slots++;
-        valid += eligible(m, p) && m->peers[p].inc == m->slot_inc[s];
+        valid += eligible(m, p, layout) && m->peers[p].inc == m->slot_inc[s];
     }
     return slots == valid && valid == live;
 }
@@ -789,7 +922,7 @@ static void lead(bk_member_t *m, int64_t now)
         goto fail;
     }
     for (int32_t i = 0; i < m->npeers; i++) {
-        if (eligible(m, i)) {
+        if (eligible(m, i, m->layout)) {
             idx[n++] = i;
             cap += (size_t)m->peers[i].nprogress;
         }
@@ -967,7 +1100,15 @@ static void after_batch(bk_member_t *m, int64_t now)
      * record per fetch, joiners of a busy log fell further behind, were lost, rejoined and
      * dragged the others down with the churn). */
     rd_kafka_get_watermark_offsets(m->consumer, m->topic, 0, &lo, &hi);
-    caught_up = m->next_offset >= hi && m->next_offset >= m->catchup_to;
+    caught_up = m->phase != PH_START && m->phase != PH_FAILED && m->next_offset >= hi &&
+                m->next_offset >= m->catchup_to;
+    if (caught_up && !m->caught_up) {
+        m->caught_up = 1;
+        m->version++;
+    }
+    if (m->observe) {
+        return; /* it reads, and that is all */
+    }
     if (m->phase == PH_CATCHUP && caught_up) {
         m->phase = PH_RUN; /* join */
         m->next_hb = now;
@@ -1111,7 +1252,9 @@ static void *member_main(void *arg)
         for (int i = 0; i < n; i++) {
             rd_kafka_message_destroy(msgs[i]);
         }
-        rd_kafka_poll(m->producer, 0);
+        if (m->producer) {
+            rd_kafka_poll(m->producer, 0);
+        }
         if (m->on_change && version != m->notified) {
             m->notified = version;
             m->on_change(m->opaque);
@@ -1187,19 +1330,23 @@ bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t e
     }
     pthread_mutex_init(&m->lock, NULL);
     pthread_mutex_init(&m->plock, NULL);
-    if (!mconf->app_id || !mconf->app_id[0] || !mconf->node_id || !mconf->node_id[0]) {
+    m->observe = mconf->observe;
+    if (!mconf->app_id || !mconf->app_id[0] ||
+        (!m->observe && (!mconf->node_id || !mconf->node_id[0]))) {
         snprintf(errstr, errstr_size, "member: an app id and a node id are needed");
         goto fail;
     }
-    if (copy_str(m->node_id, mconf->node_id, "the node id", errstr, errstr_size) != 0 ||
+    if (copy_str(m->node_id, mconf->node_id && mconf->node_id[0] ? mconf->node_id : "observer",
+                 "the node id", errstr, errstr_size) != 0 ||
         copy_str(m->rack, mconf->rack, "the rack", errstr, errstr_size) != 0 ||
         copy_str(m->endpoint, mconf->endpoint, "the endpoint", errstr, errstr_size) != 0 ||
         copy_str(m->topic, mconf->app_id, "the app id", errstr, errstr_size) != 0) {
         goto fail;
     }
     strcat(m->topic, "-control");
-    if (mconf->threads < 1 || mconf->ntasks < 0 || mconf->ntasks > BK_ASSIGNCODEC_MAX_TASKS ||
-        mconf->standbys < 0 || mconf->standbys > BK_ASSIGNCODEC_MAX_K) {
+    if ((mconf->threads < 1 && !m->observe) || mconf->ntasks < 0 ||
+        mconf->ntasks > BK_ASSIGNCODEC_MAX_TASKS || mconf->standbys < 0 ||
+        mconf->standbys > BK_ASSIGNCODEC_MAX_K) {
         snprintf(errstr, errstr_size,
                  "member: threads >= 1, 0 <= tasks <= %d and 0 <= standbys"
                  " <= %d are needed",
@@ -1207,13 +1354,14 @@ bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t e
         goto fail;
     }
     m->conf = mconf->conf;
-    m->threads = mconf->threads;
+    m->threads = mconf->threads > 0 ? mconf->threads : 1;
     m->ntasks = mconf->ntasks;
     m->standbys = mconf->standbys;
     m->hb_ms =
         mconf->heartbeat_interval_ms > 0 ? mconf->heartbeat_interval_ms : BK_MEMBER_HEARTBEAT_MS;
     m->session_ms =
         mconf->session_timeout_ms > 0 ? mconf->session_timeout_ms : BK_MEMBER_SESSION_MS;
+    m->session_announced = m->observe && mconf->session_timeout_ms <= 0;
     if (m->session_ms <= 2 * m->hb_ms) {
         snprintf(errstr, errstr_size,
                  "member: the session timeout (%d ms) must exceed two"
@@ -1225,7 +1373,8 @@ bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t e
     m->on_change = mconf->on_change;
     m->opaque = mconf->opaque;
     m->lost_tasks = malloc(((size_t)m->ntasks + 1) * sizeof(*m->lost_tasks));
-    if (!m->lost_tasks) {
+    m->gone = m->observe ? calloc(GONE_MAX, sizeof(*m->gone)) : NULL;
+    if (!m->lost_tasks || (m->observe && !m->gone)) {
         snprintf(errstr, errstr_size, "out of memory");
         goto fail;
     }
@@ -1247,8 +1396,10 @@ bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t e
     if (!m->consumer) {
         goto fail;
     }
-    m->producer = client_new(m, mconf->app_id, BK_KAFKA_PRODUCER, errstr, errstr_size);
-    if (!m->producer) {
+    /* An observer writes nothing: without a producer it cannot, by mistake either. */
+    m->producer =
+        m->observe ? NULL : client_new(m, mconf->app_id, BK_KAFKA_PRODUCER, errstr, errstr_size);
+    if (!m->producer && !m->observe) {
         goto fail;
     }
     return m;
@@ -1268,10 +1419,22 @@ int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
 
     /* Never ask a dev broker about the topic by name before it exists: that would make it
      * with 4 partitions. bk_kafka_partitions() reads all topics. */
-    if (port == 0 && (port = bk_devctl_discover(m->producer, 10000, errstr, errstr_size)) < 0) {
+    if (m->observe) {
+        if (bk_kafka_partitions(m->consumer, topics, 1, &count, 10000, errstr, errstr_size) != 0) {
+            return -1;
+        }
+        if (count == 0) {
+            snprintf(errstr, errstr_size,
+                     "control topic %s does not exist: no node of this app has run with"
+                     " --cluster 1 on this cluster",
+                     m->topic);
+            return -1;
+        }
+    } else if (port == 0 &&
+               (port = bk_devctl_discover(m->producer, 10000, errstr, errstr_size)) < 0) {
         return -1;
-    }
-    if (bk_kafka_partitions(m->producer, topics, 1, &count, 10000, errstr, errstr_size) != 0) {
+    } else if (bk_kafka_partitions(m->producer, topics, 1, &count, 10000, errstr, errstr_size) !=
+               0) {
         return -1;
     }
     if (count == 0 && bk_kafka_create_topic(m->producer, port > 0 ? port : 0, m->topic, 1,
@@ -1297,8 +1460,8 @@ int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
         return -1;
     }
     m->started = 1;
-    bk_log_info("member %s: reading %s (heartbeat %d ms, session %d ms)", m->node_id, m->topic,
-                m->hb_ms, m->session_ms);
+    bk_log_info("member %s: reading %s (heartbeat %d ms, session %d ms)%s", m->node_id, m->topic,
+                m->hb_ms, m->session_ms, m->observe ? " as an observer" : "");
     return 0;
 }
 
@@ -1308,9 +1471,33 @@ static int cmp_i32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Grows the view's arrays; 0 or -1. */
-static int view_reserve(bk_member_view_t *v, size_t npeers, size_t ntasks, size_t strings)
+/* Grows the int32 arrays `lists`, which share the capacity *cap, to n elements each; 0 or -1
+ * (then *cap is unchanged and the arrays that grew are merely larger than it says). */
+static int grow_i32(int32_t **lists[], size_t count, size_t *cap, size_t n)
 {
+    if (n <= *cap) {
+        return 0;
+    }
+    for (size_t i = 0; i < count; i++) {
+        int32_t *l = realloc(*lists[i], n * sizeof(*l));
+        if (!l) {
+            return -1;
+        }
+        *lists[i] = l;
+    }
+    *cap = n;
+    return 0;
+}
+
+/* Grows the view's arrays; 0 or -1. */
+static int view_reserve(bk_member_view_t *v, size_t npeers, size_t ntasks, size_t strings,
+                        size_t nowner, size_t nstandby_of, size_t nprogress)
+{
+    int32_t **peer_lists[] = {&v->peer_map, &v->peer_order};
+    int32_t **task_lists[] = {&v->running, &v->waiting, &v->release, &v->standby};
+    int32_t **owner_lists[] = {&v->owner, &v->holder};
+    int32_t **standby_lists[] = {&v->standby_of};
+
     if (strings > v->cap_strings) {
         char *p = realloc(v->strings, strings);
         if (!p) {
@@ -1324,43 +1511,57 @@ static int view_reserve(bk_member_view_t *v, size_t npeers, size_t ntasks, size_
         if (!p) {
             return -1;
         }
-        v->peers = p;
-        v->cap_peers = npeers;
+        v->peers = p; /* cap_peers grows with the two lists below */
     }
-    if (ntasks > v->cap_tasks) {
-        int32_t **lists[] = {&v->running, &v->waiting, &v->release, &v->standby};
-        for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
-            int32_t *l = realloc(*lists[i], ntasks * sizeof(*l));
-            if (!l) {
-                return -1;
-            }
-            *lists[i] = l;
+    if (nprogress > v->cap_progress) {
+        bk_member_progress_t *p = realloc(v->progress, nprogress * sizeof(*p));
+        if (!p) {
+            return -1;
         }
-        v->cap_tasks = ntasks;
+        v->progress = p;
+        v->cap_progress = nprogress;
     }
-    return 0;
+    return grow_i32(peer_lists, 2, &v->cap_peers, npeers) != 0 ||
+                   grow_i32(task_lists, 4, &v->cap_tasks, ntasks) != 0 ||
+                   grow_i32(owner_lists, 2, &v->cap_owner, nowner) != 0 ||
+                   grow_i32(standby_lists, 1, &v->cap_standby_of, nstandby_of) != 0
+               ? -1
+               : 0;
 }
 
-int bk_member_poll(bk_member_t *member, bk_member_view_t *view)
+/* The view's index of the incarnation that slot s of the current assignment was bound to,
+ * while the member still knows it (in any state); -1 otherwise or for s < 0. */
+static int32_t slot_view(const bk_member_t *m, const int32_t *peer_map, int32_t s)
 {
-    bk_member_t *m = member;
-    bk_member_view_t *v = view;
-    int32_t self, me_slot = -1, n = 0, leader;
-    size_t strings = 1, used = 0;
-    int rc = 1;
+    int32_t p = s >= 0 ? m->slot_peer[s] : -1;
+    return p >= 0 && m->peers[p].used && m->peers[p].inc == m->slot_inc[s] ? peer_map[p] : -1;
+}
+
+/* bk_member_poll and bk_member_poll_force: copies the view under the lock. The copy's cost
+ * is the peers, the whole app's task table and the progress lists, which is why a node's
+ * loop copies only on a change of version. */
+static int poll_view(bk_member_t *m, bk_member_view_t *v, int force)
+{
+    int32_t self, me_slot = -1, n = 0, nalive = 0, leader, k = m->cur ? m->cur->k : 0;
+    int32_t *order, *map;
+    size_t strings = 1, used = 0, nprogress = 0;
+    int rc;
 
     pthread_mutex_lock(&m->lock);
-    if (v->version == m->version) {
+    if (v->version == m->version && !force) {
         pthread_mutex_unlock(&m->lock);
         return 0;
     }
-    for (int32_t i = 0; i < m->npeers; i++) {
-        const peer_t *p = &m->peers[i];
+    rc = v->version != m->version;
+    for (int32_t i = 0; i < m->npeers + m->ngone; i++) {
+        const peer_t *p = i < m->npeers ? &m->peers[i] : &m->gone[i - m->npeers];
         strings += p->used ? strlen(p->id) + strlen(p->rack) + strlen(p->endpoint) + 3 : 0;
+        nprogress += p->used && p->state == BK_MEMBER_ALIVE ? (size_t)p->nprogress : 0;
     }
-    v->npeers = 0;
-    if (view_reserve(v, (size_t)m->npeers + 1, (size_t)m->nown + (size_t)m->ntasks + 1, strings) !=
-        0) {
+    v->npeers = v->ntasks = v->k = v->nprogress = 0;
+    if (view_reserve(v, (size_t)m->npeers + (size_t)m->ngone + 1,
+                     (size_t)m->nown + (size_t)m->ntasks + 1, strings, (size_t)m->nown + 1,
+                     (size_t)m->nown * (size_t)k + 1, nprogress + 1) != 0) {
         rc = -1;
         goto done;
     }
@@ -1376,41 +1577,74 @@ int bk_member_poll(bk_member_t *member, bk_member_view_t *view)
     v->error = m->error;
     v->log_time = m->log_time;
     v->join_ts = m->join_ts;
-    v->leader = -1;
-    /* Peers: the live ones in join order, then the ended ones. */
-    for (int pass = 0; pass < 2; pass++) {
-        int32_t first = n;
-        for (int32_t i = 0; i < m->npeers; i++) {
-            const peer_t *p = &m->peers[i];
-            const char *str[3] = {p->id, p->rack, p->endpoint};
-            char *s[3];
-            if (!p->used || (p->state == BK_MEMBER_ALIVE) != (pass == 0)) {
-                continue;
-            }
-            for (int k = 0; k < 3; k++) {
-                size_t len = strlen(str[k]) + 1;
-                s[k] = memcpy(v->strings + used, str[k], len);
-                used += len;
-            }
-            v->peers[n++] =
-                (bk_member_peer_t){s[0],     s[1],           s[2],       p->inc,  p->threads,
-                                   p->state, p->join_offset, p->last_ts, p->epoch};
-            v->npeers = n;
-        }
-        if (pass == 0) {
-            /* Join order: insertion sort, the list is short and mostly sorted. */
-            for (int32_t x = first + 1; x < n; x++) {
-                for (int32_t y = x;
-                     y > first && v->peers[y - 1].join_offset > v->peers[y].join_offset; y--) {
-                    bk_member_peer_t tmp = v->peers[y];
-                    v->peers[y] = v->peers[y - 1];
-                    v->peers[y - 1] = tmp;
-                }
-            }
-            v->leader = leader >= 0 ? 0 : -1; /* the leader is the live one that joined first */
+    v->caught_up = m->caught_up;
+    v->next_offset = m->next_offset;
+    v->session_timeout_ms = m->session_ms;
+    /* Peers: the live ones in join order, then the ended ones, then an observer's forgotten
+     * ones. peer_order maps the view's index to the member's (npeers + i: gone[i]), peer_map
+     * the other way. */
+    order = v->peer_order;
+    map = v->peer_map;
+    for (int32_t i = 0; i < m->npeers; i++) {
+        map[i] = -1;
+        if (peer_alive(m, i)) {
+            order[nalive++] = i;
         }
     }
-    /* This member's tasks (docs/cluster.md, Holders). */
+    n = nalive;
+    for (int32_t i = 0; i < m->npeers; i++) {
+        if (m->peers[i].used && m->peers[i].state != BK_MEMBER_ALIVE) {
+            order[n++] = i;
+        }
+    }
+    for (int32_t i = 0; i < m->ngone; i++) {
+        order[n++] = m->npeers + i;
+    }
+    /* Join order: insertion sort, the list is short and mostly sorted. */
+    for (int32_t x = 1; x < nalive; x++) {
+        for (int32_t y = x;
+             y > 0 && m->peers[order[y - 1]].join_offset > m->peers[order[y]].join_offset; y--) {
+            int32_t tmp = order[y];
+            order[y] = order[y - 1];
+            order[y - 1] = tmp;
+        }
+    }
+    for (int32_t x = 0; x < n; x++) {
+        const peer_t *p =
+            order[x] < m->npeers ? &m->peers[order[x]] : &m->gone[order[x] - m->npeers];
+        const char *str[3] = {p->id, p->rack, p->endpoint};
+        char *s[3];
+        for (int j = 0; j < 3; j++) {
+            size_t len = strlen(str[j]) + 1;
+            s[j] = memcpy(v->strings + used, str[j], len);
+            used += len;
+        }
+        v->peers[x] = (bk_member_peer_t){s[0],     s[1],           s[2],       p->inc,  p->threads,
+                                         p->state, p->join_offset, p->last_ts, p->epoch};
+        if (order[x] < m->npeers) {
+            map[order[x]] = x;
+        }
+        /* Progress: live peers only, in view order, tasks ascending as heartbeats list them. */
+        for (int32_t j = 0; p->state == BK_MEMBER_ALIVE && j < p->nprogress; j++) {
+            const progress_t *pr = &p->progress[j];
+            v->progress[v->nprogress++] =
+                (bk_member_progress_t){x, pr->task, pr->offset, pr->lag, pr->changed_ts};
+        }
+    }
+    v->npeers = n;
+    v->leader = leader >= 0 ? map[leader] : -1; /* 0: the live one that joined first */
+    /* The app's tasks (docs/cluster.md, Holders). */
+    for (int32_t t = 0; t < m->nown; t++) {
+        v->owner[t] = slot_view(m, map, m->cur->active[t]);
+        v->holder[t] = m->own[t] >= 0 ? map[m->own[t]] : -1;
+        for (int32_t j = 0; j < k; j++) {
+            size_t at = (size_t)t * (size_t)k + (size_t)j;
+            v->standby_of[at] = slot_view(m, map, m->cur->standby[at]);
+        }
+    }
+    v->ntasks = m->nown;
+    v->k = k;
+    /* This member's tasks. */
     v->nrunning = v->nwaiting = v->nrelease = v->nstandby = 0;
     if (m->lost) {
         memcpy(v->release, m->lost_tasks, (size_t)m->nlost * sizeof(*v->release));
@@ -1449,6 +1683,16 @@ done:
     return rc;
 }
 
+int bk_member_poll(bk_member_t *member, bk_member_view_t *view)
+{
+    return poll_view(member, view, 0);
+}
+
+int bk_member_poll_force(bk_member_t *member, bk_member_view_t *view)
+{
+    return poll_view(member, view, 1);
+}
+
 void bk_member_view_clear(bk_member_view_t *view)
 {
     free(view->strings);
@@ -1457,6 +1701,12 @@ void bk_member_view_clear(bk_member_view_t *view)
     free(view->waiting);
     free(view->release);
     free(view->standby);
+    free(view->owner);
+    free(view->holder);
+    free(view->standby_of);
+    free(view->progress);
+    free(view->peer_map);
+    free(view->peer_order);
     memset(view, 0, sizeof(*view));
 }
 
@@ -1486,7 +1736,7 @@ void bk_member_set_progress(bk_member_t *member, int32_t task, int64_t offset, i
             m->prog = p;
             m->cap_prog = cap;
         }
-        m->prog[m->nprog++] = (progress_t){task, offset, lag};
+        m->prog[m->nprog++] = (progress_t){task, offset, lag, 0};
     }
     pthread_mutex_unlock(&m->plock);
 }
@@ -1570,7 +1820,7 @@ int bk_member_stop(bk_member_t *member, int leave)
         return 0;
     }
     pthread_mutex_lock(&m->lock);
-    send = m->phase == PH_RUN && !m->lost && m->first_hb;
+    send = m->phase == PH_RUN && !m->lost && m->first_hb && m->producer;
     m->leave_state = 0;
     if (send) {
         w_header(&w, m, REC_LEAVE);
@@ -1608,8 +1858,10 @@ void bk_member_destroy(bk_member_t *member)
     }
     for (int32_t i = 0; i < m->npeers; i++) {
         free(m->peers[i].progress);
+        free(m->peers[i].spare);
     }
     free(m->peers);
+    free(m->gone);
     bk_assigncodec_destroy(m->cur);
     free(m->slot_peer);
     free(m->slot_inc);

@@ -9,7 +9,8 @@
  *
  * It does not run tasks, commit offsets or touch state: the node does, on what
  * bk_member_poll() says. It owns one consumer and one producer of the control topic and a
- * thread of its own ("member"). */
+ * thread of its own ("member"). An observer (`beck status`) derives the same view with the
+ * consumer only: it never joins, heartbeats, publishes or creates the topic. */
 #ifndef BK_MEMBER_H
 #define BK_MEMBER_H
 
@@ -29,24 +30,34 @@ typedef struct bk_member_s bk_member_t;
 typedef struct bk_member_conf {
     const bk_conf_t *conf; /* -b and -X/-F settings for the clients (bk_kafka_new) */
     const char *app_id;    /* the control topic is "<app_id>-control" */
-    const char *node_id;   /* unique in the app; a restart may reuse it (new incarnation) */
-    const char *rack;      /* NULL or "": no rack */
-    const char *endpoint;  /* where the node serves queries, "host:port"; NULL or "" */
-    int32_t threads;       /* stream threads: the member's share of tasks, >= 1 */
-    int32_t ntasks;        /* tasks are 0..ntasks-1; every member of the app must agree */
+    /* Unique in the app; a restart may reuse it (new incarnation). An observer's only names
+     * it in the log (NULL: "observer"). */
+    const char *node_id;
+    const char *rack;     /* NULL or "": no rack */
+    const char *endpoint; /* where the node serves queries, "host:port"; NULL or "" */
+    int32_t threads;      /* stream threads: the member's share of tasks, >= 1 (observer: any) */
+    /* Tasks are 0..ntasks-1; every member of the app must agree. An observer may pass 0: the
+     * view's ntasks comes from the current assignment, which holds the count. */
+    int32_t ntasks;
     /* Names of the tasks, [ntasks] (e.g. "0_3" for subtopology 0, partition 3), or NULL for
      * "0".."ntasks-1": hashed into the layout fingerprint that heartbeats carry, so that a
      * member whose tasks mean something else (another topology version) is given none. */
     const char *const *task_names;
     int32_t standbys;          /* K standby replicas per task, >= 0 */
     int heartbeat_interval_ms; /* 0: BK_MEMBER_HEARTBEAT_MS */
-    int session_timeout_ms;    /* 0: BK_MEMBER_SESSION_MS; > 2 heartbeat intervals */
-    int dev_port;              /* > 0: the dev broker's control port; 0: find out
-                                * (bk_devctl_discover); < 0: a real cluster (Admin API) */
+    /* 0: BK_MEMBER_SESSION_MS; > 2 heartbeat intervals. An observer given 0 takes the one the
+     * heartbeats it reads announce, which is what the members that wrote them use. */
+    int session_timeout_ms;
+    int dev_port; /* > 0: the dev broker's control port; 0: find out
+                   * (bk_devctl_discover); < 0: a real cluster (Admin API) */
     /* Called on the member thread after the view changed (see bk_member_poll); it may call
      * any bk_member_* function but bk_member_stop/destroy. NULL: poll instead. */
     void (*on_change)(void *opaque);
     void *opaque;
+    /* 1: an observer. It reads the log from its start and derives the view exactly as a
+     * member does, but never joins, heartbeats or publishes, and refuses a missing control
+     * topic instead of creating it (bk_member_start). It has no producer. */
+    int observe;
 } bk_member_conf_t;
 
 /* A member of the app as the log shows it. */
@@ -59,10 +70,21 @@ typedef struct bk_member_peer {
     int state;           /* BK_MEMBER_ALIVE.. */
     int64_t join_offset; /* offset of this incarnation's first heartbeat */
     /* These two change with every heartbeat without changing the view's version: they are as
-     * of the view's last change. */
+     * of the last copy (bk_member_poll copies only on a change of version). */
     int64_t last_ts; /* timestamp (ms) of its latest heartbeat */
     uint64_t epoch;  /* the epoch its latest heartbeat reported */
 } bk_member_peer_t;
+
+/* One replica's progress as a live peer's latest heartbeat reported it
+ * (bk_member_set_progress on that node). */
+typedef struct bk_member_progress {
+    int32_t peer; /* index into the view's peers */
+    int32_t task;
+    int64_t offset, lag;
+    /* Log time (ms) of the first heartbeat that reported this offset: how long the replica has
+     * stood still is log_time - changed_ts. The first report of a task counts as a change. */
+    int64_t changed_ts;
+} bk_member_progress_t;
 
 /* The view of one member: filled by bk_member_poll() into memory the view owns (reused by
  * the next poll into the same view), freed by bk_member_view_clear(). Zero it before the
@@ -77,7 +99,10 @@ typedef struct bk_member_view {
     int is_leader;
     const char *error; /* why the member gave up (static text), or NULL */
     int32_t leader;    /* index into peers of the leader, -1: none */
-    int32_t npeers;    /* alive ones first, in join order, then the ended ones */
+    /* Alive ones first, in join order, then the ended ones. The rules forget an ended member
+     * a session after it ended (unless the current epoch names it); an observer still lists
+     * the latest 32 forgotten ones at the end, for show. */
+    int32_t npeers;
     bk_member_peer_t *peers;
     int32_t nrunning; /* assigned to me and mine to run: run them */
     int32_t *running;
@@ -89,8 +114,31 @@ typedef struct bk_member_view {
     int32_t *standby;
     int64_t log_time; /* the largest record timestamp seen (ms) */
     int64_t join_ts;  /* timestamp of this incarnation's first heartbeat; 0: none yet */
+    /* Has read the log up to where it ended when the member started (and to the end its
+     * fetches saw then): from here on the view is the app's present, not a replay of its
+     * history. Set once, never cleared. */
+    int caught_up;
+    int64_t next_offset;    /* the next control record the view will read */
+    int session_timeout_ms; /* the one the liveness rule applies (an observer's: announced) */
+    /* The whole app's tasks, for every member (routing, `beck status`). Task t of the current
+     * assignment (0..ntasks-1; ntasks is 0 before the first epoch):
+     *   owner[t]       the peer the current epoch makes its active, -1 if none. It is the
+     *                  incarnation the epoch was made for and may have ended since (check its
+     *                  state before routing to it); -1 too once that incarnation is forgotten.
+     *   holder[t]      the peer that holds it (may be running it), -1: nobody. A holder other
+     *                  than the owner is a handoff in progress (it has not released the task).
+     *   standby_of[t * k + j]  its j-th standby replica's peer, as owner; -1: none.
+     * Peer indices are into peers[]. */
+    int32_t ntasks, k;
+    int32_t *owner, *holder, *standby_of;
+    /* Progress reported by the latest heartbeat of each live peer, by peer then task. Like a
+     * peer's last_ts and epoch it changes without changing the version: it is as of the last
+     * copy (bk_member_poll_force copies anyway). */
+    int32_t nprogress;
+    bk_member_progress_t *progress;
     /* internal: what the arrays hold, and the peers' strings */
-    size_t cap_peers, cap_tasks, cap_strings;
+    size_t cap_peers, cap_tasks, cap_strings, cap_owner, cap_standby_of, cap_progress;
+    int32_t *peer_map, *peer_order; /* the member's peer slots <-> indices into peers */
     char *strings;
 } bk_member_view_t;
 
@@ -101,12 +149,19 @@ bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t e
 /* Creates the control topic when it is missing (on a real cluster through the Admin API with
  * conf's replication factor), starts reading it from its start and starts the member thread,
  * which joins once it has read the log up to its end. Blocks up to ~10 s on metadata.
- * 0, or -1 with errstr. */
+ * 0, or -1 with errstr. An observer instead fails when the topic is missing. */
 int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size);
 
 /* Copies the current view into *view if it changed since view->version: 1 if it did, 0 if
- * not. @locality any thread */
+ * not, -1 if memory ran out (view->version is then 0, so the next poll copies again).
+ * @locality any thread */
 int bk_member_poll(bk_member_t *member, bk_member_view_t *view);
+
+/* The same, but copies even when the version did not change, so that what changes without it
+ * (the peers' last_ts and epoch, progress) is fresh; returns 1 only if the version changed.
+ * Costs a full copy each call: for `beck status` and metrics, not a node's loop.
+ * @locality any thread */
+int bk_member_poll_force(bk_member_t *member, bk_member_view_t *view);
 
 /* Frees what polls put in *view and zeroes it. */
 void bk_member_view_clear(bk_member_view_t *view);
