@@ -1,4 +1,5 @@
-/* main.c - the beck command: dispatches to run, broker, test and version. */
+/* main.c - the beck command: dispatches to run, broker, status, test, describe, dump and
+ * version. */
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "describe.h"
 #include "dump.h"
 #include "node.h"
+#include "status.h"
 #include "testrun.h"
 
 #define BK_VERSION "0.1.0"
@@ -19,6 +21,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: beck COMMAND [ARGS]\n\n"
                  "  run TOPOLOGY.lua [-b BROKERS] ...  run a topology as one node of its app\n"
                  "  broker [--brokers N] ...           host a dev broker (librdkafka's mock cluster)\n"
+                 "  status -b BROKERS --app ID ...     print an app's cluster: nodes, epoch, tasks\n"
                  "  test [PATH...]                     run busted specs inside the runtime\n"
                  "  describe TOPOLOGY.lua              print a topology's subtopologies, stores, topics\n"
                  "  dump --state-dir DIR --app ID      print a stopped node's stores\n"
@@ -46,6 +49,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "broker") == 0) {
         return bk_broker_main(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "status") == 0) {
+        return bk_status_main(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "describe") == 0) {
         return bk_describe_main(argc - 1, argv + 1);
