@@ -249,6 +249,84 @@ static int64_t lag_of(const asg_t *a, int32_t t, int32_t m)
     return LAG_NONE;
 }
 
+/* -- Warm-up (KIP-441) --------------------------------------------------------------------- */
+
+/* Racks spanned by member `extra` and the row of task t without its slot `skip`. */
+static int32_t racks_with(asg_t *a, int32_t t, int32_t skip, int32_t extra, int32_t extra2)
+{
+    int32_t n = 0;
+    a->stamp++;
+    for (int32_t j = -2; j < a->K; j++) {
+        int32_t m = j == -2 ? extra : j == -1 ? extra2 : (j == skip ? -1 : a->standby[t * a->K + j]);
+        if (m >= 0 && a->rstamp[a->rack[m]] != a->stamp) {
+            a->rstamp[a->rack[m]] = a->stamp;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* A task whose new active holds no caught-up state (lag > acceptable) stays active on a
+ * replica that does (the lowest lag, then the lowest id), and the member balance chose
+ * becomes a standby of it instead: a warm-up replica, which takes the slot of that replica
+ * in the row, or else the slot of the standby with the highest lag that keeps the rack rule.
+ * The leader recomputes once warm-ups catch up (docs/assignment.md, Warm-up). Balance yields
+ * for the time being; the node and rack rules do not. Returns the tasks held back. */
+static int32_t warm_up(asg_t *a, int64_t acceptable)
+{
+    int32_t held = 0, want_racks;
+    for (int32_t t = 0; t < a->T; t++) {
+        int32_t nw = a->active[t], c = -1, slot = -1;
+        int64_t best = LAG_NONE;
+        int32_t *row = &a->standby[t * a->K];
+        if (lag_of(a, t, nw) <= acceptable) {
+            continue;
+        }
+        for (int32_t i = a->cstart[t]; i < a->cstart[t + 1]; i++) {
+            const cand_t *cd = &a->cands[i];
+            if (cd->member != nw && cd->lag <= acceptable && cd->lag < best) {
+                best = cd->lag;
+                c = cd->member;
+            }
+        }
+        if (a->prev[t] >= 0 && a->prev[t] != nw && lag_of(a, t, a->prev[t]) <= acceptable) {
+            c = a->prev[t]; /* where it is, if warm there: holding it back moves nothing */
+        }
+        if (c < 0) {
+            continue; /* nobody has it warm: it moves now and restores */
+        }
+        for (int32_t j = 0; j < a->K; j++) {
+            if (row[j] == c) {
+                slot = j;
+            }
+        }
+        want_racks = a->R < a->K + 1 ? a->R : a->K + 1;
+        if (slot < 0) {
+            int64_t worst = -1;
+            for (int32_t j = 0; j < a->K; j++) {
+                int64_t l = row[j] >= 0 ? lag_of(a, t, row[j]) : LAG_NONE;
+                if (l > worst && racks_with(a, t, j, c, nw) >= want_racks) {
+                    worst = l;
+                    slot = j;
+                }
+            }
+            if (slot < 0) {
+                continue;
+            }
+        }
+        if (row[slot] >= 0) {
+            a->scount[row[slot]]--;
+        }
+        row[slot] = nw;
+        a->scount[nw]++;
+        a->acount[nw]--;
+        a->acount[c]++;
+        a->active[t] = c;
+        held++;
+    }
+    return held;
+}
+
 /* -- Quotas ------------------------------------------------------------------------------- */
 
 /* Thread-level bounds for `total` items: each thread floor(total/C) or ceil(total/C), so a
@@ -948,6 +1026,9 @@ int bk_assign_compute(const bk_assign_input_t *in, bk_assign_result_t *res, char
         seterr(errstr, errstr_size, "out of memory");
         goto fail;
     }
+    if (in->warmup && a.K > 0) {
+        res->warmups = warm_up(&a, in->acceptable_lag);
+    }
     /* Back from ranks to the caller's member indices. */
     res->ntasks = a.T;
     res->nmembers = a.M;
@@ -1117,6 +1198,18 @@ const bk_assign_input_t *bk_assign_builder_input(bk_assign_builder_t *b)
     b->in.prev_width = b->prev_width;
     b->in.lags = b->lags;
     return &b->in;
+}
+
+int bk_ffi_assign_set_warmup(bk_assign_builder_t *b, int on, int64_t acceptable_lag)
+{
+    b->in.warmup = on;
+    b->in.acceptable_lag = acceptable_lag;
+    return BK_FFI_OK;
+}
+
+int32_t bk_ffi_assign_warmups(const bk_assign_builder_t *b)
+{
+    return b->computed ? b->res.warmups : BK_FFI_ERR;
 }
 
 int bk_ffi_assign_compute(bk_assign_builder_t *b)

@@ -60,6 +60,11 @@ typedef struct bk_assign_input {
     int32_t prev_width;
     const bk_assign_lag_t *lags; /* [nlags], any order, a (task, member) twice: the least */
     int32_t nlags;
+    /* Warm-up (off when 0; needs K' >= 1): a task whose chosen active is more than
+     * acceptable_lag behind stays on a member that is not, and the chosen one gets a standby
+     * slot of it to warm up in. Balance then holds only once the warm-ups caught up. */
+    int warmup;
+    int64_t acceptable_lag;
 } bk_assign_input_t;
 
 /* What it returns. Owned by the result; freed by bk_assign_result_destroy(). */
@@ -75,6 +80,7 @@ typedef struct bk_assign_result {
     int32_t min_moved;      /* the least `moved` of any balanced assignment (== moved) */
     int32_t orphaned;       /* tasks without a present previous active (they all move) */
     int32_t promoted;       /* orphans that went to their lowest-lag present replica */
+    int32_t warmups;        /* tasks held on a caught-up replica while another warms up */
 } bk_assign_result_t;
 
 /* Computes the assignment of `in` into *res (overwritten; destroy it after use, also after

@@ -115,7 +115,11 @@ int32_t bk_ffi_assign_add_member(bk_assign_builder_t *b, const char *id, const c
 int bk_ffi_assign_set_prev(bk_assign_builder_t *b, int32_t task, int32_t active,
                            const int32_t *standby, int32_t n);
 int bk_ffi_assign_add_lag(bk_assign_builder_t *b, int32_t task, int32_t member, int64_t lag);
+/* Warm-up (assign.h): on, and the acceptable recovery lag. */
+int bk_ffi_assign_set_warmup(bk_assign_builder_t *b, int on, int64_t acceptable_lag);
 int bk_ffi_assign_compute(bk_assign_builder_t *b);
+/* After a compute: tasks held on a caught-up replica while another warms up. */
+int32_t bk_ffi_assign_warmups(const bk_assign_builder_t *b);
 /* After a compute: actives [ntasks], standbys [ntasks * *k], and the movement figures. */
 const int32_t *bk_ffi_assign_active(const bk_assign_builder_t *b);
 const int32_t *bk_ffi_assign_standby(const bk_assign_builder_t *b, int32_t *k);

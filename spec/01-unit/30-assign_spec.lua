@@ -17,8 +17,9 @@ local ibuf = ffi.new("int32_t[16]")
 local kbuf = ffi.new("int32_t[1]")
 local stats = ffi.new("int32_t[4]")
 
-local function run(members, T, K, prev, lags)
+local function run(members, T, K, prev, lags, warm)
   local b = ffi.gc(C.bk_ffi_assign_new(T, K), C.bk_ffi_assign_free)
+  if warm then C.bk_ffi_assign_set_warmup(b, 1, warm) end
   local index = {}
   for i, m in ipairs(members) do
     local idx = C.bk_ffi_assign_add_member(b, m.id, m.rack, nil, m.threads)
@@ -55,6 +56,7 @@ local function run(members, T, K, prev, lags)
   end
   C.bk_ffi_assign_stats(b, stats, stats + 1, stats + 2, stats + 3)
   res.moved, res.min_moved, res.orphaned, res.promoted = stats[0], stats[1], stats[2], stats[3]
+  res.warmups = C.bk_ffi_assign_warmups(b)
   return res
 end
 
@@ -457,6 +459,84 @@ describe("the assignor", function()
         assert(was[nxt.active[t]], "task " .. t .. " did not go to a standby")
       end
     end
+  end)
+
+  describe("with warm-up (KIP-441)", function()
+    local members = {
+      { id = "na", rack = "a", threads = 1 }, { id = "nb", rack = "b", threads = 1 },
+      { id = "nc", rack = "c", threads = 1 },
+    }
+    local rack = { na = "a", nb = "b", nc = "c", nd = "d" }
+    local T, K, ACC = 12, 1, 100
+
+    -- every replica caught up (lag 0)
+    local function caught_up(res)
+      local lags = {}
+      for t = 0, T - 1 do
+        lags[#lags + 1] = { t, res.active[t], 0 }
+        for _, sb in ipairs(res.standby[t]) do lags[#lags + 1] = { t, sb, 0 } end
+      end
+      return lags
+    end
+
+    local function rules(res)
+      for t = 0, T - 1 do
+        local sb = res.standby[t][1]
+        assert.are_not.equal(res.active[t], sb, "node rule, task " .. t)
+        assert.are_not.equal(rack[res.active[t]], rack[sb], "rack rule, task " .. t)
+      end
+    end
+
+    it("gives every task of a dead node to its caught-up standby, balance or not", function()
+      for seed = 1, 20 do
+        math.randomseed(seed)
+        local first = assert(run(shuffled(members), T, K, nil, nil, ACC))
+        local lags = caught_up(first)
+        local victim = members[random(3)].id
+        local left = {}
+        for _, m in ipairs(members) do if m.id ~= victim then left[#left + 1] = m end end
+        local nxt = assert(run(left, T, K, first, lags, ACC))
+        for t = 0, T - 1 do
+          if first.active[t] == victim then
+            assert.equal(first.standby[t][1], nxt.active[t], "task " .. t)
+          else
+            assert.equal(first.active[t], nxt.active[t], "task " .. t .. " moved")
+          end
+        end
+        rules(nxt)
+      end
+    end)
+
+    it("makes no task active on a joining node before its replica caught up", function()
+      local first = assert(run(members, T, K, nil, nil, ACC))
+      local lags = caught_up(first)
+      -- (in a rack of its own: a warm-up replica takes a standby slot, under the rack rule)
+      local four = { members[1], members[2], members[3], { id = "nd", rack = "d", threads = 1 } }
+      local warm = assert(run(four, T, K, first, lags, ACC))
+      local on_d, warming = 0, {}
+      for t = 0, T - 1 do
+        assert.equal(first.active[t], warm.active[t], "task " .. t .. " moved before warm-up")
+        if warm.standby[t][1] == "nd" then warming[#warming + 1] = t end
+        if warm.active[t] == "nd" then on_d = on_d + 1 end
+      end
+      assert.equal(0, on_d)
+      assert.equal(3, warm.warmups) -- the tasks balance gives nd: 12 / 4
+      assert.is_true(#warming >= 3)
+      rules(warm)
+      -- halfway: still behind, nothing moves
+      local behind = caught_up(warm)
+      for _, l in ipairs(behind) do if l[2] == "nd" then l[3] = ACC + 1 end end
+      local still = assert(run(four, T, K, warm, behind, ACC))
+      for t = 0, T - 1 do assert.equal(warm.active[t], still.active[t]) end
+      -- caught up: the tasks move, and balance holds again
+      local caught = caught_up(warm)
+      local moved = assert(run(four, T, K, warm, caught, ACC))
+      local count = {}
+      for t = 0, T - 1 do count[moved.active[t]] = (count[moved.active[t]] or 0) + 1 end
+      for _, m in ipairs(four) do assert.equal(3, count[m.id], m.id) end
+      assert.equal(0, moved.warmups)
+      rules(moved)
+    end)
   end)
 
   it("moves nothing when nothing changed", function()
