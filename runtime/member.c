@@ -195,6 +195,8 @@ struct bk_member_s {
     char node_id[BK_MEMBER_MAX_ID + 1], rack[BK_MEMBER_MAX_ID + 1];
     char endpoint[BK_MEMBER_MAX_ID + 1], topic[BK_MEMBER_MAX_ID + 16];
     int32_t threads, ntasks, standbys;
+    int warmup;             /* assign.h warm-up, with acceptable_lag */
+    int64_t acceptable_lag;
     uint32_t layout; /* hash of the task count and names: members that differ share nothing */
     int hb_ms, session_ms, dev_port;
     int observe;           /* never joins or writes (bk_member_conf_t) */
@@ -954,7 +956,9 @@ static void lead(bk_member_t *m, int64_t now)
                              .prev_standby = m->cur ? ps : NULL,
                              .prev_width = width,
                              .lags = lags,
-                             .nlags = nlags};
+                             .nlags = nlags,
+                             .warmup = m->warmup,
+                             .acceptable_lag = m->acceptable_lag};
     if (bk_assign_compute(&in, &res, err, sizeof(err)) != 0) {
         goto fail;
     }
@@ -1357,6 +1361,8 @@ bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t e
     m->threads = mconf->threads > 0 ? mconf->threads : 1;
     m->ntasks = mconf->ntasks;
     m->standbys = mconf->standbys;
+    m->warmup = mconf->warmup;
+    m->acceptable_lag = mconf->acceptable_lag;
     m->hb_ms =
         mconf->heartbeat_interval_ms > 0 ? mconf->heartbeat_interval_ms : BK_MEMBER_HEARTBEAT_MS;
     m->session_ms =

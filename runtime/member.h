@@ -44,6 +44,10 @@ typedef struct bk_member_conf {
      * member whose tasks mean something else (another topology version) is given none. */
     const char *const *task_names;
     int32_t standbys;          /* K standby replicas per task, >= 0 */
+    /* Warm-up (assign.h): with warmup set and K >= 1, the leader keeps a task on a replica
+     * at most acceptable_lag records behind while the member balance chose warms up. */
+    int warmup;
+    int64_t acceptable_lag;
     int heartbeat_interval_ms; /* 0: BK_MEMBER_HEARTBEAT_MS */
     /* 0: BK_MEMBER_SESSION_MS; > 2 heartbeat intervals. An observer given 0 takes the one the
      * heartbeats it reads announce, which is what the members that wrote them use. */

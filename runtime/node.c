@@ -683,6 +683,10 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mc.ntasks = mn.ntasks;
     mc.task_names = (const char *const *)mn.names;
     mc.standbys = (int32_t)bk_conf_int(conf, BK_CONF_STANDBYS);
+    /* Warm-up holds tasks back until their new owner caught up; without the leader's
+     * probing recompute (not written yet) it would hold them for ever: off for now. */
+    mc.warmup = 0;
+    mc.acceptable_lag = bk_conf_int(conf, BK_CONF_RECOVERY_LAG);
     mc.heartbeat_interval_ms = (int)bk_conf_int(conf, BK_CONF_HEARTBEAT_MS);
     mc.session_timeout_ms = (int)bk_conf_int(conf, BK_CONF_SESSION_MS);
     mc.dev_port = dev_port > 0 ? dev_port : -1;

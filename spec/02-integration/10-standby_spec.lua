@@ -1,0 +1,198 @@
+-- Standby replicas (runtime/standby.c): with num.standby.replicas = 1 every
+-- task has a warm copy on another node in another rack, which tails the
+-- store's changelog. When a node is killed with SIGKILL, each of its tasks is
+-- taken over by the node that kept its standby, which replays only what its
+-- copy had not applied yet, not the whole changelog; and thanks to the commit
+-- markers in the changelog (store.h) the counts stay exact, although the dead
+-- node's uncommitted input is processed again.
+local helpers = require "spec.helpers"
+
+local WORDCOUNT = "scripts/examples/wordcount.lua"
+local APP = "wordcount"
+
+-- Lines keyed by one of 12 buckets whose words no other bucket uses.
+local function make_lines(from, to, exact)
+  local lines = {}
+  for i = from, to do
+    local b = i % 12
+    local words = {}
+    for j = 1, 4 do
+      local w = "w" .. string.char(97 + b) .. string.char(97 + (i * 7 + j * 13) % 26)
+      words[j] = w
+      exact[w] = (exact[w] or 0) + 1
+    end
+    lines[#lines + 1] = { "bucket-" .. b, table.concat(words, " ") }
+  end
+  return lines
+end
+
+local function committed_total(bs)
+  local total = 0
+  for _, o in pairs(helpers.committed(bs, "text-lines", APP)) do total = total + o end
+  return total
+end
+
+local function latest(records)
+  local kv = {}
+  for _, r in ipairs(records) do kv[r.key] = tonumber(r.value) end
+  return kv
+end
+
+local function words(s)
+  local t = {}
+  for w in s:gmatch("%S+") do t[#t + 1] = w end
+  return t
+end
+
+-- Every epoch line of a node's log: { epoch, running = {...}, standby = {...} }.
+local function epochs(n)
+  local out = {}
+  for line in n:log():gmatch("[^\n]+") do
+    local e, run, sb = line:match("epoch (%d+): running %d+ task%(s%), %d+ waiting for their "
+                                  .. "release, %d+ standby %(running %[([^%]]*)%], standby "
+                                  .. "%[([^%]]*)%]%)")
+    if e then
+      out[#out + 1] = { epoch = tonumber(e), running = words(run), standby = words(sb) }
+    else
+      e, sb = line:match("epoch (%d+): %d+ standby task%(s%) %[([^%]]*)%]")
+      if e then
+        local prev = out[#out] or { running = {} }
+        out[#out + 1] = { epoch = tonumber(e), running = prev.running, standby = words(sb) }
+      end
+    end
+  end
+  return out
+end
+
+local function now_of(n)
+  local e = epochs(n)
+  return e[#e] or { epoch = 0, running = {}, standby = {} }
+end
+
+local function node(bs, id, rack, extra)
+  local args = { "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack,
+                 "--commit-interval-ms", "300", "--num-standby-replicas", "1",
+                 "--heartbeat-interval-ms", "200", "--session-timeout-ms", "2000",
+                 "-X", "fetch.wait.max.ms=20" }
+  for _, a in ipairs(extra or {}) do args[#args + 1] = a end
+  return helpers.start_node(WORDCOUNT, args, { name = id })
+end
+
+-- Every node of `nodes` (id -> node) in one epoch, the tasks spread as
+-- `want` actives and standbys each.
+local function settled(nodes, want)
+  local epoch
+  for _, n in pairs(nodes) do
+    local e = now_of(n)
+    if #e.running ~= want or #e.standby ~= want then return false end
+    if epoch and e.epoch ~= epoch then return false end
+    epoch = e.epoch
+  end
+  return true
+end
+
+describe("standby replicas", function()
+  after_each(helpers.cleanup)
+
+  it("sit in other racks, take over a killed node's tasks replaying only their lag, and "
+     .. "keep counts exact", function()
+    local broker = helpers.start_broker { topics = { "text-lines:12" } }
+    local bs = broker.bootstrap
+    local exact = {}
+    local racks = { na = "a", nb = "b", nc = "c" }
+    local nodes = { na = node(bs, "na", "a"), nb = node(bs, "nb", "b"), nc = node(bs, "nc", "c") }
+    helpers.eventually(function() return settled(nodes, 4) end, 40, 0.2)
+
+    -- no task has its active and its standby in one rack
+    local active_of, standby_of = {}, {}
+    for id, n in pairs(nodes) do
+      for _, t in ipairs(now_of(n).running) do active_of[t] = id end
+      for _, t in ipairs(now_of(n).standby) do standby_of[t] = id end
+    end
+    local ntasks = 0
+    for t, a in pairs(active_of) do
+      ntasks = ntasks + 1
+      assert.is_not_nil(standby_of[t], "standby of " .. t)
+      assert.are_not.equal(racks[a], racks[standby_of[t]], "racks of " .. t)
+    end
+    assert.equal(12, ntasks)
+
+    helpers.produce(bs, "text-lines", make_lines(1, 30000, exact), { timeout = 60 })
+    helpers.eventually(function() return committed_total(bs) == 30000 end, 60, 0.3)
+    -- the standbys caught up: their lag lines say 0
+    helpers.eventually(function()
+      for _, n in pairs(nodes) do
+        if not n:log():match("standby %d+_%d+: applied %d+ changelog") and
+           not n:log():match("standbys: [^\n]*lag 0") then
+          return false
+        end
+      end
+      return true
+    end, 30, 0.3)
+
+    -- SIGKILL of nc while input keeps coming
+    local victim = now_of(nodes.nc).running
+    local takers = {}
+    for _, t in ipairs(victim) do takers[t] = standby_of[t] end
+    nodes.nc:kill()
+    nodes.nc = nil
+    helpers.produce(bs, "text-lines", make_lines(30001, 40000, exact), { timeout = 60 })
+    helpers.eventually(function()
+      local n = 0
+      for _, nd in pairs(nodes) do n = n + #now_of(nd).running end
+      return n == 12
+    end, 40, 0.2)
+    helpers.produce(bs, "text-lines", make_lines(40001, 45000, exact), { timeout = 60 })
+    helpers.eventually(function() return committed_total(bs) == 45000 end, 60, 0.3)
+
+    -- each of nc's tasks that went to the node keeping its standby was
+    -- promoted there and replayed only that standby's lag; balance may send
+    -- the others to a node without a replica, which restores them
+    local replayed, total, promoted = 0, 0, 0
+    for _, t in ipairs(victim) do
+      local taker = nodes[takers[t]]
+      local owner
+      for id, n in pairs(nodes) do
+        for _, r in ipairs(now_of(n).running) do if r == t then owner = id end end
+      end
+      if owner == takers[t] then
+        promoted = promoted + 1
+        assert.is_truthy(taker:log():match("task " .. t .. ": promoted from standby"),
+                         t .. " promoted on " .. takers[t])
+        local last
+        for n, held in taker:log():gmatch("restore: task " .. t .. " store counts: replaying "
+                                           .. "(%d+) record%(s%) of [^\n]* %(the changelog "
+                                           .. "holds (%d+)%)") do
+          last = { tonumber(n), tonumber(held) }
+        end
+        assert.is_not_nil(last, "restore line of " .. t)
+        replayed, total = replayed + last[1], total + last[2]
+      end
+    end
+    assert.is_true(promoted >= 1)
+    print(string.format("\n  %d of %d task(s) promoted, replaying %d changelog record(s) of %d "
+                        .. "held", promoted, #victim, replayed, total))
+    assert.is_true(total > 0)
+    assert.is_true(replayed * 10 < total, "replayed " .. replayed .. " of " .. total)
+
+    -- every epoch any node logged: no active shares a rack with a standby of it
+    local by_epoch = {}
+    for id, n in pairs(nodes) do
+      for _, e in ipairs(epochs(n)) do
+        local ep = by_epoch[e.epoch] or { act = {}, sb = {} }
+        by_epoch[e.epoch] = ep
+        for _, t in ipairs(e.running) do ep.act[t] = racks[id] end
+        for _, t in ipairs(e.standby) do ep.sb[t] = racks[id] end
+      end
+    end
+    for ep, m in pairs(by_epoch) do
+      for t, r in pairs(m.act) do
+        if m.sb[t] then assert.are_not.equal(r, m.sb[t], "epoch " .. ep .. " task " .. t) end
+      end
+    end
+
+    local kv = latest(helpers.consume(bs, "word-counts", { timeout = 60 }))
+    for w, n in pairs(exact) do assert.equal(n, kv[w], "count of " .. w) end
+    for _, n in pairs(nodes) do assert.equal(0, n:stop()) end
+  end)
+end)
