@@ -482,6 +482,17 @@ static int parse_marker(const void *value, size_t vlen, int64_t *offs, int *n)
     return kind;
 }
 
+/* A changelog record into a write batch: a put, or a delete for a tombstone. */
+static void batch_write(rocksdb_writebatch_t *b, bk_store_t *st, const char *pk, size_t plen,
+                        const void *value, size_t vlen)
+{
+    if (value) {
+        rocksdb_writebatch_put_cf(b, st->cf, pk, plen, value, vlen);
+    } else {
+        rocksdb_writebatch_delete_cf(b, st->cf, pk, plen);
+    }
+}
+
 static int write_pending(bk_store_t *st, char *errstr, size_t errstr_size)
 {
     char *err = NULL;
@@ -540,11 +551,7 @@ int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const v
         if (!st->pending) {
             st->pending = rocksdb_writebatch_create();
         }
-        if (value) {
-            rocksdb_writebatch_put_cf(st->pending, st->cf, pk, plen, value, vlen);
-        } else {
-            rocksdb_writebatch_delete_cf(st->pending, st->cf, pk, plen);
-        }
+        batch_write(st->pending, st, pk, plen, value, vlen);
         st->npending++;
         return 0;
     }
@@ -552,11 +559,7 @@ int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const v
     if (!st->restore_batch) {
         st->restore_batch = rocksdb_writebatch_create();
     }
-    if (value) {
-        rocksdb_writebatch_put_cf(st->restore_batch, st->cf, pk, plen, value, vlen);
-    } else {
-        rocksdb_writebatch_delete_cf(st->restore_batch, st->cf, pk, plen);
-    }
+    batch_write(st->restore_batch, st, pk, plen, value, vlen);
     st->next = offset + 1;
     if (rocksdb_writebatch_count(st->restore_batch) >= RESTORE_BATCH) {
         return bk_store_restore_flush(st, errstr, errstr_size);
@@ -604,11 +607,13 @@ void bk_store_set_input(bk_store_t *st, const int64_t *offsets, int n)
     memcpy(st->input, offsets, (size_t)n * sizeof(*offsets));
 }
 
+static int log_write(bk_store_t *st, const char *key, size_t klen, const char *value, size_t vlen,
+                     int64_t timestamp);
+
 int bk_store_write_marker(bk_store_t *st, int commit, const int64_t *offsets, int n)
 {
     char buf[512];
     int len;
-    rd_kafka_resp_err_t err;
     if (!st->logged || !st->changelog || n > BK_STORE_MAX_INPUTS) {
         return BK_FFI_OK;
     }
@@ -616,22 +621,7 @@ int bk_store_write_marker(bk_store_t *st, int commit, const int64_t *offsets, in
     for (int i = 0; i < n; i++) {
         len += snprintf(buf + len, sizeof(buf) - (size_t)len, " %lld", (long long)offsets[i]);
     }
-    for (;;) {
-        err = rd_kafka_producev(st->producer, RD_KAFKA_V_RKT(st->changelog),
-                                RD_KAFKA_V_PARTITION(st->partition),
-                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                RD_KAFKA_V_VALUE(buf, (size_t)len), RD_KAFKA_V_OPAQUE(st),
-                                RD_KAFKA_V_END);
-        if (!err) {
-            return BK_FFI_OK;
-        }
-        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-            snprintf(st->err, sizeof(st->err), "store %s: cannot write a marker to %s: %s",
-                     st->name, rd_kafka_topic_name(st->changelog), rd_kafka_err2str(err));
-            return BK_FFI_ERR;
-        }
-        rd_kafka_poll(st->producer, 5);
-    }
+    return log_write(st, NULL, 0, buf, (size_t)len, 0); /* no key: a marker */
 }
 
 int bk_store_restore_flush(bk_store_t *st, char *errstr, size_t errstr_size)
