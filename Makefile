@@ -18,7 +18,7 @@ else
 endif
 
 B := build/$(VARIANT)
-PKGS := rdkafka luajit rocksdb libssh2 libmicrohttpd
+PKGS := rdkafka luajit rocksdb libssh2 libmicrohttpd libxxhash
 CFLAGS ?= $(OPT) -g
 ALL_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -pthread -MMD -MP $(SANFLAGS) \
               -Iruntime -I$(B) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
