@@ -156,6 +156,18 @@ bk_assigncodec_t *bk_ffi_assigncodec_from_assign(const bk_assigncodec_t *prev,
                                                  const char **err);
 int bk_ffi_assigncodec_to_prev(const bk_assigncodec_t *ac, bk_assign_builder_t *b);
 void bk_ffi_assigncodec_free(bk_assigncodec_t *ac);
+/* -- Snapshots (snapshot.h), for specs ---------------------------------------------------
+ * *err points at thread-local text valid until the next call. */
+/* Parses the manifest in file in_path and, unless out_path is NULL, writes it to out_path
+ * with bk_manifest_write. The number of files it lists, or BK_FFI_ERR. */
+int bk_ffi_snapshot_manifest_rewrite(const char *in_path, const char *out_path,
+                                     const char **err);
+/* Parses fetched_dir's manifest and installs fetched_dir as task_dir (bk_snapshot_install). */
+int bk_ffi_snapshot_install(const char *fetched_dir, const char *task_dir, const char **err);
+/* bk_snapshot_sweep: how many snapshots were removed. */
+int bk_ffi_snapshot_sweep(const char *root, int64_t ttl_ms, int64_t now_ms);
+int bk_ffi_snapshot_file_xxh3(const char *path, uint64_t *xxh3, uint64_t *size,
+                              const char **err);
 /* BK_FFI_CDEF_END */
 
 #endif

@@ -1,6 +1,7 @@
 /* store.c - RocksDB stores with key-group prefixes, changelogs, checkpoints. */
 #include "store.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@ struct bk_store_s {
     rocksdb_column_family_handle_t *cf;
     rd_kafka_t *producer;
     rd_kafka_topic_t *changelog;
+    char *topic; /* the changelog's name when set without a producer (offline tools) */
     int32_t partition;
     int64_t next;      /* next changelog offset reflected, -1 unknown */
     int open_iters;    /* writes are refused while > 0 (they would move the batch) */
@@ -293,6 +295,7 @@ void bk_db_close(bk_db_t *db)
             rocksdb_writebatch_destroy(st->restore_batch);
         }
         free(st->name);
+        free(st->topic);
         free(st->kbuf);
         free(st->vbuf);
     }
@@ -361,9 +364,31 @@ void bk_store_set_changelog(bk_store_t *st, rd_kafka_t *producer, rd_kafka_topic
     st->partition = partition;
 }
 
+void bk_store_set_changelog_topic(bk_store_t *st, const char *topic, int32_t partition)
+{
+    free(st->topic);
+    st->topic = strdup(topic);
+    st->partition = partition;
+}
+
+const char *bk_store_changelog_topic(const bk_store_t *st, int32_t *partition)
+{
+    *partition = st->partition;
+    if (st->topic) {
+        return st->topic;
+    }
+    return st->changelog ? rd_kafka_topic_name(st->changelog) : NULL;
+}
+
 int64_t bk_store_changelog_next(const bk_store_t *st)
 {
     return st->next;
+}
+
+int bk_store_input(const bk_store_t *st, int64_t *offsets)
+{
+    memcpy(offsets, st->input, (size_t)st->ninput * sizeof(*offsets));
+    return st->ninput;
 }
 
 void bk_store_acked(bk_store_t *st, int64_t offset)
@@ -404,10 +429,62 @@ int bk_db_commit(bk_db_t *db, char *errstr, size_t errstr_size)
     return 0;
 }
 
+int bk_db_checkpoint_file_write(const char *dir, const bk_checkpoint_line_t *lines, int n,
+                                char *errstr, size_t errstr_size)
+{
+    char tmp[4096], path[4096], *buf;
+    size_t cap = 32, len;
+    int fd, dfd, rc = -1;
+
+    for (int i = 0; i < n; i++) {
+        assert(lines[i].ninputs >= 0 && lines[i].ninputs <= BK_STORE_MAX_INPUTS);
+        cap += strlen(lines[i].store) + 48 + (size_t)lines[i].ninputs * 24;
+    }
+    buf = malloc(cap);
+    len = (size_t)snprintf(buf, cap, "beck-checkpoint 1\n");
+    for (int i = 0; i < n; i++) {
+        const bk_checkpoint_line_t *l = &lines[i];
+        len += (size_t)snprintf(buf + len, cap - len, "%s %lld", l->store, (long long)l->next);
+        if (l->ninputs > 0) {
+            len += (size_t)snprintf(buf + len, cap - len, " %d", l->ninputs);
+            for (int j = 0; j < l->ninputs; j++) {
+                len += (size_t)snprintf(buf + len, cap - len, " %lld", (long long)l->inputs[j]);
+            }
+        }
+        len += (size_t)snprintf(buf + len, cap - len, "\n");
+    }
+    snprintf(tmp, sizeof(tmp), "%s/checkpoint.tmp", dir);
+    snprintf(path, sizeof(path), "%s/checkpoint", dir);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, buf, len) != (ssize_t)len || fsync(fd) != 0) {
+        snprintf(errstr, errstr_size, "cannot write checkpoint %s: %s", tmp, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+        }
+        goto out;
+    }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        snprintf(errstr, errstr_size, "cannot rename %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    /* The rename itself is durable only once the directory is synced. */
+    dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    rc = 0;
+out:
+    free(buf);
+    return rc;
+}
+
 int bk_db_checkpoint(bk_db_t *db, char *errstr, size_t errstr_size)
 {
-    char tmp[4096], path[4096], buf[8192], *err = NULL;
-    int fd, len, dfd;
+    bk_checkpoint_line_t *lines;
+    char *err = NULL;
+    int n = 0, rc;
 
     if (db_failed(db, errstr, errstr_size)) {
         return -1;
@@ -421,42 +498,57 @@ int bk_db_checkpoint(bk_db_t *db, char *errstr, size_t errstr_size)
         free(err);
         return -1;
     }
-    len = snprintf(buf, sizeof(buf), "beck-checkpoint 1\n");
-    for (int i = 0; i < db->nstores && len < (int)sizeof(buf) - 300; i++) {
+    lines = calloc((size_t)db->nstores + 1, sizeof(*lines));
+    for (int i = 0; i < db->nstores; i++) {
         const bk_store_t *st = &db->stores[i];
         if (st->logged && st->next >= 0) {
-            len += snprintf(buf + len, sizeof(buf) - (size_t)len, "%s %lld", st->name,
-                            (long long)st->next);
-            if (st->ninput > 0) {
-                len += snprintf(buf + len, sizeof(buf) - (size_t)len, " %d", st->ninput);
-                for (int j = 0; j < st->ninput; j++) {
-                    len += snprintf(buf + len, sizeof(buf) - (size_t)len, " %lld",
-                                    (long long)st->input[j]);
-                }
-            }
-            len += snprintf(buf + len, sizeof(buf) - (size_t)len, "\n");
+            lines[n].store = st->name;
+            lines[n].next = st->next;
+            lines[n].ninputs = st->ninput;
+            lines[n].inputs = st->input;
+            n++;
         }
     }
-    snprintf(tmp, sizeof(tmp), "%s/checkpoint.tmp", db->dir);
-    snprintf(path, sizeof(path), "%s/checkpoint", db->dir);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || write(fd, buf, (size_t)len) != len || fsync(fd) != 0) {
-        snprintf(errstr, errstr_size, "cannot write checkpoint %s: %s", tmp, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
+    rc = bk_db_checkpoint_file_write(db->dir, lines, n, errstr, errstr_size);
+    free(lines);
+    return rc;
+}
+
+int bk_db_checkpoint_to(bk_db_t *db, const char *dir, char *errstr, size_t errstr_size)
+{
+    rocksdb_checkpoint_t *cp;
+    char *err = NULL;
+
+    if (db_failed(db, errstr, errstr_size)) {
+        return -1;
+    }
+    if (rocksdb_writebatch_wi_count(db->batch) > 0) {
+        snprintf(errstr, errstr_size,
+                 "the state store in %s has uncommitted writes: a RocksDB checkpoint is taken "
+                 "between commits",
+                 db->dir);
+        return -1;
+    }
+    /* Restored records a store counts in its next offset but has not written yet. */
+    for (int i = 0; i < db->nstores; i++) {
+        if (bk_store_restore_flush(&db->stores[i], errstr, errstr_size) != 0) {
+            return -1;
         }
-        return -1;
     }
-    close(fd);
-    if (rename(tmp, path) != 0) {
-        snprintf(errstr, errstr_size, "cannot rename %s: %s", tmp, strerror(errno));
-        return -1;
+    cp = rocksdb_checkpoint_object_create(db->rdb, &err);
+    if (!err) {
+        /* log_size_for_flush 0: memtables are flushed first, so the checkpoint holds SST
+         * files and no WAL to replay */
+        rocksdb_checkpoint_create(cp, dir, 0, &err);
     }
-    /* The rename itself is durable only once the directory is synced. */
-    dfd = open(db->dir, O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
+    if (cp) {
+        rocksdb_checkpoint_object_destroy(cp);
+    }
+    if (err) {
+        snprintf(errstr, errstr_size, "cannot make a RocksDB checkpoint of %s in %s: %s", db->dir,
+                 dir, err);
+        free(err);
+        return -1;
     }
     return 0;
 }

@@ -45,6 +45,22 @@ int bk_db_commit(bk_db_t *db, char *errstr, size_t errstr_size);
 /* Writes the checkpoint file atomically (tmp, fsync, rename, fsync dir):
  * the next changelog offset of every logged store. */
 int bk_db_checkpoint(bk_db_t *db, char *errstr, size_t errstr_size);
+/* Makes a RocksDB checkpoint of the db in dir (which must not exist; RocksDB creates it):
+ * memtables flushed first, SST files hard-linked, no WAL. Refused while the db holds
+ * uncommitted writes (call between commits). For snapshots (snapshot.h). */
+int bk_db_checkpoint_to(bk_db_t *db, const char *dir, char *errstr, size_t errstr_size);
+
+/* One line of a task's checkpoint file: "<store> <next> [<ninputs> <input>...]". */
+typedef struct bk_checkpoint_line_s {
+    const char *store;
+    int64_t next;
+    int ninputs; /* 0..BK_STORE_MAX_INPUTS */
+    const int64_t *inputs;
+} bk_checkpoint_line_t;
+/* Writes dir/checkpoint with these lines atomically (tmp, fsync, rename, fsync dir):
+ * bk_db_checkpoint's writer, also used to install a snapshot. */
+int bk_db_checkpoint_file_write(const char *dir, const bk_checkpoint_line_t *lines, int n,
+                                char *errstr, size_t errstr_size);
 
 const char *bk_store_name(const bk_store_t *st);
 int bk_store_logged(const bk_store_t *st);
@@ -54,6 +70,11 @@ void bk_store_set_changelog(bk_store_t *st, rd_kafka_t *producer, rd_kafka_topic
 /* Next changelog offset the DB reflects: from the checkpoint, restore and
  * acknowledged writes; -1 when unknown (no checkpoint yet). */
 int64_t bk_store_changelog_next(const bk_store_t *st);
+/* The changelog's topic (NULL: none set yet) and partition, as bk_store_set_changelog or
+ * bk_store_set_changelog_topic set them. */
+const char *bk_store_changelog_topic(const bk_store_t *st, int32_t *partition);
+/* Names the changelog without a producer, for offline tools (beck snapshot); copied. */
+void bk_store_set_changelog_topic(bk_store_t *st, const char *topic, int32_t partition);
 /* The producer acknowledged a changelog record of this store at `offset`. */
 void bk_store_acked(bk_store_t *st, int64_t offset);
 
@@ -83,6 +104,9 @@ int bk_store_restore_resolve(bk_store_t *st, const int64_t *committed, int n, ch
                              size_t errstr_size);
 /* The input offsets the store's state corresponds to, for the next checkpoint. */
 void bk_store_set_input(bk_store_t *st, const int64_t *offsets, int n);
+/* Copies the input offsets the store's state corresponds to into offsets (room for
+ * BK_STORE_MAX_INPUTS); returns their count, 0: unknown. */
+int bk_store_input(const bk_store_t *st, int64_t *offsets);
 /* Produces a marker (commit, or abort with commit = 0) naming `offsets` to the store's
  * changelog. BK_FFI_OK, or BK_FFI_ERR with the message in the store's error. */
 int bk_store_write_marker(bk_store_t *st, int commit, const int64_t *offsets, int n);
