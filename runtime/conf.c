@@ -52,6 +52,9 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
     {"acceptable_recovery_lag", T_INT, "10000", 0, INT64_C(1) << 40, NULL,
      "a task moves to a node only once that node's replica is this many changelog records "
      "behind or fewer; until then it stays where it is while the replica warms up"},
+    {"probing_rebalance_interval_ms", T_INT, "5000", 100, 86400000, NULL,
+     "with standbys: how often the leader looks whether held-back tasks' new nodes have "
+     "warmed up, and moves them when they have"},
     {"heartbeat_interval_ms", T_INT, "1000", 10, 600000, NULL,
      "how often a node heartbeats on the control topic (cluster only)"},
     {"session_timeout_ms", T_INT, "10000", 50, 3600000, NULL,

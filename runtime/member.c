@@ -197,6 +197,7 @@ struct bk_member_s {
     int32_t threads, ntasks, standbys;
     int warmup;             /* assign.h warm-up, with acceptable_lag */
     int64_t acceptable_lag;
+    int probe_ms;           /* warm-up: how often the leader looks whether replicas caught up */
     uint32_t layout; /* hash of the task count and names: members that differ share nothing */
     int hb_ms, session_ms, dev_port;
     int observe;           /* never joins or writes (bk_member_conf_t) */
@@ -241,6 +242,10 @@ struct bk_member_s {
     intptr_t pending_seq; /* tags the publication, so that a late report of the one before
                            * cannot clear this one (it did: epoch 2 went out twice) */
     int64_t last_tick;
+    /* Warm-up probing: when the leader recomputes the current epoch to see whether warm-up
+     * replicas caught up (0: no probe due). Set at every epoch (a new leader does not know
+     * whether the one before held tasks back), kept while the result holds tasks back. */
+    int64_t probe_at;
     int64_t next_wake; /* when the member thread must look again: heartbeat, tick */
     int leave_state;   /* 0 in flight, 1 delivered, -1 failed */
     uint64_t notified;
@@ -660,6 +665,7 @@ static int install(bk_member_t *m, bk_assigncodec_t *next, int64_t offset)
         }
     }
     m->version++;
+    m->probe_at = m->warmup ? now_ms() + m->probe_ms : 0;
     self = self_peer(m);
     if (self >= 0) {
         int32_t act = 0, wait = 0, rel = 0;
@@ -902,8 +908,23 @@ static int join_cmp(const void *a, const void *b, void *arg)
     return (x > y) - (x < y);
 }
 
-/* Computes the next epoch from the eligible live members and publishes it. */
-static void lead(bk_member_t *m, int64_t now)
+/* Is next the same assignment as cur (epochs aside)? */
+static int same_assignment(const bk_assigncodec_t *cur, bk_assigncodec_t *next)
+{
+    uint64_t e = next->epoch, b = next->base_epoch;
+    int same;
+    next->epoch = cur->epoch;
+    next->base_epoch = cur->base_epoch;
+    same = bk_assigncodec_equal(cur, next);
+    next->epoch = e;
+    next->base_epoch = b;
+    return same;
+}
+
+/* Computes the next epoch from the eligible live members and publishes it. A probe
+ * (warm-up, KIP-441's probing rebalance) publishes only if the result differs from the
+ * current epoch: a warm-up replica caught up, so its task can move now. */
+static void lead(bk_member_t *m, int64_t now, int probe)
 {
     int32_t n = 0, nlags = 0, width = m->cur ? m->cur->k : 0;
     int32_t *idx = malloc((size_t)m->npeers * sizeof(*idx) + 1);
@@ -966,6 +987,11 @@ static void lead(bk_member_t *m, int64_t now)
     if (!next) {
         goto fail;
     }
+    m->probe_at = m->warmup && res.warmups > 0 ? now + m->probe_ms : 0;
+    if (probe && m->cur && same_assignment(m->cur, next)) {
+        bk_log_debug("member %s: probe: %d task(s) still warming up", m->node_id, res.warmups);
+        goto done;
+    }
     if (m->cur ? bk_assigncodec_delta(m->cur, next, &buf, &len, err, sizeof(err))
                : bk_assigncodec_encode(next, &buf, &len, err, sizeof(err))) {
         goto fail;
@@ -981,9 +1007,9 @@ static void lead(bk_member_t *m, int64_t now)
     m->pending_base = m->epoch;
     m->pending_offset = -1;
     bk_log_info("member %s: leading: epoch %" PRIu64 " for %d members, %d tasks moved (least"
-                " %d), %d orphaned, %zu bytes%s",
-                m->node_id, m->epoch + 1, n, res.moved, res.min_moved, res.orphaned, len,
-                m->cur ? " (delta)" : "");
+                " %d), %d orphaned, %d warming up, %zu bytes%s%s",
+                m->node_id, m->epoch + 1, n, res.moved, res.min_moved, res.orphaned, res.warmups,
+                len, m->cur ? " (delta)" : "", probe ? " (warm-up probe)" : "");
     goto done;
 
 fail:
@@ -1134,8 +1160,15 @@ static void after_batch(bk_member_t *m, int64_t now)
      * own record in flight is `pending`, and an assignment computed on a view a few records
      * old is replaced by the next one. Waiting to catch up cost ~70 ms a change with 100
      * members on the dev broker, which hands out one record per fetch. */
-    if (self >= 0 && leader_peer(m) == self && !m->pending && !stable(m)) {
-        lead(m, now);
+    if (self >= 0 && leader_peer(m) == self && !m->pending) {
+        if (!stable(m)) {
+            lead(m, now, 0);
+        } else if (m->probe_at > 0 && now >= m->probe_at && caught_up) {
+            lead(m, now, 1);
+        }
+    }
+    if (m->probe_at > 0 && m->probe_at < m->next_wake) {
+        m->next_wake = m->probe_at;
     }
     /* A tick from a view behind the log is harmless (the heartbeats it has not read come
      * first in the log) but would be repeated until it catches up. */
@@ -1362,6 +1395,7 @@ bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t e
     m->ntasks = mconf->ntasks;
     m->standbys = mconf->standbys;
     m->warmup = mconf->warmup;
+    m->probe_ms = mconf->probe_interval_ms > 0 ? mconf->probe_interval_ms : 5000;
     m->acceptable_lag = mconf->acceptable_lag;
     m->hb_ms =
         mconf->heartbeat_interval_ms > 0 ? mconf->heartbeat_interval_ms : BK_MEMBER_HEARTBEAT_MS;

@@ -48,6 +48,9 @@ typedef struct bk_member_conf {
      * at most acceptable_lag records behind while the member balance chose warms up. */
     int warmup;
     int64_t acceptable_lag;
+    /* Warm-up: every so often the leader recomputes the epoch, and publishes it when a task
+     * held back may move now (0: 5000 ms). */
+    int probe_interval_ms;
     int heartbeat_interval_ms; /* 0: BK_MEMBER_HEARTBEAT_MS */
     /* 0: BK_MEMBER_SESSION_MS; > 2 heartbeat intervals. An observer given 0 takes the one the
      * heartbeats it reads announce, which is what the members that wrote them use. */

@@ -526,6 +526,7 @@ typedef struct member_node_s {
     crew_t crew;
     int32_t *running, *standing, *scratch, *scratch2;
     int nrun, nstand;
+    uint64_t logged_epoch; /* the last epoch a line was logged for */
     bk_standby_t *standby;
     bk_thread_stats_t total;
 } member_node_t;
@@ -560,6 +561,13 @@ static void stop_standby(member_node_t *mn)
     }
 }
 
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* Applies a new view: stops what must stop (actives commit and close first, standbys
  * checkpoint), releases what the view asks for, then starts the new standbys and actives.
  * Returns 1 if an active failed while stopping. */
@@ -573,8 +581,22 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
     int failed = 0, n;
 
     if (!run_changed && !sb_changed) {
+        if (!view->lost && view->epoch != mn->logged_epoch && view->epoch > 0) {
+            /* the same line as for a change, so that a reader of any node's log sees
+             * every epoch it applied (scripts/bench/failover waits for one epoch on all) */
+            char run_list[1024], sb_list[1024];
+            mn->logged_epoch = view->epoch;
+            bk_log_info("epoch %llu: running %d task(s), %d waiting for their release, %d "
+                        "standby (running [%s], standby [%s]), unchanged",
+                        (unsigned long long)view->epoch, mn->nrun, view->nwaiting, mn->nstand,
+                        list_names(mn->names, mn->running, mn->nrun, run_list, sizeof(run_list)),
+                        list_names(mn->names, mn->standing, mn->nstand, sb_list,
+                                   sizeof(sb_list)));
+        }
         return 0;
     }
+    mn->logged_epoch = view->epoch;
+    int64_t t0 = mono_ms(), t1, t2;
     if (run_changed) {
         failed = crew_stop(&mn->crew);
         add_stats(&mn->total, &mn->crew.total);
@@ -582,8 +604,15 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
             return 1;
         }
     }
+    t1 = mono_ms();
     if (sb_changed) {
         stop_standby(mn);
+    }
+    t2 = mono_ms();
+    if (t2 - t0 >= 50) {
+        bk_log_info("epoch %llu: stopping took %lld ms (stream threads %lld, standbys %lld)",
+                    (unsigned long long)view->epoch, (long long)(t2 - t0), (long long)(t1 - t0),
+                    (long long)(t2 - t1));
     }
     if (view->nrelease > 0 &&
         bk_member_released(mn->member, view->epoch, view->release, view->nrelease) != 0) {
@@ -683,10 +712,11 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mc.ntasks = mn.ntasks;
     mc.task_names = (const char *const *)mn.names;
     mc.standbys = (int32_t)bk_conf_int(conf, BK_CONF_STANDBYS);
-    /* Warm-up holds tasks back until their new owner caught up; without the leader's
-     * probing recompute (not written yet) it would hold them for ever: off for now. */
-    mc.warmup = 0;
+    /* Warm-up (KIP-441): with standbys, a task stays where its state is warm while the
+     * node balance chose catches up; the leader's probes move it once it has. */
+    mc.warmup = mc.standbys > 0;
     mc.acceptable_lag = bk_conf_int(conf, BK_CONF_RECOVERY_LAG);
+    mc.probe_interval_ms = (int)bk_conf_int(conf, BK_CONF_PROBE_MS);
     mc.heartbeat_interval_ms = (int)bk_conf_int(conf, BK_CONF_HEARTBEAT_MS);
     mc.session_timeout_ms = (int)bk_conf_int(conf, BK_CONF_SESSION_MS);
     mc.dev_port = dev_port > 0 ? dev_port : -1;
