@@ -19,6 +19,7 @@
 #include "vm.h"
 #include "plan.h"
 #include "standby.h"
+#include "taskdb.h"
 #include "thread.h"
 
 static void usage(FILE *out)
@@ -296,7 +297,8 @@ static void standby_progress(void *opaque, int32_t task, int64_t offset, int64_t
 /* Deals `tasks` round-robin (each thread gets tasks of every subtopology) to
  * up to `threads` threads and starts them. */
 static void crew_start(crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf,
-                       const bk_task_id_t *tasks, int ntasks, const cluster_t *cl)
+                       const bk_task_id_t *tasks, int ntasks, const cluster_t *cl,
+                       bk_taskdb_pool_t *pool)
 {
     int nthreads = (int)bk_conf_int(conf, BK_CONF_THREADS);
     bk_task_id_t *mine = calloc((size_t)ntasks + 1, sizeof(*mine));
@@ -318,6 +320,7 @@ static void crew_start(crew_t *crew, const bk_plan_t *plan, const bk_conf_t *con
             mine[n++] = tasks[i];
         }
         crew->threads[t] = bk_thread_new(t, plan, conf, &crew->flags, mine, n);
+        bk_thread_set_pool(crew->threads[t], pool);
         if (cl) {
             bk_thread_set_cluster(crew->threads[t], cl->epoch, ids, active_progress,
                                   cl->member);
@@ -442,7 +445,7 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         every[i] = i;
     }
     call_hook(hooks, "on_assign", names, every, ntasks);
-    crew_start(&crew, plan, conf, tasks, ntasks, NULL);
+    crew_start(&crew, plan, conf, tasks, ntasks, NULL, NULL);
     for (;;) {
         int done;
         if (wait_signal(set, &signals)) {
@@ -527,6 +530,7 @@ typedef struct member_node_s {
     int32_t *running, *standing, *scratch, *scratch2;
     int nrun, nstand;
     uint64_t logged_epoch; /* the last epoch a line was logged for */
+    bk_taskdb_pool_t *pool; /* DBs kept open from one crew to the next */
     bk_standby_t *standby;
     bk_thread_stats_t total;
 } member_node_t;
@@ -545,6 +549,7 @@ static void start_standby(member_node_t *mn, const int32_t *which, int n)
     }
     mn->standby = bk_standby_new(mn->plan, mn->conf, tt, which, n, standby_progress, mn->member);
     free(tt);
+    bk_standby_set_pool(mn->standby, mn->pool);
     if (bk_standby_start(mn->standby) != 0) {
         bk_log_error("cannot start the standby thread");
         bk_standby_destroy(mn->standby);
@@ -614,6 +619,15 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
                     (unsigned long long)view->epoch, (long long)(t2 - t0), (long long)(t1 - t0),
                     (long long)(t2 - t1));
     }
+    /* the DBs of tasks this node keeps stay open for the new crew and standbys */
+    {
+        bk_task_id_t *keep = calloc((size_t)(nwant + nwant_sb) + 1, sizeof(*keep));
+        for (int i = 0; keep && i < nwant + nwant_sb; i++) {
+            keep[i] = mn->tasks[i < nwant ? want[i] : want_sb[i - nwant]];
+        }
+        bk_taskdb_pool_keep(mn->pool, keep, keep ? nwant + nwant_sb : 0);
+        free(keep);
+    }
     if (view->nrelease > 0 &&
         bk_member_released(mn->member, view->epoch, view->release, view->nrelease) != 0) {
         bk_log_warn("could not publish the release of %d task(s)", view->nrelease);
@@ -663,7 +677,7 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
                     (unsigned long long)view->epoch, mn->nrun, view->nwaiting, mn->nstand,
                     list_names(mn->names, want, nwant, run_list, sizeof(run_list)),
                     list_names(mn->names, mn->standing, mn->nstand, sb_list, sizeof(sb_list)));
-        crew_start(&mn->crew, mn->plan, mn->conf, mine, nwant, &cl);
+        crew_start(&mn->crew, mn->plan, mn->conf, mine, nwant, &cl, mn->pool);
         free(mine);
     } else {
         char sb_list[1024];
@@ -721,7 +735,8 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mc.session_timeout_ms = (int)bk_conf_int(conf, BK_CONF_SESSION_MS);
     mc.dev_port = dev_port > 0 ? dev_port : -1;
     memset(&view, 0, sizeof(view));
-    crew_start(&mn.crew, plan, conf, NULL, 0, NULL);
+    crew_start(&mn.crew, plan, conf, NULL, 0, NULL, NULL);
+    mn.pool = bk_taskdb_pool_new();
     mn.member = bk_member_new(&mc, err, sizeof(err));
     if (!mn.member || bk_member_start(mn.member, err, sizeof(err)) != 0) {
         bk_log_error("cannot join app %s: %s", plan->id, err);
@@ -774,6 +789,7 @@ done:
         crew_stop(&mn.crew);
     }
     stop_standby(&mn);
+    bk_taskdb_pool_destroy(mn.pool);
     bk_log_info("app %s: node %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered",
                 plan->id, mc.node_id, failed ? " after a failure" : "",
                 (unsigned long long)mn.total.in, (unsigned long long)mn.total.out,

@@ -10,6 +10,7 @@
 #include "kafka.h"
 #include "log.h"
 #include "store.h"
+#include "taskdb.h"
 
 #define REPORT_MS 1000     /* progress to the callback */
 #define LOG_EVERY_MS 10000 /* a line of lags in the log */
@@ -32,6 +33,7 @@ struct bk_standby_s {
     int ntasks;
     bk_standby_progress_cb cb;
     void *opaque;
+    bk_taskdb_pool_t *pool; /* where DBs come from and go back to (taskdb.h), or NULL */
 
     bk_db_t **dbs;        /* [ntasks], NULL for a task without a logged store */
     item_t *items;
@@ -82,37 +84,31 @@ bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
 static int open_dbs(bk_standby_t *sb)
 {
     const bk_plan_t *plan = sb->plan;
-    bk_store_spec_t *specs = calloc((size_t)plan->nstores + 1, sizeof(*specs));
-    int *idx = calloc((size_t)plan->nstores + 1, sizeof(int)), rc = 0;
+    bk_store_t **store_of = calloc((size_t)plan->nstores + 1, sizeof(*store_of));
+    int rc = 0;
 
     for (int t = 0; t < sb->ntasks && rc == 0; t++) {
-        int n = bk_plan_sub_stores(plan, sb->tasks[t].sub, specs, idx), logged = 0;
-        char dir[4096], err[900];
-        for (int i = 0; i < n; i++) {
-            logged += specs[i].logged;
+        int logged = 0;
+        for (int s = 0; s < plan->nstores; s++) {
+            logged += plan->stores[s].sub == sb->tasks[t].sub && plan->stores[s].logged;
         }
         if (logged == 0) {
             continue; /* stateless or unlogged: nothing to keep warm */
         }
-        bk_plan_task_dir(plan, sb->conf, sb->tasks[t].sub, sb->tasks[t].partition, dir,
-                         sizeof(dir));
-        sb->dbs[t] = bk_db_open(dir, specs, n, err, sizeof(err));
+        sb->dbs[t] = bk_taskdb_open(sb->pool, plan, sb->conf, sb->tasks[t], store_of, &logged,
+                                    sb->err, sizeof(sb->err));
         if (!sb->dbs[t]) {
-            snprintf(sb->err, sizeof(sb->err), "standby %d_%d: %s", sb->tasks[t].sub,
-                     sb->tasks[t].partition, err);
-            rc = -1;
-            break;
+            rc = sb->err[0] ? -1 : 0;
+            continue;
         }
-        for (int i = 0; i < n; i++) {
-            if (specs[i].logged) {
-                sb->items[sb->nitems++] = (item_t){bk_db_store(sb->dbs[t], i),
-                                                   plan->stores[idx[i]].changelog,
+        for (int s = 0; s < plan->nstores; s++) {
+            if (store_of[s] && plan->stores[s].logged) {
+                sb->items[sb->nitems++] = (item_t){store_of[s], plan->stores[s].changelog,
                                                    sb->tasks[t].partition, t, 0, 0};
             }
         }
     }
-    free(specs);
-    free(idx);
+    free(store_of);
     return rc;
 }
 
@@ -341,11 +337,16 @@ static void *standby_main(void *arg)
         sb->consumer = NULL;
     }
     for (int t = 0; t < sb->ntasks; t++) {
-        bk_db_close(sb->dbs[t]);
+        bk_taskdb_release(sb->pool, sb->tasks[t], sb->dbs[t], !sb->failed);
         sb->dbs[t] = NULL;
     }
     sb->done = 1;
     return NULL;
+}
+
+void bk_standby_set_pool(bk_standby_t *sb, struct bk_taskdb_pool_s *pool)
+{
+    sb->pool = pool;
 }
 
 int bk_standby_start(bk_standby_t *sb)

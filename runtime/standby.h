@@ -35,6 +35,9 @@ typedef void (*bk_standby_progress_cb)(void *opaque, int32_t task, int64_t offse
 bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
                              const bk_task_id_t *tasks, const int32_t *ids, int ntasks,
                              bk_standby_progress_cb cb, void *opaque);
+/* DBs come from this pool (taskdb.h) and go back to it; call before bk_standby_start. */
+struct bk_taskdb_pool_s;
+void bk_standby_set_pool(bk_standby_t *sb, struct bk_taskdb_pool_s *pool);
 int bk_standby_start(bk_standby_t *sb);
 /* Asks the thread to stop, waits: it applies what it has, checkpoints and closes the DBs.
  * Returns 0, or -1 if the runner failed at some point (it logged why). */

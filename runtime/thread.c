@@ -15,6 +15,7 @@
 #include "restore.h"
 #include "store.h"
 #include "log.h"
+#include "taskdb.h"
 #include "vm.h"
 
 /* spec/01-unit/03-ffi_spec.lua checks the same layout from Lua's side. */
@@ -72,6 +73,9 @@ struct bk_thread_s {
     char dr_err[512];
     char err[1024];
     bk_thread_stats_t stats;
+
+    bk_taskdb_pool_t *pool; /* where DBs come from and go back to (NULL: open, close) */
+    int clean;              /* the final commit went through */
 
     /* In a cluster (bk_thread_set_cluster). */
     uint64_t epoch;
@@ -337,35 +341,18 @@ static int init_lua(bk_thread_t *thr)
 /* Opens the DB of every task that has stores: <state_dir>/<app>/<task>. */
 static int open_stores(bk_thread_t *thr)
 {
-    const bk_plan_t *plan = thr->plan;
-    bk_store_spec_t *specs = calloc((size_t)plan->nstores + 1, sizeof(*specs));
-    int *idx = calloc((size_t)plan->nstores + 1, sizeof(int)), rc = 0;
-
     thr->dbs = calloc((size_t)thr->ntasks + 1, sizeof(*thr->dbs));
     thr->store_of = calloc((size_t)thr->ntasks + 1, sizeof(*thr->store_of));
-    for (int t = 0; t < thr->ntasks && rc == 0; t++) {
-        int n;
-        thr->store_of[t] = calloc((size_t)plan->nstores + 1, sizeof(bk_store_t *));
-        n = bk_plan_sub_stores(plan, thr->tasks[t].sub, specs, idx);
-        if (n > 0) {
-            char dir[4096], err[900];
-            bk_plan_task_dir(plan, thr->conf, thr->tasks[t].sub, thr->tasks[t].partition, dir,
-                             sizeof(dir));
-            thr->dbs[t] = bk_db_open(dir, specs, n, err, sizeof(err));
-            if (!thr->dbs[t]) {
-                snprintf(thr->err, sizeof(thr->err), "task %d_%d: %s", thr->tasks[t].sub,
-                         thr->tasks[t].partition, err);
-                rc = -1;
-                break;
-            }
-            for (int i = 0; i < n; i++) {
-                thr->store_of[t][idx[i]] = bk_db_store(thr->dbs[t], i);
-            }
+    for (int t = 0; t < thr->ntasks; t++) {
+        int logged;
+        thr->store_of[t] = calloc((size_t)thr->plan->nstores + 1, sizeof(bk_store_t *));
+        thr->dbs[t] = bk_taskdb_open(thr->pool, thr->plan, thr->conf, thr->tasks[t],
+                                     thr->store_of[t], &logged, thr->err, sizeof(thr->err));
+        if (!thr->dbs[t] && thr->err[0]) {
+            return -1;
         }
     }
-    free(specs);
-    free(idx);
-    return rc;
+    return 0;
 }
 
 static void restore_progress(void *opaque, const bk_restore_progress_t *p)
@@ -1047,6 +1034,7 @@ static void *thread_main(void *arg)
         bk_log_info("%s: final commit: outputs flushed, stores synced, offsets of %d "
                     "partition(s) committed",
                     thr->name, thr->ntp);
+        thr->clean = rc == 0;
     }
     thr->rc = rc;
 
@@ -1061,6 +1049,11 @@ done:
                 (unsigned long long)thr->stats.skipped, (unsigned long long)thr->stats.dlq);
     thr->done = 1;
     return NULL;
+}
+
+void bk_thread_set_pool(bk_thread_t *thr, struct bk_taskdb_pool_s *pool)
+{
+    thr->pool = pool;
 }
 
 void bk_thread_set_cluster(bk_thread_t *thr, uint64_t epoch, const int32_t *ids,
@@ -1140,7 +1133,8 @@ void bk_thread_destroy(bk_thread_t *thr)
         thr->producer = NULL;
     }
     for (int t = 0; thr->dbs && t < thr->ntasks; t++) {
-        bk_db_close(thr->dbs[t]);
+        /* open for the next crew only after a clean final commit */
+        bk_taskdb_release(thr->pool, thr->tasks[t], thr->dbs[t], thr->rc == 0 && thr->clean);
         if (thr->store_of[t]) {
             free(thr->store_of[t]);
         }

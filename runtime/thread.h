@@ -16,11 +16,6 @@
 
 typedef struct bk_thread_s bk_thread_t;
 
-typedef struct bk_task_id_s {
-    int sub;
-    int partition;
-} bk_task_id_t;
-
 /* Totals of a thread, read by the node after join. */
 typedef struct bk_thread_stats_s {
     uint64_t in, out, skipped, dlq, commits;
@@ -43,6 +38,10 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
  * and a callback told after each commit the next input offset of each task (of its first
  * input partition), run on the stream thread. Call before bk_thread_start(). */
 typedef void (*bk_thread_progress_cb)(void *opaque, int32_t task, int64_t offset);
+/* DBs come from this pool (taskdb.h) and go back to it after a clean final commit; call
+ * before bk_thread_start. Without one they are opened and closed. */
+struct bk_taskdb_pool_s;
+void bk_thread_set_pool(bk_thread_t *thr, struct bk_taskdb_pool_s *pool);
 void bk_thread_set_cluster(bk_thread_t *thr, uint64_t epoch, const int32_t *ids,
                            bk_thread_progress_cb cb, void *opaque);
 int bk_thread_start(bk_thread_t *thr);
