@@ -50,13 +50,18 @@
  *   ASSIGN    the rest: an assigncodec message (full or delta; epochs in its header)
  *   RELEASE   uvar epoch, uvar n, n x uvar (task - previous task), tasks ascending
  *   TICK      -
+ *   NOTE      str to (a node id, "" for every node), str kind, str text (bk_member_note)
  * uvar: LEB128; svar: zigzag LEB128; str: uvar length + bytes. The key is "<type>/<node id>"
  * ("h/n1"); nothing reads it. A reader ignores bytes past what it knows, and records of a
  * type or version it does not know (docs/cluster.md, Records). */
 #define WIRE_MAGIC 0xbe
 #define WIRE_VERSION 1
-enum { REC_HEARTBEAT = 1, REC_LEAVE = 2, REC_ASSIGN = 3, REC_RELEASE = 4, REC_TICK = 5 };
-static const char rec_key_char[] = "?hlart";
+enum { REC_HEARTBEAT = 1, REC_LEAVE = 2, REC_ASSIGN = 3, REC_RELEASE = 4, REC_TICK = 5,
+       REC_NOTE = 6 };
+static const char rec_key_char[] = "?hlartn";
+/* Notes delivered and not yet taken; more are dropped (with a warning): their senders time
+ * out and fall back. */
+#define NOTES_MAX 64
 
 /* Copies a string into out[BK_MEMBER_MAX_ID + 1]; longer ones, or ones with a NUL, are bad. */
 static void r_str(bk_wire_reader_t *r, char *out)
@@ -84,6 +89,9 @@ typedef struct rec {
     /* ASSIGN */
     const uint8_t *payload;
     size_t payload_len;
+    /* NOTE */
+    char to[BK_MEMBER_MAX_ID + 1], kind[BK_MEMBER_MAX_ID + 1];
+    char text[BK_MEMBER_NOTE_MAX + 1];
 } rec_t;
 
 /* The settings a heartbeat announces after its progress list (for observers, which have no
@@ -154,6 +162,18 @@ static int rec_parse(const void *buf, size_t len, rec_t *rec)
         rec->payload = r.p;
         rec->payload_len = r.left;
         break;
+    case REC_NOTE: {
+        size_t n;
+        const char *text;
+        r_str(&r, rec->to);
+        r_str(&r, rec->kind);
+        text = bk_wire_get_str(&r, BK_MEMBER_NOTE_MAX, &n);
+        if (!r.fault) {
+            memcpy(rec->text, text, n);
+        }
+        rec->text[r.fault ? 0 : n] = '\0';
+        break;
+    }
     case REC_LEAVE:
     case REC_TICK:
         break;
@@ -249,6 +269,9 @@ struct bk_member_s {
     int64_t next_wake; /* when the member thread must look again: heartbeat, tick */
     int leave_state;   /* 0 in flight, 1 delivered, -1 failed */
     uint64_t notified;
+
+    bk_member_note_t *notes; /* [NOTES_MAX] delivered, not taken yet (under lock) */
+    int32_t nnotes;
 
     pthread_mutex_t plock; /* guards the progress this node reports */
     progress_t *prog;
@@ -731,6 +754,27 @@ static void apply_assign(bk_member_t *m, const rec_t *rec, int64_t offset)
     }
 }
 
+/* A note for this node (or every node), written after this member started reading: older
+ * ones were meant for an earlier run. An observer takes none. */
+static void apply_note(bk_member_t *m, const rec_t *rec, int64_t offset)
+{
+    bk_member_note_t *n;
+    if (m->observe || offset < m->catchup_to || (rec->to[0] && strcmp(rec->to, m->node_id)) ||
+        (strcmp(rec->id, m->node_id) == 0 && rec->inc == m->inc)) {
+        return;
+    }
+    if (m->nnotes >= NOTES_MAX) {
+        bk_log_warn("member %s: note '%s' from %s dropped: %d not taken yet", m->node_id,
+                    rec->kind, rec->id, NOTES_MAX);
+        return;
+    }
+    n = &m->notes[m->nnotes++];
+    snprintf(n->from, sizeof(n->from), "%s", rec->id);
+    snprintf(n->kind, sizeof(n->kind), "%s", rec->kind);
+    snprintf(n->text, sizeof(n->text), "%s", rec->text);
+    m->version++;
+}
+
 static void apply(bk_member_t *m, const rd_kafka_message_t *msg)
 {
     int64_t ts = rd_kafka_message_timestamp(msg, NULL);
@@ -766,6 +810,9 @@ static void apply(bk_member_t *m, const rd_kafka_message_t *msg)
         break;
     case REC_RELEASE:
         apply_release(m, &rec);
+        break;
+    case REC_NOTE:
+        apply_note(m, &rec, msg->offset);
         break;
     default:
         break;
@@ -1413,8 +1460,9 @@ bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t e
     m->on_change = mconf->on_change;
     m->opaque = mconf->opaque;
     m->lost_tasks = malloc(((size_t)m->ntasks + 1) * sizeof(*m->lost_tasks));
+    m->notes = calloc(NOTES_MAX, sizeof(*m->notes));
     m->gone = m->observe ? calloc(GONE_MAX, sizeof(*m->gone)) : NULL;
-    if (!m->lost_tasks || (m->observe && !m->gone)) {
+    if (!m->lost_tasks || !m->notes || (m->observe && !m->gone)) {
         snprintf(errstr, errstr_size, "out of memory");
         goto fail;
     }
@@ -1845,6 +1893,68 @@ done:
     return rc;
 }
 
+static void put_note(bk_wire_buf_t *w, const char *to, const char *kind, const char *text)
+{
+    bk_wire_put_str(w, to ? to : "");
+    bk_wire_put_str(w, kind);
+    bk_wire_put_str(w, text ? text : "");
+}
+
+int bk_member_note(bk_member_t *member, const char *to, const char *kind, const char *text)
+{
+    bk_member_t *m = member;
+    bk_wire_buf_t w = {0};
+    int rc;
+    if (m->observe || strlen(kind) > BK_MEMBER_MAX_ID || (to && strlen(to) > BK_MEMBER_MAX_ID) ||
+        (text && strlen(text) > BK_MEMBER_NOTE_MAX)) {
+        return -1;
+    }
+    pthread_mutex_lock(&m->lock);
+    w_header(&w, m, REC_NOTE);
+    put_note(&w, to, kind, text);
+    rc = produce(m, REC_NOTE, &w, now_ms());
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
+int bk_member_note_encode(const char *from, const char *to, const char *kind, const char *text,
+                          uint8_t **buf, size_t *len)
+{
+    bk_wire_buf_t w = {0};
+    if (strlen(from) > BK_MEMBER_MAX_ID || strlen(kind) > BK_MEMBER_MAX_ID ||
+        (to && strlen(to) > BK_MEMBER_MAX_ID) || (text && strlen(text) > BK_MEMBER_NOTE_MAX)) {
+        return -1;
+    }
+    bk_wire_put_u8(&w, WIRE_MAGIC);
+    bk_wire_put_u8(&w, WIRE_VERSION);
+    bk_wire_put_u8(&w, REC_NOTE);
+    bk_wire_put_str(&w, from);
+    bk_wire_put_uv(&w, make_incarnation());
+    put_note(&w, to, kind, text);
+    if (w.oom) {
+        free(w.p);
+        return -1;
+    }
+    *buf = w.p;
+    *len = w.len;
+    return 0;
+}
+
+int bk_member_take_note(bk_member_t *member, bk_member_note_t *note)
+{
+    bk_member_t *m = member;
+    int got = 0;
+    pthread_mutex_lock(&m->lock);
+    if (m->nnotes > 0) {
+        *note = m->notes[0];
+        memmove(m->notes, m->notes + 1, (size_t)(m->nnotes - 1) * sizeof(*m->notes));
+        m->nnotes--;
+        got = 1;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return got;
+}
+
 int bk_member_stop(bk_member_t *member, int leave)
 {
     bk_member_t *m = member;
@@ -1909,6 +2019,7 @@ void bk_member_destroy(bk_member_t *member)
     free(m->rel_sent);
     free(m->told);
     free(m->lost_tasks);
+    free(m->notes);
     free(m->prog);
     pthread_mutex_destroy(&m->lock);
     pthread_mutex_destroy(&m->plock);

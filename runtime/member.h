@@ -186,6 +186,28 @@ void bk_member_set_progress(bk_member_t *member, int32_t task, int64_t offset, i
  * (the tasks stay listed). @locality any thread */
 int bk_member_released(bk_member_t *member, uint64_t epoch, const int32_t *tasks, int32_t n);
 
+/* Notes: short messages between the nodes of an app on the control topic (cold bootstrap's
+ * snapshot requests and replies, operator commands). A note goes to one node by id, or to
+ * every node (to NULL or ""); a node sees only the notes written after it started, never
+ * its own. kind: up to BK_MEMBER_MAX_ID bytes; text: up to BK_MEMBER_NOTE_MAX. */
+#define BK_MEMBER_NOTE_MAX 2048
+typedef struct bk_member_note {
+    char from[BK_MEMBER_MAX_ID + 1];
+    char kind[BK_MEMBER_MAX_ID + 1];
+    char text[BK_MEMBER_NOTE_MAX + 1];
+} bk_member_note_t;
+
+/* Queues a note (non-blocking). 0, or -1 (observer, too long, queue full).
+ * @locality any thread */
+int bk_member_note(bk_member_t *member, const char *to, const char *kind, const char *text);
+/* The oldest note for this node not taken yet: 1 and *note filled, or 0.
+ * @locality any thread */
+int bk_member_take_note(bk_member_t *member, bk_member_note_t *note);
+/* A note record's value as a tool outside the app writes it (`beck bootstrap`), from a
+ * sender id of its own; *buf is malloc'd. 0, or -1 when a field is too long. */
+int bk_member_note_encode(const char *from, const char *to, const char *kind, const char *text,
+                          uint8_t **buf, size_t *len);
+
 /* Stops the member thread. With `leave`, first publishes a leave notice and waits (up to the
  * session timeout) for its delivery, so that the others take over at once instead of after
  * the session timeout: call it only once the node has stopped and committed every task.
