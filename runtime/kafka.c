@@ -186,3 +186,56 @@ int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int p
     }
     return admin_create(rk, topic, partitions, replication_factor, compact, errstr, errstr_size);
 }
+
+/* One ListOffsets per side: offsets_for_times with the protocol's special timestamps,
+ * -2 (earliest) and -1 (latest). */
+static rd_kafka_resp_err_t list_side(rd_kafka_t *rk, const char *const *topics,
+                                     const int32_t *partitions, int n, int64_t which,
+                                     int64_t *out, int timeout_ms)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n);
+    rd_kafka_resp_err_t err;
+    for (int i = 0; i < n; i++) {
+        rd_kafka_topic_partition_list_add(list, topics[i], partitions[i])->offset = which;
+    }
+    err = rd_kafka_offsets_for_times(rk, list, timeout_ms);
+    for (int i = 0; !err && i < n; i++) {
+        /* the list keeps its order */
+        err = list->elems[i].err;
+        out[i] = list->elems[i].offset;
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    return err;
+}
+
+rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topics,
+                                        const int32_t *partitions, int n, int64_t *lo,
+                                        int64_t *hi, int timeout_ms)
+{
+    rd_kafka_resp_err_t err = 0;
+    if (n <= 0) {
+        return 0;
+    }
+    if (n > 1) {
+        err = list_side(rk, topics, partitions, n, RD_KAFKA_OFFSET_BEGINNING, lo, timeout_ms);
+        if (!err) {
+            err = list_side(rk, topics, partitions, n, RD_KAFKA_OFFSET_END, hi, timeout_ms);
+        }
+        for (int i = 0; !err && i < n; i++) {
+            if (lo[i] < 0 || hi[i] < lo[i]) {
+                err = RD_KAFKA_RESP_ERR__BAD_MSG; /* not what a broker says: ask one by one */
+            }
+        }
+        if (!err) {
+            return 0;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        err = rd_kafka_query_watermark_offsets(rk, topics[i], partitions[i], &lo[i], &hi[i],
+                                               timeout_ms);
+        if (err) {
+            return err;
+        }
+    }
+    return 0;
+}

@@ -29,6 +29,13 @@ int bk_kafka_partitions(rd_kafka_t *rk, const char **topics, int n, int *counts,
  * (which has no topic configs: the mock cluster neither compacts nor
  * deletes by config); else the Admin API, with cleanup.policy=compact when
  * `compact` is set (an existing topic is fine). */
+/* The start (lo) and end (hi) offsets of n partitions (topics[i], partitions[i]), in two
+ * batched requests (ListOffsets, earliest and latest) instead of two per partition: a task
+ * restore asks for every changelog partition of its tasks at once. 0, or an error code. */
+rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topics,
+                                        const int32_t *partitions, int n, int64_t *lo,
+                                        int64_t *hi, int timeout_ms);
+
 int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int partitions,
                           int replication_factor, int compact, char *errstr, size_t errstr_size);
 

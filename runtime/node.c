@@ -2,6 +2,7 @@
 #include "node.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -400,7 +401,7 @@ static int wait_signal(const sigset_t *set, int *signals)
 {
     struct timespec tick = {0, 100 * 1000 * 1000};
     int sig = sigtimedwait(set, NULL, &tick);
-    if (sig <= 0) {
+    if (sig <= 0 || sig == SIGUSR2) {
         return 0;
     }
     if (++*signals > 1) {
@@ -688,6 +689,14 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
     return 0;
 }
 
+static pthread_t main_thread;
+
+static void wake_main(void *opaque)
+{
+    (void)opaque;
+    pthread_kill(main_thread, SIGUSR2);
+}
+
 /* In a cluster (--cluster): the tasks come from the app's membership
  * (member.h). A change of this node's active tasks restarts its crew: the old
  * one commits and closes, the tasks given up are released for their new
@@ -734,6 +743,9 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mc.heartbeat_interval_ms = (int)bk_conf_int(conf, BK_CONF_HEARTBEAT_MS);
     mc.session_timeout_ms = (int)bk_conf_int(conf, BK_CONF_SESSION_MS);
     mc.dev_port = dev_port > 0 ? dev_port : -1;
+    /* a new view wakes the main thread at once instead of at its next 100 ms tick */
+    main_thread = pthread_self();
+    mc.on_change = wake_main;
     memset(&view, 0, sizeof(view));
     crew_start(&mn.crew, plan, conf, NULL, 0, NULL, NULL);
     mn.pool = bk_taskdb_pool_new();
@@ -816,6 +828,7 @@ static int run_threads(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR2); /* wake-up: the membership's view changed */
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     if (bk_conf_int(conf, BK_CONF_CLUSTER)) {
         return run_member(plan, conf, hooks, dev_port, &set);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kafka.h"
 #include "log.h"
 
 #define STALL_MS 120000
@@ -59,18 +60,33 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
     bk_restore_progress_t p;
     double t0 = mono_s(), last_report = t0, last_progress = t0;
     int pending = 0, rc = -1;
+    int64_t *los = NULL, *his = NULL;
 
     memset(&p, 0, sizeof(p));
-    for (int i = 0; i < n; i++) {
-        int64_t lo, hi, next = bk_store_changelog_next(items[i].st);
-        rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-            consumer, items[i].topic, items[i].partition, &lo, &hi, 10000);
-        w[i].item = &items[i];
+    {
+        const char **topics = calloc((size_t)n + 1, sizeof(*topics));
+        int32_t *parts = calloc((size_t)n + 1, sizeof(*parts));
+        rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR__FAIL;
+        for (int i = 0; topics && parts && i < n; i++) {
+            topics[i] = items[i].topic;
+            parts[i] = items[i].partition;
+        }
+        los = calloc((size_t)n + 1, sizeof(*los));
+        his = calloc((size_t)n + 1, sizeof(*his));
+        if (topics && parts && los && his) {
+            err = bk_kafka_watermarks(consumer, topics, parts, n, los, his, 10000);
+        }
+        free(topics);
+        free(parts);
         if (err) {
-            snprintf(errstr, errstr_size, "task %s: cannot read the offsets of changelog %s [%d]: %s",
-                     items[i].task, items[i].topic, (int)items[i].partition, rd_kafka_err2str(err));
+            snprintf(errstr, errstr_size, "cannot read the offsets of %d changelog partition(s): %s",
+                     n, rd_kafka_err2str(err));
             goto done;
         }
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t lo = los[i], hi = his[i], next = bk_store_changelog_next(items[i].st);
+        w[i].item = &items[i];
         w[i].start = next < 0 ? lo : next;
         w[i].end = hi;
         if (next >= 0 && next < lo) {
@@ -177,5 +193,7 @@ done:
     rd_kafka_assign(consumer, NULL);
     rd_kafka_topic_partition_list_destroy(list);
     free(w);
+    free(los);
+    free(his);
     return rc;
 }
