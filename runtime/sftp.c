@@ -93,10 +93,23 @@ static const char *ssh_err(bk_sftp_conn_t *conn)
     return msg && *msg ? msg : "unknown error";
 }
 
-/* The text of a failed SFTP call: the server's status if it sent one, else libssh2's. */
+/* The text of a failed SFTP call: the server's status if it sent one, a lost connection or
+ * timeout as such, else libssh2's text. */
 static const char *sftp_err(bk_sftp_conn_t *conn, long rc)
 {
-    if (rc != LIBSSH2_ERROR_SFTP_PROTOCOL) {
+    switch (rc) {
+    case LIBSSH2_ERROR_SFTP_PROTOCOL:
+        break;
+    case LIBSSH2_ERROR_TIMEOUT:
+    case LIBSSH2_ERROR_SOCKET_TIMEOUT:
+        return "timed out";
+    case LIBSSH2_ERROR_SOCKET_SEND:
+    case LIBSSH2_ERROR_SOCKET_RECV:
+    case LIBSSH2_ERROR_SOCKET_DISCONNECT:
+    case LIBSSH2_ERROR_CHANNEL_CLOSED:
+    case LIBSSH2_ERROR_CHANNEL_EOF_SENT:
+        return "the SSH connection was lost";
+    default:
         return ssh_err(conn);
     }
     switch (libssh2_sftp_last_error(conn->sftp)) {
@@ -479,7 +492,7 @@ int bk_sftp_read_small(const bk_sftp_conf_t *conf, const char *remote_path, size
     }
     if (r < 0) {
         err_set(errstr, errstr_size, "%s:%s: read failed: %s", conn.where, remote_path,
-                r == LIBSSH2_ERROR_TIMEOUT ? "timed out" : sftp_err(&conn, r));
+                sftp_err(&conn, r));
         conn_break(&conn, r);
         goto fail;
     }
@@ -652,8 +665,7 @@ static int fetch_file(bk_sftp_worker_t *w, int i, char *buf, size_t bufsize, XXH
         }
         if (r < 0) {
             err_set(errstr, n, "%s: reading %s:%s failed after %llu bytes: %s", f->name,
-                    conn->where, remote, (unsigned long long)got,
-                    r == LIBSSH2_ERROR_TIMEOUT ? "timed out" : sftp_err(conn, r));
+                    conn->where, remote, (unsigned long long)got, sftp_err(conn, r));
             conn_break(conn, r);
             goto out;
         }

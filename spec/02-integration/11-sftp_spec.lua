@@ -217,6 +217,32 @@ describe("beck fetch over SFTP", function()
     assert.truthy(err:match(progress), err)
   end)
 
+  it("fails cleanly when the SSH session drops in the middle of a file", function()
+    local dir = work .. "/snap-drop"
+    make_snapshot(dir, { { "d1.sst", random_bytes(3000000) }, { "d2.sst", "dd" } })
+    local proc = helpers.spawn({ helpers.beck_bin(), "fetch", "--host", "127.0.0.1",
+                                 "--port", sshd.port, "--user", sshd.user, "--key", sshd.key,
+                                 "--known-hosts", sshd.known_hosts, "--remote-dir", dir,
+                                 "--dest", work .. "/d-drop", "--rate-limit", "1M",
+                                 "--parallel", "1" }, { name = "beck-fetch" })
+    proc:wait_log("beck fetch: [1-9]%d* of 3000002 bytes", 10)
+    -- sshd's children (one per connection, started by our sshd) die: the TCP session drops
+    local children = helpers.read_file(string.format("/proc/%d/task/%d/children",
+                                                     sshd.proc.pid, sshd.proc.pid)) or ""
+    local n = 0
+    for pid in children:gmatch("%d+") do
+      ffi.C.kill(tonumber(pid), 9)
+      n = n + 1
+    end
+    assert.truthy(n >= 1, "sshd has no session child")
+    assert.equal(1, proc:wait(10))
+    local err = proc:log()
+    local last = err:match("([^\n]*)\n?$")
+    assert.truthy(last:match("^beck fetch: d1%.sst: reading 127%.0%.0%.1:%d+:.*/d1%.sst " ..
+                             "failed after %d+ bytes: the SSH connection was lost$"), err)
+    assert.same({}, ls(work .. "/d-drop"))
+  end)
+
   it("gives up on an sshd that hangs, within --timeout-ms, and on a closed port", function()
     sshd.proc:signal(19) -- SIGSTOP: the kernel still accepts connections; nobody answers
     local st, out, err, took = fetch(work .. "/snap", work .. "/d-hang", { "--timeout-ms", "1000" })
