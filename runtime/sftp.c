@@ -44,6 +44,7 @@
 #define BK_SFTP_CIPHERS "aes128-ctr,aes256-ctr,aes192-ctr"
 #define BK_SFTP_MACS "hmac-sha2-256,hmac-sha1,hmac-sha2-512"
 #define BK_SFTP_BUF (2 << 20)
+#define BK_SFTP_SYNC_STEP (8u << 20)
 #define BK_SFTP_PER_CONN (64ull << 20) /* a smaller snapshot is not worth another handshake */
 #define BK_SFTP_TIMEOUT_MS 30000
 
@@ -593,7 +594,7 @@ static int fetch_file(bk_sftp_worker_t *w, int i, char *buf, size_t bufsize, XXH
     LIBSSH2_SFTP_ATTRIBUTES a;
     LIBSSH2_SFTP_HANDLE *h = NULL;
     char remote[4096], part[4096], final[4096], eb[128];
-    uint64_t got = 0, sum;
+    uint64_t got = 0, synced = 0, sum;
     ssize_t r;
     int fd = -1, rc = -1;
 
@@ -687,6 +688,12 @@ static int fetch_file(bk_sftp_worker_t *w, int i, char *buf, size_t bufsize, XXH
                 goto out;
             }
             off += wr;
+        }
+        if (got - synced >= BK_SFTP_SYNC_STEP) {
+            /* Start writing back what we have; fdatasync at the end then waits only for
+             * the tail instead of the whole file while the connection idles. */
+            sync_file_range(fd, (off_t)synced, (off_t)(got - synced), SYNC_FILE_RANGE_WRITE);
+            synced = got;
         }
         atomic_fetch_add(&fetch->done, (uint64_t)r);
         bucket_take(fetch, (size_t)r);
