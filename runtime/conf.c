@@ -61,6 +61,32 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
      "a node silent this long is dead and its tasks move; > 2 heartbeat intervals"},
     {"endpoint", T_STR, NULL, 0, 0, NULL,
      "host:port where this node serves queries, published to the others"},
+    {"ssh_key", T_STR, NULL, 0, 0, NULL,
+     "private key for cold bootstrap over SSH (docs/bootstrap.md); unset: replicas restore "
+     "from changelogs only"},
+    {"ssh_known_hosts", T_STR, NULL, 0, 0, NULL,
+     "known_hosts file the other nodes' sshd host keys are checked against "
+     "(default: ~/.ssh/known_hosts)"},
+    {"ssh_user", T_STR, NULL, 0, 0, NULL,
+     "user to log in as on the other nodes' hosts (default: the user running beck)"},
+    {"ssh_host", T_STR, NULL, 0, 0, NULL,
+     "host the other nodes reach this node's sshd at (default: endpoint's host, else "
+     "127.0.0.1)"},
+    {"ssh_port", T_INT, "22", 1, 65535, NULL, "port of this node's sshd"},
+    {"bootstrap_min_records", T_INT, "100000", 0, INT64_C(1) << 50, NULL,
+     "a replica with more changelog records than this to replay is built by cold bootstrap "
+     "(0: only when the changelog lost what it needs, or on `beck bootstrap`)"},
+    {"bootstrap_parallel", T_INT, "0", 0, 64, NULL,
+     "files a cold bootstrap fetches at once, each on its own connection (0: by CPUs)"},
+    {"bootstrap_rate_limit", T_INT, "0", 0, INT64_C(1) << 40, NULL,
+     "bytes per second a cold bootstrap may fetch (0: no limit)"},
+    {"bootstrap_timeout_ms", T_INT, "60000", 1000, 86400000, NULL,
+     "how long a replica waits for a snapshot, and each SSH step may take, before it falls "
+     "back to its changelog"},
+    {"bootstrap_max_concurrent", T_INT, "2", 1, 64, NULL,
+     "cold bootstraps a node runs at once, and snapshots it keeps for others at once"},
+    {"snapshot_ttl_ms", T_INT, "600000", 1000, INT64_C(1) << 40, NULL,
+     "a snapshot made for a replica is removed once fetched, or after this long"},
 };
 
 struct bk_conf_s {

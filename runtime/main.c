@@ -10,7 +10,9 @@
 #include "broker.h"
 #include "describe.h"
 #include "dump.h"
+#include "fetchcmd.h"
 #include "node.h"
+#include "snapshotcmd.h"
 #include "status.h"
 #include "testrun.h"
 
@@ -25,6 +27,8 @@ static void usage(FILE *out)
                  "  test [PATH...]                     run busted specs inside the runtime\n"
                  "  describe TOPOLOGY.lua              print a topology's subtopologies, stores, topics\n"
                  "  dump --state-dir DIR --app ID      print a stopped node's stores\n"
+                 "  fetch --host H --remote-dir DIR ...  fetch a snapshot over SFTP\n"
+                 "  snapshot --state-dir DIR --app ID --task S_P  snapshot a stopped node's task\n"
                  "  version                            print the version\n\n"
                  "`beck COMMAND --help` tells more.\n");
 }
@@ -58,6 +62,12 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "dump") == 0) {
         return bk_dump_main(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "fetch") == 0) {
+        return bk_fetchcmd_main(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "snapshot") == 0) {
+        return bk_snapshotcmd_main(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "test") == 0) {
         return bk_testrun_main(argc - 1, argv + 1);

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bootstrap.h"
 #include "broker.h"
 #include "conf.h"
 #include "devctl.h"
@@ -532,9 +533,38 @@ typedef struct member_node_s {
     int nrun, nstand;
     uint64_t logged_epoch; /* the last epoch a line was logged for */
     bk_taskdb_pool_t *pool; /* DBs kept open from one crew to the next */
+    bk_bootstrap_t *boot;   /* cold bootstrap, both sides */
     bk_standby_t *standby;
     bk_thread_stats_t total;
 } member_node_t;
+
+static void standby_boot(void *opaque, int32_t task, const char *why)
+{
+    bk_bootstrap_want(opaque, task, why);
+}
+
+/* The active's side of cold bootstrap: the thread of the crew that runs `task`. */
+static int crew_ask(void *opaque, int32_t task, const char *req)
+{
+    crew_t *crew = opaque;
+    for (int t = 0; t < crew->nthreads; t++) {
+        if (bk_thread_request_snapshot(crew->threads[t], task, req) == 0) {
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int crew_take(void *opaque, bk_thread_snapshot_t *out)
+{
+    crew_t *crew = opaque;
+    for (int t = 0; t < crew->nthreads; t++) {
+        if (bk_thread_take_snapshot(crew->threads[t], out)) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 static void start_standby(member_node_t *mn, const int32_t *which, int n)
 {
@@ -551,6 +581,14 @@ static void start_standby(member_node_t *mn, const int32_t *which, int n)
     mn->standby = bk_standby_new(mn->plan, mn->conf, tt, which, n, standby_progress, mn->member);
     free(tt);
     bk_standby_set_pool(mn->standby, mn->pool);
+    if (mn->boot) {
+        int *modes = calloc((size_t)n + 1, sizeof(*modes));
+        for (int i = 0; modes && i < n; i++) {
+            modes[i] = bk_bootstrap_mode(mn->boot, which[i]);
+        }
+        bk_standby_set_bootstrap(mn->standby, modes, standby_boot, mn->boot);
+        free(modes);
+    }
     if (bk_standby_start(mn->standby) != 0) {
         bk_log_error("cannot start the standby thread");
         bk_standby_destroy(mn->standby);
@@ -649,6 +687,9 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
     }
     /* promotions: standbys of this node that are now its actives */
     n = set_minus(want, nwant, mn->running, mn->nrun, mn->scratch);
+    if (sb_changed) {
+        bk_bootstrap_keep(mn->boot, want_sb, nwant_sb);
+    }
     if (sb_changed) {
         int32_t *old = mn->scratch2;
         int nold = mn->nstand;
@@ -755,8 +796,14 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         failed = 1;
         goto done;
     }
-    bk_log_info("app %s: node %s (rack %s) joining, %d standby replica(s) per task", plan->id,
-                mc.node_id, mc.rack ? mc.rack : "-", (int)mc.standbys);
+    {
+        bk_bootstrap_env_t env = {plan,      conf,     mn.member, mc.node_id, mn.ntasks,
+                                  mn.tasks,  mn.names, crew_ask,  crew_take,  &mn.crew};
+        mn.boot = bk_bootstrap_new(&env);
+    }
+    bk_log_info("app %s: node %s (rack %s) joining, %d standby replica(s) per task%s", plan->id,
+                mc.node_id, mc.rack ? mc.rack : "-", (int)mc.standbys,
+                bk_conf_str(conf, BK_CONF_SSH_KEY) ? ", cold bootstrap on" : "");
     for (;;) {
         if (wait_signal(set, &signals)) {
             break;
@@ -770,6 +817,12 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             /* it logged why; the replicas are dropped until the next change */
             stop_standby(&mn);
             mn.nstand = 0;
+        }
+        if (bk_bootstrap_poll(mn.boot, &view) && mn.standby && !view.lost) {
+            /* a bootstrap ended (or was asked for): the runner picks up the new state */
+            memcpy(mn.scratch2, mn.standing, (size_t)mn.nstand * sizeof(int32_t));
+            stop_standby(&mn);
+            start_standby(&mn, mn.scratch2, mn.nstand);
         }
         if (bk_member_poll(mn.member, &view) == 0) {
             continue;
@@ -801,6 +854,7 @@ done:
         crew_stop(&mn.crew);
     }
     stop_standby(&mn);
+    bk_bootstrap_destroy(mn.boot);
     bk_taskdb_pool_destroy(mn.pool);
     bk_log_info("app %s: node %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered",
                 plan->id, mc.node_id, failed ? " after a failure" : "",

@@ -144,7 +144,13 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
             snprintf(errstr, errstr_size, "restore interrupted");
             goto done;
         }
-        got = rd_kafka_consume_batch_queue(q, 100, msgs, 1000);
+        /* A batch call waits its whole timeout unless the batch fills: drain what is
+         * there, and block for one message only when nothing is (the last records of a
+         * short restore arrived in ~1 ms but were handed over 100 ms later). */
+        got = rd_kafka_consume_batch_queue(q, 0, msgs, 1000);
+        if (got == 0) {
+            got = rd_kafka_consume_batch_queue(q, 100, msgs, 1);
+        }
         for (ssize_t i = 0; i < got; i++) {
             rd_kafka_message_t *m = msgs[i];
             work_t *x = m->err ? NULL : find(w, n, rd_kafka_topic_name(m->rkt), m->partition);

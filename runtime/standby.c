@@ -34,6 +34,14 @@ struct bk_standby_s {
     bk_standby_progress_cb cb;
     void *opaque;
     bk_taskdb_pool_t *pool; /* where DBs come from and go back to (taskdb.h), or NULL */
+    /* Cold bootstrap (bk_standby_set_bootstrap): per task the node's mode, and for a task
+     * handed to it the lag reported meanwhile (-1: tailed here). */
+    int boot_on;
+    int64_t boot_min;
+    int *boot_mode;
+    int64_t *boot_lag;
+    bk_standby_boot_cb boot_cb;
+    void *boot_opaque;
 
     bk_db_t **dbs;        /* [ntasks], NULL for a task without a logged store */
     item_t *items;
@@ -77,6 +85,11 @@ bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
     sb->items = calloc((size_t)(ntasks * plan->nstores) + 1, sizeof(*sb->items));
     sb->applied = calloc((size_t)ntasks + 1, sizeof(int64_t));
     sb->applied_ms = calloc((size_t)ntasks + 1, sizeof(int64_t));
+    sb->boot_mode = calloc((size_t)ntasks + 1, sizeof(int));
+    sb->boot_lag = malloc(((size_t)ntasks + 1) * sizeof(int64_t));
+    for (int t = 0; t < ntasks; t++) {
+        sb->boot_lag[t] = -1;
+    }
     return sb;
 }
 
@@ -112,29 +125,103 @@ static int open_dbs(bk_standby_t *sb)
     return rc;
 }
 
-/* Assigns every changelog partition at the offset its store needs. */
+/* Why task t should be built by cold bootstrap rather than from its changelogs, or NULL:
+ * its changelog lost records it needs (a gap: replaying would leave it wrong), it has more
+ * to replay than bootstrap_min_records, or the node asked. Fills why. */
+static const char *boot_reason(bk_standby_t *sb, int t, char *why, size_t size)
+{
+    int64_t replay = 0;
+    if (!sb->boot_on || sb->boot_mode[t] == BK_STANDBY_BOOT_NEVER) {
+        return NULL;
+    }
+    for (int i = 0; i < sb->nitems; i++) {
+        const item_t *it = &sb->items[i];
+        int64_t next = bk_store_changelog_next(it->st);
+        if (it->task != t) {
+            continue;
+        }
+        if (next >= 0 && next < it->lo) {
+            snprintf(why, size, "changelog %s [%d] starts at offset %lld but the store needs "
+                     "%lld", it->topic, (int)it->partition, (long long)it->lo, (long long)next);
+            return why;
+        }
+        replay += it->hi - (next < 0 ? it->lo : next);
+    }
+    if (sb->boot_mode[t] == BK_STANDBY_BOOT_FORCE) {
+        snprintf(why, size, "asked for");
+        return why;
+    }
+    if (sb->boot_min > 0 && replay > sb->boot_min) {
+        snprintf(why, size, "%lld changelog record(s) to replay (bootstrap_min_records %lld)",
+                 (long long)replay, (long long)sb->boot_min);
+        return why;
+    }
+    return NULL;
+}
+
+/* Reads every changelog's offsets, hands the tasks cold bootstrap should build to the node
+ * (their DBs closed: the bootstrap replaces their directories), and assigns the other
+ * changelog partitions at the offset each store needs. */
 static int assign(bk_standby_t *sb)
 {
     rd_kafka_topic_partition_list_t *list =
         rd_kafka_topic_partition_list_new(sb->nitems ? sb->nitems : 1);
     rd_kafka_resp_err_t err = 0;
+    const char **topics = calloc((size_t)sb->nitems + 1, sizeof(*topics));
+    int32_t *parts = calloc((size_t)sb->nitems + 1, sizeof(*parts));
+    int64_t *los = calloc((size_t)sb->nitems + 1, sizeof(*los));
+    int64_t *his = calloc((size_t)sb->nitems + 1, sizeof(*his));
+    int w = 0;
 
     for (int i = 0; i < sb->nitems; i++) {
+        topics[i] = sb->items[i].topic;
+        parts[i] = sb->items[i].partition;
+    }
+    err = bk_kafka_watermarks(sb->consumer, topics, parts, sb->nitems, los, his, 10000);
+    if (err) {
+        snprintf(sb->err, sizeof(sb->err), "standby: cannot read the offsets of %d changelog "
+                 "partition(s): %s", sb->nitems, rd_kafka_err2str(err));
+    }
+    for (int i = 0; !err && i < sb->nitems; i++) {
+        sb->items[i].lo = los[i];
+        sb->items[i].hi = his[i];
+    }
+    for (int t = 0; !err && t < sb->ntasks; t++) {
+        char why[512];
+        int64_t lag = 0;
+        if (!sb->dbs[t] || !boot_reason(sb, t, why, sizeof(why))) {
+            continue;
+        }
+        for (int i = 0; i < sb->nitems; i++) {
+            if (sb->items[i].task == t) {
+                lag += sb->items[i].hi - sb->items[i].lo;
+            }
+        }
+        sb->boot_lag[t] = lag > 0 ? lag : 1;
+        bk_log_info("standby %d_%d: cold bootstrap: %s", sb->tasks[t].sub,
+                    sb->tasks[t].partition, why);
+        bk_taskdb_release(NULL, sb->tasks[t], sb->dbs[t], 0);
+        sb->dbs[t] = NULL;
+        if (sb->boot_cb) {
+            sb->boot_cb(sb->boot_opaque, sb->ids[t], why);
+        }
+    }
+    for (int i = 0; !err && i < sb->nitems; i++) {
+        if (sb->dbs[sb->items[i].task]) {
+            sb->items[w++] = sb->items[i];
+        }
+    }
+    if (!err) {
+        sb->nitems = w;
+    }
+    for (int i = 0; !err && i < sb->nitems; i++) {
         item_t *it = &sb->items[i];
         int64_t next = bk_store_changelog_next(it->st), start;
         const bk_task_id_t *task = &sb->tasks[it->task];
-        err = rd_kafka_query_watermark_offsets(sb->consumer, it->topic, it->partition, &it->lo,
-                                               &it->hi, 10000);
-        if (err) {
-            snprintf(sb->err, sizeof(sb->err),
-                     "standby %d_%d: cannot read the offsets of changelog %s [%d]: %s", task->sub,
-                     task->partition, it->topic, (int)it->partition, rd_kafka_err2str(err));
-            break;
-        }
         start = next < 0 ? it->lo : next;
         if (next >= 0 && next < it->lo) {
-            /* As in restore.c: the changelog lost what this replica needs; cold bootstrap
-             * (a later issue) will rebuild it from the active's snapshot instead. */
+            /* As in restore.c: the changelog lost what this replica needs and cold bootstrap
+             * is off (or failed): say so loudly. */
             bk_log_error("standby %d_%d: changelog %s [%d] starts at offset %lld but the store "
                          "needs %lld: %lld update(s) are lost to this replica",
                          task->sub, task->partition, it->topic, (int)it->partition,
@@ -149,11 +236,15 @@ static int assign(bk_standby_t *sb)
                     (int)it->partition, (long long)start, (long long)(it->hi - start));
         rd_kafka_topic_partition_list_add(list, it->topic, it->partition)->offset = start;
     }
-    if (!err && rd_kafka_assign(sb->consumer, list) != 0) {
+    if (!err && sb->nitems > 0 && rd_kafka_assign(sb->consumer, list) != 0) {
         snprintf(sb->err, sizeof(sb->err), "standby: cannot assign the changelog partitions");
         err = RD_KAFKA_RESP_ERR__FAIL;
     }
     rd_kafka_topic_partition_list_destroy(list);
+    free(topics);
+    free(parts);
+    free(los);
+    free(his);
     return err ? -1 : 0;
 }
 
@@ -204,6 +295,9 @@ static void report(bk_standby_t *sb, int log_it)
                 }
             }
         }
+        if (sb->boot_lag[t] >= 0) {
+            lag = sb->boot_lag[t]; /* being built by cold bootstrap: not warm at all */
+        }
         if (sb->cb) {
             sb->cb(sb->opaque, sb->ids[t], offset, lag);
         }
@@ -251,7 +345,11 @@ static int tail(bk_standby_t *sb)
     int rc = 0;
 
     while (!sb->stop && rc == 0) {
-        ssize_t got = rd_kafka_consume_batch_queue(q, 100, msgs, 1000);
+        /* drain; block for one record only when idle (restore.c says why) */
+        ssize_t got = rd_kafka_consume_batch_queue(q, 0, msgs, 1000);
+        if (got == 0) {
+            got = rd_kafka_consume_batch_queue(q, 100, msgs, 1);
+        }
         int64_t now = mono_ms();
         for (ssize_t i = 0; i < got; i++) {
             rd_kafka_message_t *m = msgs[i];
@@ -349,6 +447,18 @@ void bk_standby_set_pool(bk_standby_t *sb, struct bk_taskdb_pool_s *pool)
     sb->pool = pool;
 }
 
+void bk_standby_set_bootstrap(bk_standby_t *sb, const int *modes, bk_standby_boot_cb cb,
+                              void *opaque)
+{
+    sb->boot_opaque = opaque;
+    sb->boot_on = bk_conf_str(sb->conf, BK_CONF_SSH_KEY) != NULL;
+    sb->boot_min = bk_conf_int(sb->conf, BK_CONF_BOOTSTRAP_MIN_RECORDS);
+    sb->boot_cb = cb;
+    for (int t = 0; t < sb->ntasks; t++) {
+        sb->boot_mode[t] = modes ? modes[t] : BK_STANDBY_BOOT_AUTO;
+    }
+}
+
 int bk_standby_start(bk_standby_t *sb)
 {
     if (pthread_create(&sb->tid, NULL, standby_main, sb) != 0) {
@@ -388,5 +498,7 @@ void bk_standby_destroy(bk_standby_t *sb)
     free(sb->items);
     free(sb->applied);
     free(sb->applied_ms);
+    free(sb->boot_mode);
+    free(sb->boot_lag);
     free(sb);
 }

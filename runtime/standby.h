@@ -38,6 +38,19 @@ bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
 /* DBs come from this pool (taskdb.h) and go back to it; call before bk_standby_start. */
 struct bk_taskdb_pool_s;
 void bk_standby_set_pool(bk_standby_t *sb, struct bk_taskdb_pool_s *pool);
+/* Cold bootstrap (docs/bootstrap.md; on when ssh_key is set). At start the runner reads its
+ * changelogs' offsets and hands to cb (on the standby thread) each task that cold
+ * bootstrap should build instead: its changelog lost what the task's state needs, or it
+ * has more than bootstrap_min_records to replay, or its mode is FORCE. Such a task's DB is
+ * closed and it is reported with the changelog's length as lag until the node restarts the
+ * runner (after the bootstrap installed the snapshot, or failed). modes[ntasks] (copied;
+ * NULL: all AUTO): NEVER after a failed bootstrap, so the runner restores from the
+ * changelog. Call before bk_standby_start. */
+enum { BK_STANDBY_BOOT_AUTO = 0, BK_STANDBY_BOOT_FORCE = 1, BK_STANDBY_BOOT_NEVER = 2 };
+typedef void (*bk_standby_boot_cb)(void *opaque, int32_t task, const char *why);
+void bk_standby_set_bootstrap(bk_standby_t *sb, const int *modes, bk_standby_boot_cb cb,
+                              void *opaque);
+
 int bk_standby_start(bk_standby_t *sb);
 /* Asks the thread to stop, waits: it applies what it has, checkpoints and closes the DBs.
  * Returns 0, or -1 if the runner failed at some point (it logged why). */

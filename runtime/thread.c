@@ -1,6 +1,7 @@
 /* thread.c - the stream thread: consume, run Lua, produce, commit. */
 #include "thread.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "restore.h"
 #include "store.h"
 #include "log.h"
+#include "snapshot.h"
 #include "taskdb.h"
 #include "vm.h"
 
@@ -75,6 +77,12 @@ struct bk_thread_s {
     bk_thread_stats_t stats;
 
     bk_taskdb_pool_t *pool; /* where DBs come from and go back to (NULL: open, close) */
+    /* Cold bootstrap, the active's side: snapshots asked for (made after the next commit)
+     * and made (taken by the node). Guarded by snap_lock. */
+    pthread_mutex_t snap_lock;
+    bk_thread_snapshot_t snap_req[BK_THREAD_SNAPSHOTS], snap_done[BK_THREAD_SNAPSHOTS];
+    int nsnap_req, nsnap_done;
+    volatile int snap_wanted;
     int clean;              /* the final commit went through */
 
     /* In a cluster (bk_thread_set_cluster). */
@@ -237,6 +245,7 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     thr->last_topic = -1;
     thr->ref_run = thr->ref_punctuate = thr->ref_close = LUA_NOREF;
     thr->ref_flush = thr->ref_hook = thr->ref_init = LUA_NOREF;
+    pthread_mutex_init(&thr->snap_lock, NULL);
     return thr;
 }
 
@@ -485,16 +494,34 @@ static int restore(bk_thread_t *thr)
             }
         }
     }
+    int64_t *before = calloc((size_t)n + 1, sizeof(*before));
+    char *moved = calloc((size_t)thr->ntasks + 1, 1);
+    for (int i = 0; i < n; i++) {
+        before[i] = bk_store_changelog_next(items[i].st);
+    }
     rc = bk_restore_run(thr->consumer, items, n, restore_progress, thr, &thr->flags->stop,
                         thr->err, sizeof(thr->err));
+    for (int i = 0, t = 0; i < n; i++) {
+        while (t < thr->ntasks && strcmp(ids[t], items[i].task) != 0) {
+            t++;
+        }
+        if (t < thr->ntasks && bk_store_changelog_next(items[i].st) != before[i]) {
+            moved[t] = 1;
+        }
+    }
     if (rc == 0) {
         rc = settle(thr);
     }
+    /* Checkpoint what the restore replayed (a DB it did not move keeps its checkpoint,
+     * which is as good: each costs two fsyncs, most of a promotion's start-up). */
     for (int t = 0; rc == 0 && t < thr->ntasks; t++) {
-        if (thr->dbs[t] && bk_db_checkpoint(thr->dbs[t], thr->err, sizeof(thr->err)) != 0) {
+        if (thr->dbs[t] && moved[t] &&
+            bk_db_checkpoint(thr->dbs[t], thr->err, sizeof(thr->err)) != 0) {
             rc = -1;
         }
     }
+    free(before);
+    free(moved);
     free(items);
     free(ids);
     return rc;
@@ -912,6 +939,98 @@ static int commit(bk_thread_t *thr)
     return 0;
 }
 
+/* Makes the snapshots asked for. Called right after a commit: no write is in a batch, and
+ * the stores' changelog and input offsets are those of that commit. */
+static void make_snapshots(bk_thread_t *thr)
+{
+    bk_thread_snapshot_t reqs[BK_THREAD_SNAPSHOTS];
+    int n;
+    char root[4096];
+
+    pthread_mutex_lock(&thr->snap_lock);
+    n = thr->nsnap_req;
+    memcpy(reqs, thr->snap_req, (size_t)n * sizeof(*reqs));
+    thr->nsnap_req = 0;
+    thr->snap_wanted = 0;
+    pthread_mutex_unlock(&thr->snap_lock);
+    snprintf(root, sizeof(root), "%s/%s/snapshots", bk_conf_str(thr->conf, BK_CONF_STATE_DIR),
+             thr->plan->id);
+    for (int i = 0; i < n; i++) {
+        bk_thread_snapshot_t *r = &reqs[i];
+        int t = -1;
+        for (int k = 0; k < thr->ntasks; k++) {
+            if (thr->ids && thr->ids[k] == r->id) {
+                t = k;
+            }
+        }
+        r->ok = 0;
+        if (t < 0 || !thr->dbs[t]) {
+            snprintf(r->err, sizeof(r->err), "task not active on this thread, or without state");
+        } else {
+            bk_manifest_t m;
+            char name[32], dir[4096];
+            int64_t t0 = now_ms();
+            snprintf(name, sizeof(name), "%d_%d", thr->tasks[t].sub, thr->tasks[t].partition);
+            if (bk_snapshot_make(thr->dbs[t], name, root, &m, dir, sizeof(dir), r->err,
+                                 sizeof(r->err)) == 0) {
+                r->ok = 1;
+                if (!realpath(dir, r->dir)) {
+                    snprintf(r->dir, sizeof(r->dir), "%s", dir);
+                }
+                bk_log_info("task %s: snapshot %s for %s: %d file(s), %llu bytes, in %lld ms",
+                            name, m.id, r->req, m.nfiles, (unsigned long long)m.total_bytes,
+                            (long long)(now_ms() - t0));
+                bk_manifest_free(&m);
+            }
+        }
+        if (!r->ok) {
+            bk_log_warn("%s: snapshot for %s failed: %s", thr->name, r->req, r->err);
+        }
+        pthread_mutex_lock(&thr->snap_lock);
+        if (thr->nsnap_done < BK_THREAD_SNAPSHOTS) {
+            thr->snap_done[thr->nsnap_done++] = *r;
+        }
+        pthread_mutex_unlock(&thr->snap_lock);
+    }
+}
+
+int bk_thread_request_snapshot(bk_thread_t *thr, int32_t id, const char *req)
+{
+    int found = 0, rc = -1;
+    for (int k = 0; k < thr->ntasks; k++) {
+        found |= thr->ids && thr->ids[k] == id;
+    }
+    if (!found) {
+        return -1;
+    }
+    pthread_mutex_lock(&thr->snap_lock);
+    if (thr->nsnap_req < BK_THREAD_SNAPSHOTS) {
+        bk_thread_snapshot_t *r = &thr->snap_req[thr->nsnap_req++];
+        memset(r, 0, sizeof(*r));
+        r->id = id;
+        snprintf(r->req, sizeof(r->req), "%s", req);
+        thr->snap_wanted = 1;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&thr->snap_lock);
+    return rc;
+}
+
+int bk_thread_take_snapshot(bk_thread_t *thr, bk_thread_snapshot_t *out)
+{
+    int got = 0;
+    pthread_mutex_lock(&thr->snap_lock);
+    if (thr->nsnap_done > 0) {
+        *out = thr->snap_done[0];
+        memmove(thr->snap_done, thr->snap_done + 1,
+                (size_t)(thr->nsnap_done - 1) * sizeof(*out));
+        thr->nsnap_done--;
+        got = 1;
+    }
+    pthread_mutex_unlock(&thr->snap_lock);
+    return got;
+}
+
 static int run_loop(bk_thread_t *thr)
 {
     int64_t last_commit = now_ms();
@@ -955,12 +1074,15 @@ static int run_loop(bk_thread_t *thr)
             rc = -1;
             break;
         }
-        if (now - last_commit >= thr->commit_interval_ms) {
+        if (now - last_commit >= thr->commit_interval_ms || thr->snap_wanted) {
             if (commit(thr) != 0) {
                 rc = -1;
                 break;
             }
             last_commit = now;
+            if (thr->snap_wanted) {
+                make_snapshots(thr);
+            }
         }
     }
     return rc;
@@ -1156,6 +1278,7 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->tp_next);
     free(thr->tp_first);
     free(thr->ids);
+    pthread_mutex_destroy(&thr->snap_lock);
     free(thr->tp_dirty);
     free(thr->io.recs);
     free(thr->msgs);
