@@ -178,7 +178,13 @@ void bk_bootstrap_want(bk_bootstrap_t *b, int32_t task, const char *why)
 
 int bk_bootstrap_mode(bk_bootstrap_t *b, int32_t task)
 {
-    return b && task >= 0 && task < b->env.ntasks ? b->jobs[task].mode : BK_STANDBY_BOOT_AUTO;
+    if (!b || task < 0 || task >= b->env.ntasks) {
+        return BK_STANDBY_BOOT_AUTO;
+    }
+    if (b->jobs[task].state == J_REQUESTED || b->jobs[task].state == J_FETCHING) {
+        return BK_STANDBY_BOOT_BUSY; /* its directory is about to be replaced */
+    }
+    return b->jobs[task].mode;
 }
 
 void bk_bootstrap_keep(bk_bootstrap_t *b, const int32_t *standby, int32_t n)
@@ -344,7 +350,8 @@ static void end_job(bk_bootstrap_t *b, int32_t t, int ok, const char *why)
 {
     job_t *j = &b->jobs[t];
     j->state = J_ENDED;
-    j->mode = ok ? BK_STANDBY_BOOT_AUTO : BK_STANDBY_BOOT_NEVER;
+    /* after a bootstrap the replica tails what came since its snapshot, however much */
+    j->mode = ok ? BK_STANDBY_BOOT_GAP : BK_STANDBY_BOOT_NEVER;
     if (!ok) {
         bk_log_warn("bootstrap %s: failed: %s; the standby restores from the changelog instead",
                     b->env.names[t], why);

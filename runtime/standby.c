@@ -108,6 +108,10 @@ static int open_dbs(bk_standby_t *sb)
         if (logged == 0) {
             continue; /* stateless or unlogged: nothing to keep warm */
         }
+        if (sb->boot_on && sb->boot_mode[t] == BK_STANDBY_BOOT_BUSY) {
+            sb->boot_lag[t] = INT64_C(1) << 40; /* being built elsewhere: far behind */
+            continue;
+        }
         sb->dbs[t] = bk_taskdb_open(sb->pool, plan, sb->conf, sb->tasks[t], store_of, &logged,
                                     sb->err, sizeof(sb->err));
         if (!sb->dbs[t]) {
@@ -131,7 +135,8 @@ static int open_dbs(bk_standby_t *sb)
 static const char *boot_reason(bk_standby_t *sb, int t, char *why, size_t size)
 {
     int64_t replay = 0;
-    if (!sb->boot_on || sb->boot_mode[t] == BK_STANDBY_BOOT_NEVER) {
+    int mode = sb->boot_mode[t];
+    if (!sb->boot_on || mode == BK_STANDBY_BOOT_NEVER) {
         return NULL;
     }
     for (int i = 0; i < sb->nitems; i++) {
@@ -151,7 +156,7 @@ static const char *boot_reason(bk_standby_t *sb, int t, char *why, size_t size)
         snprintf(why, size, "asked for");
         return why;
     }
-    if (sb->boot_min > 0 && replay > sb->boot_min) {
+    if (mode == BK_STANDBY_BOOT_AUTO && sb->boot_min > 0 && replay > sb->boot_min) {
         snprintf(why, size, "%lld changelog record(s) to replay (bootstrap_min_records %lld)",
                  (long long)replay, (long long)sb->boot_min);
         return why;

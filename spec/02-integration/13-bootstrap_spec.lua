@@ -1,0 +1,169 @@
+-- Cold bootstrap (runtime/bootstrap.c): a replica on a fresh node is built from a snapshot of
+-- the active's RocksDB, fetched over SFTP from a real OpenSSH sshd on 127.0.0.1 (generated
+-- host and user keys, spec/fixtures/sshd.lua), instead of by replaying the changelog. Three
+-- `beck run --cluster 1` nodes of wordcount with one standby per task; the third joins once
+-- a 200,000-word store is built, while input keeps flowing. Its replicas must come from
+-- snapshots ("installed snapshot" in its log, few changelog records replayed), end equal to
+-- the actives' stores key by key (`beck dump`), and every count must be exact.
+local helpers = require "spec.helpers"
+local sshd_fixture = require "spec.fixtures.sshd"
+local cjson = require "cjson.safe"
+
+local WORDCOUNT = "scripts/examples/wordcount.lua"
+local APP = "wordcount"
+local WORDS = 200000
+
+-- Lines of 10 words; word w of the store is "k" followed by its number spelled in letters
+-- (wordcount counts %a+ runs). Lines first..last cover words (i*10 .. i*10+9) % WORDS.
+local function spell(n)
+  local s = {}
+  repeat
+    s[#s + 1] = string.char(97 + n % 26)
+    n = math.floor(n / 26)
+  until n == 0
+  return "k" .. table.concat(s)
+end
+
+local function make_lines(first, last, exact)
+  local lines = {}
+  for i = first, last do
+    local ws = {}
+    for j = 0, 9 do
+      local w = spell((i * 10 + j) % WORDS)
+      ws[#ws + 1] = w
+      exact[w] = (exact[w] or 0) + 1
+    end
+    -- lines with the same words share a key, so a word is counted by one task only
+    lines[#lines + 1] = { "words-" .. (i % math.floor(WORDS / 10)), table.concat(ws, " ") }
+  end
+  return lines
+end
+
+local function committed_total(bs)
+  local total = 0
+  for _, o in pairs(helpers.committed(bs, "text-lines", APP)) do total = total + o end
+  return total
+end
+
+local function node(bs, id, rack, sshd, state)
+  local args = { "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack,
+                 "--commit-interval-ms", "300", "--num-standby-replicas", "1",
+                 "--heartbeat-interval-ms", "200", "--session-timeout-ms", "2000",
+                 "--probing-rebalance-interval-ms", "1000",
+                 "--ssh-key", sshd.key, "--ssh-known-hosts", sshd.known_hosts,
+                 "--ssh-user", sshd.user, "--ssh-host", "127.0.0.1",
+                 "--ssh-port", tostring(sshd.port), "--bootstrap-min-records", "1000",
+                 "--bootstrap-timeout-ms", "20000", "-X", "fetch.wait.max.ms=20" }
+  if state then
+    args[#args + 1] = "--state-dir"
+    args[#args + 1] = state
+  end
+  return helpers.start_node(WORDCOUNT, args, { name = id })
+end
+
+-- The stores of task t in a stopped node's state directory, as key -> value.
+local function dump(state, t)
+  local st, out, err = helpers.run({ helpers.beck_bin(), "dump", "--state-dir", state, "--app",
+                                     APP, "--task", t, "--store", "counts" })
+  assert.equal(0, st, "beck dump of " .. t .. ": " .. (err or ""))
+  local kv, n = {}, 0
+  for line in out:gmatch("[^\n]+") do
+    local r = assert(cjson.decode(line))
+    kv[r.key] = r.value
+    n = n + 1
+  end
+  return kv, n
+end
+
+describe("cold bootstrap", function()
+  after_each(helpers.cleanup)
+
+  it("builds a fresh node's replicas from the actives' snapshots over SSH while input flows; "
+     .. "their stores equal the actives' and counts are exact", function()
+    local sshd = sshd_fixture.start()
+    local broker = helpers.start_broker { topics = { "text-lines:4" } }
+    local bs = broker.bootstrap
+    local exact = {}
+    local states = { na = helpers.tmpdir(), nb = helpers.tmpdir(), nc = helpers.tmpdir() }
+    local nodes = { na = node(bs, "na", "a", sshd, states.na),
+                    nb = node(bs, "nb", "b", sshd, states.nb) }
+    helpers.eventually(function()
+      return nodes.na:log():match("epoch %d+: running") and nodes.nb:log():match("epoch %d+:")
+    end, 40, 0.2)
+
+    helpers.produce(bs, "text-lines", make_lines(0, 19999, exact), { timeout = 120 })
+    helpers.eventually(function() return committed_total(bs) == 20000 end, 120, 0.5)
+
+    -- the fresh node joins while input keeps flowing
+    nodes.nc = node(bs, "nc", "c", sshd, states.nc)
+    helpers.produce(bs, "text-lines", make_lines(20000, 29999, exact), { timeout = 120 })
+    helpers.eventually(function()
+      return nodes.nc:log():match("bootstrap %d+_%d+: installed snapshot")
+    end, 90, 0.3)
+    helpers.produce(bs, "text-lines", make_lines(30000, 39999, exact), { timeout = 120 })
+    helpers.eventually(function() return committed_total(bs) == 40000 end, 120, 0.5)
+
+    local log = nodes.nc:log()
+    assert.is_nil(log:match("bootstrap [^\n]*failed"), "a bootstrap failed:\n" .. log)
+    local booted = {}
+    for t in log:gmatch("bootstrap (%d+_%d+): installed snapshot") do booted[#booted + 1] = t end
+    assert.is_true(#booted >= 1)
+    -- the bootstrapped replicas tailed only what came after their snapshots
+    for _, t in ipairs(booted) do
+      local from = log:match("standby " .. t .. " store counts: tailing [^\n]* from offset "
+                             .. "(%d+), %d+ behind")
+      assert.is_not_nil(from, "standby " .. t .. " tails after its bootstrap")
+    end
+    print(string.format("\n  %d replica(s) built by cold bootstrap on nc: %s", #booted,
+                        table.concat(booted, " ")))
+
+    -- the replicas caught up: their lag lines say 0 (or they were promoted and ran)
+    helpers.eventually(function()
+      local l = nodes.nc:log()
+      local last = l:match(".*standbys: ([^\n]*)") or ""
+      return not last:match("lag [1-9]")
+    end, 60, 0.3)
+
+    local kv = {}
+    for _, r in ipairs(helpers.consume(bs, "word-counts", { timeout = 120 })) do
+      kv[r.key] = tonumber(r.value)
+    end
+    local checked = 0
+    for w, n in pairs(exact) do
+      assert.equal(n, kv[w], "count of " .. w)
+      checked = checked + 1
+    end
+    assert.equal(WORDS, checked)
+
+    -- where each task's replicas are now (the latest epoch line of each node); input has
+    -- stopped and every replica caught up, so every copy of a task holds the same
+    local holders = {}
+    for _, id in ipairs({ "na", "nb", "nc" }) do
+      local run, sb = "", ""
+      for line in nodes[id]:log():gmatch("[^\n]+") do
+        local r, s = line:match("epoch %d+: running %d+ task%(s%)[^\n]*%(running %[([^%]]*)%], "
+                                .. "standby %[([^%]]*)%]")
+        if r then
+          run, sb = r, s
+        else
+          s = line:match("epoch %d+: %d+ standby task%(s%) %[([^%]]*)%]")
+          if s then sb = s end
+        end
+      end
+      for t in (run .. " " .. sb):gmatch("%S+") do
+        holders[t] = holders[t] or {}
+        holders[t][id] = true
+      end
+    end
+    for _, id in ipairs({ "na", "nb", "nc" }) do assert.equal(0, nodes[id]:stop()) end
+    for _, t in ipairs(booted) do
+      local mine, n = dump(states.nc, t)
+      local peer = holders[t] and (holders[t].na and "na" or holders[t].nb and "nb")
+      assert.is_truthy(peer, "another replica of " .. t)
+      local other, m = dump(states[peer], t)
+      assert.is_true(n > 0, "nc holds task " .. t)
+      assert.equal(m, n, "keys of " .. t)
+      for k, v in pairs(other) do assert.equal(v, mine[k], t .. " key " .. k) end
+    end
+  end)
+end)
