@@ -836,7 +836,7 @@ int bk_sftp_fetch(const bk_sftp_conf_t *conf, const char *remote_dir, const bk_m
     if (nworkers > m->nfiles) {
         nworkers = m->nfiles;
     }
-    if ((uint64_t)nworkers > 1 + m->total_bytes / BK_SFTP_PER_CONN) {
+    if (conf->parallel <= 0 && (uint64_t)nworkers > 1 + m->total_bytes / BK_SFTP_PER_CONN) {
         nworkers = (int)(1 + m->total_bytes / BK_SFTP_PER_CONN);
     }
     fetch.conf = conf;

@@ -28,7 +28,8 @@ typedef struct bk_sftp_conf_s {
 } bk_sftp_conf_t;
 
 /* The default of conf->parallel: half the online CPUs, 1 to 4 (each connection keeps a core
- * busy at each end). */
+ * busy at each end), and by default no more connections than one per 64 MiB of snapshot
+ * (a handshake costs ~0.1 s). An explicit conf->parallel is capped by the file count only. */
 int bk_sftp_parallel_default(void);
 
 /* Reads a small remote file (the manifest) whole into *buf (malloc'd, NUL-terminated,
