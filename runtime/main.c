@@ -7,6 +7,7 @@
 #include <librdkafka/rdkafka.h>
 #include <luajit.h>
 
+#include "bootcmd.h"
 #include "broker.h"
 #include "describe.h"
 #include "dump.h"
@@ -27,6 +28,7 @@ static void usage(FILE *out)
                  "  test [PATH...]                     run busted specs inside the runtime\n"
                  "  describe TOPOLOGY.lua              print a topology's subtopologies, stores, topics\n"
                  "  dump --state-dir DIR --app ID      print a stopped node's stores\n"
+                 "  bootstrap -b BROKERS --app ID --task S_P  rebuild a standby by cold bootstrap\n"
                  "  fetch --host H --remote-dir DIR ...  fetch a snapshot over SFTP\n"
                  "  snapshot --state-dir DIR --app ID --task S_P  snapshot a stopped node's task\n"
                  "  version                            print the version\n\n"
@@ -62,6 +64,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "dump") == 0) {
         return bk_dump_main(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "bootstrap") == 0) {
+        return bk_bootcmd_main(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "fetch") == 0) {
         return bk_fetchcmd_main(argc - 1, argv + 1);

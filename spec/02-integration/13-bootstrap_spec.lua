@@ -155,6 +155,32 @@ describe("cold bootstrap", function()
         holders[t][id] = true
       end
     end
+    -- an operator asks for a rebuild of one of nc's standbys: `beck bootstrap`
+    local sb_task
+    for t, h in pairs(holders) do
+      if h.nc and not nodes.nc:log():match("epoch %d+: running[^\n]*%(running %[[^%]]*" .. t .. "[ %]]") then
+        sb_task = sb_task or t
+      end
+    end
+    if sb_task then
+      local installs = select(2, nodes.nc:log():gsub("bootstrap " .. sb_task .. ": installed", ""))
+      local st, out, err = helpers.run({ helpers.beck_bin(), "bootstrap", "-b", bs, "--app", APP,
+                                         "--task", sb_task, "--node", "nc" })
+      assert.equal(0, st, err)
+      assert.is_truthy(out:match("rebuild task " .. sb_task))
+      helpers.eventually(function()
+        return select(2, nodes.nc:log():gsub("bootstrap " .. sb_task .. ": installed", ""))
+               > installs
+      end, 60, 0.3)
+      assert.is_truthy(nodes.nc:log():match("bootstrap " .. sb_task .. ": asked by beck%-bootstrap"))
+      print("  `beck bootstrap` rebuilt " .. sb_task .. " on nc")
+      booted[#booted + 1] = sb_task
+    end
+    -- no private key material in any log
+    for _, id in ipairs({ "na", "nb", "nc" }) do
+      assert.is_nil(nodes[id]:log():match("PRIVATE KEY"), id .. " logs key material")
+    end
+
     for _, id in ipairs({ "na", "nb", "nc" }) do assert.equal(0, nodes[id]:stop()) end
     for _, t in ipairs(booted) do
       local mine, n = dump(states.nc, t)
