@@ -38,8 +38,8 @@ typedef struct job_s {
     int ok;
     char err[1024];
     int64_t t0;
-    uint64_t bytes, last_done;
-    int64_t last_log;
+    volatile uint64_t bytes, total;
+    int64_t last_log, hook_at;
     struct bk_bootstrap_s *b;
     int32_t task;
 } job_t;
@@ -217,6 +217,7 @@ static void progress(void *opaque, uint64_t done, uint64_t total)
     int64_t now = mono_ms();
     double s = (double)(now - j->t0) / 1000.0, rate = s > 0 ? (double)done / s : 0;
     j->bytes = done;
+    j->total = total;
     if (now - j->last_log < 1000 && done < total) {
         return;
     }
@@ -344,6 +345,20 @@ static void request(bk_bootstrap_t *b, const bk_member_view_t *view, int32_t t, 
     bk_log_info("bootstrap %s: asking %s for a snapshot (%s)", b->env.names[t], j->from, j->why);
     j->state = J_REQUESTED;
     j->deadline = mono_ms() + bk_conf_int(b->env.conf, BK_CONF_BOOTSTRAP_TIMEOUT_MS);
+}
+
+/* on_restore with the fetch's progress (main thread: the hooks' VM is its). */
+static void hook(bk_bootstrap_t *b, job_t *j, int done, int ok)
+{
+    double s = (double)(mono_ms() - j->t0) / 1000.0;
+    double rate = s > 0 ? (double)j->bytes / s : 0;
+    bk_hooks_bootstrap_t p = {b->env.names[j->task], j->from, j->bytes, j->total, s,
+                              rate > 0 && j->total > j->bytes
+                                  ? (double)(j->total - j->bytes) / rate
+                                  : 0.0,
+                              done, ok};
+    j->hook_at = mono_ms();
+    bk_hooks_bootstrap(b->env.hooks, &p);
 }
 
 static void end_job(bk_bootstrap_t *b, int32_t t, int ok, const char *why)
@@ -550,10 +565,13 @@ int bk_bootstrap_poll(bk_bootstrap_t *b, const bk_member_view_t *view)
         } else if (state == J_FETCHING && j->finished) {
             char text[512];
             join_job(j);
+            hook(b, j, 1, j->ok);
             snprintf(text, sizeof(text), "task=%s req=%s", b->env.names[t], j->req);
             bk_member_note(b->env.member, j->from, "snapshot-fetched", text);
             end_job(b, t, j->ok, j->err);
             restart = 1;
+        } else if (state == J_FETCHING && j->total > 0 && now - j->hook_at >= 1000) {
+            hook(b, j, 0, 0);
         }
     }
     return restart;

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "conf.h"
+#include "hooks.h"
 #include "member.h"
 #include "plan.h"
 #include "thread.h"
@@ -46,6 +47,7 @@ typedef struct bk_bootstrap_env_s {
     int (*ask)(void *opaque, int32_t task, const char *req);
     int (*take)(void *opaque, bk_thread_snapshot_t *out);
     void *opaque;
+    bk_hooks_t *hooks; /* on_restore gets the fetches' progress (hooks.h); may be NULL */
 } bk_bootstrap_env_t;
 
 /* A node serves snapshots whatever its settings (it needs only its sshd); it fetches, and

@@ -92,3 +92,36 @@ int bk_hooks_task(bk_hooks_t *h, const char *name, const char *task)
     lua_pushstring(h->L, task);
     return call(h, name);
 }
+
+int bk_hooks_bootstrap(bk_hooks_t *h, const bk_hooks_bootstrap_t *p)
+{
+    lua_State *L;
+    if (!h || !push_hook(h, "on_restore")) {
+        return 0;
+    }
+    L = h->L;
+    lua_createtable(L, 0, 12);
+    lua_pushstring(L, "bootstrap");
+    lua_setfield(L, -2, "kind");
+    lua_pushstring(L, p->task);
+    lua_setfield(L, -2, "task");
+    lua_pushstring(L, p->from);
+    lua_setfield(L, -2, "from");
+    lua_pushnumber(L, (lua_Number)p->bytes);
+    lua_setfield(L, -2, "bytes");
+    lua_pushnumber(L, (lua_Number)p->total);
+    lua_setfield(L, -2, "total");
+    lua_pushnumber(L, p->total ? 100.0 * (double)p->bytes / (double)p->total : 100.0);
+    lua_setfield(L, -2, "percent");
+    lua_pushnumber(L, p->elapsed_s > 0 ? (double)p->bytes / p->elapsed_s / 1e6 : 0.0);
+    lua_setfield(L, -2, "mb_per_s");
+    lua_pushnumber(L, p->eta_s);
+    lua_setfield(L, -2, "eta_s");
+    lua_pushnumber(L, p->elapsed_s);
+    lua_setfield(L, -2, "elapsed_s");
+    lua_pushboolean(L, p->done);
+    lua_setfield(L, -2, "done");
+    lua_pushboolean(L, p->ok);
+    lua_setfield(L, -2, "ok");
+    return call(h, "on_restore");
+}

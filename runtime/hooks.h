@@ -9,6 +9,7 @@
 #define BK_HOOKS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct bk_hooks_s bk_hooks_t;
 
@@ -24,5 +25,16 @@ int bk_hooks_tasks(bk_hooks_t *h, const char *name, const char *const *tasks, in
 
 /* Calls hook `name` with one task id. */
 int bk_hooks_task(bk_hooks_t *h, const char *name, const char *task);
+
+/* Cold bootstrap's progress (bootstrap.h), to on_restore with p.kind = "bootstrap": p.task,
+ * p.from (the node fetched from), p.bytes, p.total, p.percent, p.mb_per_s, p.eta_s,
+ * p.elapsed_s, p.done and, once done, p.ok (false: it fell back to the changelog). */
+typedef struct bk_hooks_bootstrap_s {
+    const char *task, *from;
+    uint64_t bytes, total;
+    double elapsed_s, eta_s;
+    int done, ok;
+} bk_hooks_bootstrap_t;
+int bk_hooks_bootstrap(bk_hooks_t *h, const bk_hooks_bootstrap_t *p);
 
 #endif

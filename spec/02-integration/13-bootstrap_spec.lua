@@ -53,7 +53,8 @@ local function node(bs, id, rack, sshd, state)
                  "--ssh-key", sshd.key, "--ssh-known-hosts", sshd.known_hosts,
                  "--ssh-user", sshd.user, "--ssh-host", "127.0.0.1",
                  "--ssh-port", tostring(sshd.port), "--bootstrap-min-records", "1000",
-                 "--bootstrap-timeout-ms", "20000", "-X", "fetch.wait.max.ms=20" }
+                 "--bootstrap-timeout-ms", "20000", "-X", "fetch.wait.max.ms=20",
+                 "--hooks", "spec/fixtures/bootstrap_hooks.lua" }
   if state then
     args[#args + 1] = "--state-dir"
     args[#args + 1] = state
@@ -113,6 +114,11 @@ describe("cold bootstrap", function()
       local from = log:match("standby " .. t .. " store counts: tailing [^\n]* from offset "
                              .. "(%d+), %d+ behind")
       assert.is_not_nil(from, "standby " .. t .. " tails after its bootstrap")
+    end
+    -- and on_restore heard of each, done and ok
+    for _, t in ipairs(booted) do
+      assert.is_truthy(log:match("hooks: bootstrap " .. t .. " from n[ab] done ok=true 100%% of %d+"),
+                       "on_restore of " .. t)
     end
     print(string.format("\n  %d replica(s) built by cold bootstrap on nc: %s", #booted,
                         table.concat(booted, " ")))
