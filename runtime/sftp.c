@@ -397,6 +397,15 @@ static int conn_open(const bk_sftp_conf_t *conf, bk_sftp_conn_t *conn, char *err
 
     memset(conn, 0, sizeof(*conn));
     conn->fd = -1;
+    if (!conf->host || !conf->user || !conf->private_key || !conf->known_hosts) {
+        /* settings, not code: say which is missing */
+        err_set(errstr, n, "no %s given: cannot fetch over SFTP",
+                !conf->host          ? "host"
+                : !conf->user        ? "user"
+                : !conf->private_key ? "private key file"
+                                     : "known_hosts file");
+        return -1;
+    }
     snprintf(conn->where, sizeof(conn->where), "%s:%d", conf->host, conf_port(conf));
     pthread_once(&bk_sftp_once, sftp_init_once);
     if (bk_sftp_init_rc != 0) {
