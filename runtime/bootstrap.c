@@ -209,6 +209,34 @@ void bk_bootstrap_keep(bk_bootstrap_t *b, const int32_t *standby, int32_t n)
     }
 }
 
+void bk_bootstrap_settle(bk_bootstrap_t *b, const int32_t *tasks, int32_t n)
+{
+    if (!b) {
+        return;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        job_t *j = tasks[i] >= 0 && tasks[i] < b->env.ntasks ? &b->jobs[tasks[i]] : NULL;
+        int state;
+        if (!j) {
+            continue;
+        }
+        pthread_mutex_lock(&b->lock);
+        state = j->state;
+        pthread_mutex_unlock(&b->lock);
+        if (state == J_FETCHING) {
+            bk_log_info("bootstrap %s: the task becomes active here: waiting for its fetch",
+                        b->env.names[tasks[i]]);
+            join_job(j); /* installed or not: either way the stream thread restores */
+        }
+        if (state != J_IDLE) {
+            pthread_mutex_lock(&b->lock);
+            j->state = J_IDLE;
+            j->mode = BK_STANDBY_BOOT_AUTO;
+            pthread_mutex_unlock(&b->lock);
+        }
+    }
+}
+
 /* -- The replica's side ------------------------------------------------------------------- */
 
 static void progress(void *opaque, uint64_t done, uint64_t total)

@@ -64,6 +64,11 @@ int bk_bootstrap_mode(bk_bootstrap_t *b, int32_t task);
 /* The node's standby set changed: jobs and modes of tasks not in it are dropped. */
 void bk_bootstrap_keep(bk_bootstrap_t *b, const int32_t *standby, int32_t n);
 
+/* The node is about to run these tasks as actives: a bootstrap of any of them is given up,
+ * and one fetching is waited for (bounded by its timeouts) so that its directory is not
+ * replaced under the stream thread. */
+void bk_bootstrap_settle(bk_bootstrap_t *b, const int32_t *tasks, int32_t n);
+
 /* Moves everything on: notes, timeouts, finished fetches and snapshots. Returns 1 when the
  * standby runner must restart (a job ended, or an operator asked for a task here). */
 int bk_bootstrap_poll(bk_bootstrap_t *b, const bk_member_view_t *view);

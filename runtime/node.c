@@ -706,6 +706,7 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
     if (run_changed) {
         bk_task_id_t *mine = calloc((size_t)nwant + 1, sizeof(*mine));
         cluster_t cl = {view->epoch, want, mn->member};
+        bk_bootstrap_settle(mn->boot, want, nwant);
         call_hook(mn->hooks, "on_assign", mn->names, mn->scratch, n);
         mn->nrun = nwant;
         for (int i = 0; i < nwant; i++) {
