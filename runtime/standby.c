@@ -23,6 +23,7 @@ typedef struct {
     int task;   /* index into the runner's tasks */
     int64_t lo; /* the changelog's start when the runner began */
     int64_t hi; /* its end, as the latest fetch saw it */
+    int64_t goal; /* its end when the runner began; -1 once applied up to there */
 } item_t;
 
 struct bk_standby_s {
@@ -56,6 +57,7 @@ struct bk_standby_s {
     volatile int done;
     int failed;
     char err[1024];
+    int64_t t0; /* when the runner began (monotonic ms) */
 };
 
 static int64_t mono_ms(void)
@@ -121,7 +123,7 @@ static int open_dbs(bk_standby_t *sb)
         for (int s = 0; s < plan->nstores; s++) {
             if (store_of[s] && plan->stores[s].logged) {
                 sb->items[sb->nitems++] = (item_t){store_of[s], plan->stores[s].changelog,
-                                                   sb->tasks[t].partition, t, 0, 0};
+                                                   sb->tasks[t].partition, t, 0, 0, -1};
             }
         }
     }
@@ -236,6 +238,7 @@ static int assign(bk_standby_t *sb)
         if (next < 0 && start >= it->hi && it->hi > 0) {
             bk_store_acked(it->st, it->hi - 1); /* empty from here: at the end */
         }
+        it->goal = start < it->hi ? it->hi : -1;
         bk_log_info("standby %d_%d store %s: tailing %s [%d] from offset %lld, %lld behind",
                     task->sub, task->partition, bk_store_name(it->st), it->topic,
                     (int)it->partition, (long long)start, (long long)(it->hi - start));
@@ -340,6 +343,21 @@ static int checkpoint(bk_standby_t *sb)
     return 0;
 }
 
+/* Says when a task's replica applied its changelogs up to where they ended when the runner
+ * began: how long building (or catching up) a replica from its changelog took
+ * (scripts/bench/bootstrap reads it). */
+static void caught_up(bk_standby_t *sb, int t, int64_t now)
+{
+    for (int i = 0; i < sb->nitems; i++) {
+        if (sb->items[i].task == t && sb->items[i].goal >= 0) {
+            return;
+        }
+    }
+    bk_log_info("standby %d_%d: caught up: %lld changelog record(s) applied in %lld ms",
+                sb->tasks[t].sub, sb->tasks[t].partition, (long long)sb->applied[t],
+                (long long)(now - sb->t0));
+}
+
 static int tail(bk_standby_t *sb)
 {
     rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(sb->consumer);
@@ -373,6 +391,10 @@ static int tail(bk_standby_t *sb)
                     if (m->offset + 1 > hint->hi) {
                         hint->hi = m->offset + 1;
                     }
+                    if (hint->goal >= 0 && m->offset + 1 >= hint->goal) {
+                        hint->goal = -1;
+                        caught_up(sb, hint->task, now);
+                    }
                 }
             }
             rd_kafka_message_destroy(m);
@@ -401,6 +423,7 @@ static void *standby_main(void *arg)
     int rc;
 
     bk_log_set_thread_name("standby");
+    sb->t0 = mono_ms();
     snprintf(cid, sizeof(cid), "%s-standby", sb->plan->id);
     rc = open_dbs(sb);
     if (rc == 0 && sb->nitems > 0) {
