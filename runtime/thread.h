@@ -41,7 +41,7 @@ typedef void (*bk_thread_progress_cb)(void *opaque, int32_t task, int64_t offset
 /* Cold bootstrap, the active's side (docs/bootstrap.md). A snapshot asked for is made by the
  * thread right after its next commit (which it then does at once), in
  * <state_dir>/<app>/snapshots/<id>/ (snapshot.h). */
-#define BK_THREAD_SNAPSHOTS 8
+#define BK_THREAD_SNAPSHOTS 32
 typedef struct bk_thread_snapshot_s {
     int32_t id;      /* the task, as the caller's id (bk_thread_set_cluster) */
     char req[128];   /* the request's tag, returned as given */
