@@ -309,7 +309,7 @@ static const char *home_file(const char *name, char *buf, size_t size)
 }
 
 /* Fetches one task's snapshot into a directory beside the task's and installs it. */
-static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, const bk_sftp_conf_t *sc)
+static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_t *ss)
 {
     const bk_conf_t *conf = b->env.conf;
     const char *name = b->env.names[j->task];
@@ -338,7 +338,8 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, const bk_sftp_co
     /* beside the task's directory (install renames it into place), hidden from dump */
     snprintf(local, sizeof(local), "%s/%s/.bootstrap-%s", bk_conf_str(conf, BK_CONF_STATE_DIR),
              b->env.plan->id, name);
-    if (bk_sftp_read_small(sc, path, MANIFEST_MAX, &text, &len, j->err, sizeof(j->err)) != 0) {
+    if (bk_sftp_session_read_small(ss, path, MANIFEST_MAX, &text, &len, j->err,
+                                   sizeof(j->err)) != 0) {
         goto done;
     }
     if (bk_manifest_parse(text, len, &m, j->err, sizeof(j->err)) != 0) {
@@ -358,7 +359,7 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, const bk_sftp_co
     made = 1;
     bk_log_info("bootstrap %s: fetching snapshot %s from %s (%s:%d): %d file(s), %.1f MB", name,
                 m.id, x->from, x->host, x->port, m.nfiles, (double)m.total_bytes / 1e6);
-    if (bk_sftp_fetch(sc, dir, &m, local, progress, j, j->err, sizeof(j->err)) != 0 ||
+    if (bk_sftp_session_fetch(ss, dir, &m, local, progress, j, j->err, sizeof(j->err)) != 0 ||
         bk_snapshot_install(&m, local, taskdir, j->err, sizeof(j->err)) != 0) {
         goto done;
     }
@@ -410,12 +411,25 @@ static void *fetch_main(void *arg)
     sc.timeout_ms = (int)bk_conf_int(conf, BK_CONF_BOOTSTRAP_TIMEOUT_MS);
     sc.rate_bytes_per_s = bk_conf_int(conf, BK_CONF_BOOTSTRAP_RATE);
     sc.parallel = (int)bk_conf_int(conf, BK_CONF_BOOTSTRAP_PARALLEL);
+    /* one connection for every manifest and file of the batch (a handshake costs more than
+     * a small task's files); a new one if a failure broke it */
+    bk_sftp_session_t *ss = NULL;
     for (int i = 0; i < x->ntasks; i++) {
         job_t *j = &b->jobs[x->tasks[i]];
-        if (get_state(b, j) == J_FETCHING && j->batch == (int)(x - b->batches)) {
-            fetch_task(b, x, j, &sc);
+        if (get_state(b, j) != J_FETCHING || j->batch != (int)(x - b->batches)) {
+            continue;
+        }
+        if (!ss && !(ss = bk_sftp_connect(&sc, j->err, sizeof(j->err)))) {
+            j->ok = 0;
+            continue;
+        }
+        fetch_task(b, x, j, ss);
+        if (!j->ok && strstr(j->err, "lost")) {
+            bk_sftp_disconnect(ss);
+            ss = NULL;
         }
     }
+    bk_sftp_disconnect(ss);
     x->finished = 1;
     return NULL;
 }

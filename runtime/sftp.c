@@ -471,43 +471,39 @@ fail:
 
 /* -- One small file -------------------------------------------------------------------- */
 
-int bk_sftp_read_small(const bk_sftp_conf_t *conf, const char *remote_path, size_t max, char **buf,
-                       size_t *len, char *errstr, size_t errstr_size)
+/* Reads remote_path whole over an open connection (left open). */
+static int read_small_on(bk_sftp_conn_t *connp, const char *remote_path, size_t max, char **buf,
+                         size_t *len, char *errstr, size_t errstr_size)
 {
-    bk_sftp_conn_t conn;
     LIBSSH2_SFTP_HANDLE *h = NULL;
     char *data = NULL;
     size_t got = 0;
     ssize_t r;
 
-    if (conn_open(conf, &conn, errstr, errstr_size) != 0) {
-        return -1;
-    }
-    h = libssh2_sftp_open_ex(conn.sftp, remote_path, (unsigned int)strlen(remote_path),
+    h = libssh2_sftp_open_ex(connp->sftp, remote_path, (unsigned int)strlen(remote_path),
                              LIBSSH2_FXF_READ, 0, LIBSSH2_SFTP_OPENFILE);
     if (!h) {
-        r = libssh2_session_last_errno(conn.ssh);
-        err_set(errstr, errstr_size, "%s:%s: %s", conn.where, remote_path, sftp_err(&conn, r));
-        conn_break(&conn, r);
+        r = libssh2_session_last_errno(connp->ssh);
+        err_set(errstr, errstr_size, "%s:%s: %s", connp->where, remote_path, sftp_err(connp, r));
+        conn_break(connp, r);
         goto fail;
     }
     data = malloc(max + 2);
     while ((r = libssh2_sftp_read(h, data + got, max + 1 - got)) > 0) {
         got += (size_t)r;
         if (got > max) {
-            err_set(errstr, errstr_size, "%s:%s: longer than %zu bytes: refused", conn.where,
+            err_set(errstr, errstr_size, "%s:%s: longer than %zu bytes: refused", connp->where,
                     remote_path, max);
             goto fail;
         }
     }
     if (r < 0) {
-        err_set(errstr, errstr_size, "%s:%s: read failed: %s", conn.where, remote_path,
-                sftp_err(&conn, r));
-        conn_break(&conn, r);
+        err_set(errstr, errstr_size, "%s:%s: read failed: %s", connp->where, remote_path,
+                sftp_err(connp, r));
+        conn_break(connp, r);
         goto fail;
     }
     libssh2_sftp_close_handle(h);
-    conn_close(&conn);
     data[got] = '\0';
     *buf = data;
     *len = got;
@@ -516,9 +512,61 @@ fail:
     if (h) {
         libssh2_sftp_close_handle(h);
     }
-    conn_close(&conn);
     free(data);
     return -1;
+}
+
+int bk_sftp_read_small(const bk_sftp_conf_t *conf, const char *remote_path, size_t max, char **buf,
+                       size_t *len, char *errstr, size_t errstr_size)
+{
+    bk_sftp_conn_t conn;
+    int rc;
+    if (conn_open(conf, &conn, errstr, errstr_size) != 0) {
+        return -1;
+    }
+    rc = read_small_on(&conn, remote_path, max, buf, len, errstr, errstr_size);
+    conn_close(&conn);
+    return rc;
+}
+
+/* -- A session: one connection for several calls ------------------------------------------ */
+
+struct bk_sftp_session_s {
+    const bk_sftp_conf_t *conf;
+    bk_sftp_conn_t conn;
+};
+
+bk_sftp_session_t *bk_sftp_connect(const bk_sftp_conf_t *conf, char *errstr, size_t errstr_size)
+{
+    bk_sftp_session_t *s = calloc(1, sizeof(*s));
+    if (!s) {
+        err_set(errstr, errstr_size, "out of memory");
+        return NULL;
+    }
+    s->conf = conf;
+    if (conn_open(conf, &s->conn, errstr, errstr_size) != 0) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void bk_sftp_disconnect(bk_sftp_session_t *s)
+{
+    if (s) {
+        conn_close(&s->conn);
+        free(s);
+    }
+}
+
+int bk_sftp_session_read_small(bk_sftp_session_t *s, const char *remote_path, size_t max,
+                               char **buf, size_t *len, char *errstr, size_t errstr_size)
+{
+    if (s->conn.broken || s->conn.fd < 0) {
+        err_set(errstr, errstr_size, "the SSH connection to %s was lost", s->conn.where);
+        return -1;
+    }
+    return read_small_on(&s->conn, remote_path, max, buf, len, errstr, errstr_size);
 }
 
 /* -- Many files, several at once ------------------------------------------------------- */
@@ -551,6 +599,7 @@ typedef struct bk_sftp_fetch_s {
 typedef struct bk_sftp_worker_s {
     bk_sftp_fetch_t *fetch;
     bk_sftp_conn_t conn; /* fd -1: the worker opens its own */
+    int lent;            /* conn is a session's: left open at the end */
     pthread_t thread;
 } bk_sftp_worker_t;
 
@@ -792,7 +841,9 @@ static void *fetch_worker(void *arg)
         pthread_mutex_unlock(&fetch->lock);
     }
 done:
-    conn_close(&w->conn);
+    if (!w->lent) {
+        conn_close(&w->conn);
+    }
     free(buf);
     XXH3_freeState(xs);
     pthread_mutex_lock(&fetch->lock);
@@ -818,10 +869,38 @@ static int by_size_desc(const void *a, const void *b)
     return sa < sb ? 1 : sa > sb ? -1 : *(const int *)a - *(const int *)b;
 }
 
+static int fetch_with(const bk_sftp_conf_t *conf, bk_sftp_conn_t *lent, const char *remote_dir,
+                      const bk_manifest_t *m, const char *local_dir,
+                      void (*progress)(void *opaque, uint64_t done, uint64_t total),
+                      void *opaque, char *errstr, size_t errstr_size);
+
 int bk_sftp_fetch(const bk_sftp_conf_t *conf, const char *remote_dir, const bk_manifest_t *m,
                   const char *local_dir,
                   void (*progress)(void *opaque, uint64_t done, uint64_t total), void *opaque,
                   char *errstr, size_t errstr_size)
+{
+    return fetch_with(conf, NULL, remote_dir, m, local_dir, progress, opaque, errstr,
+                      errstr_size);
+}
+
+int bk_sftp_session_fetch(bk_sftp_session_t *s, const char *remote_dir, const bk_manifest_t *m,
+                          const char *local_dir,
+                          void (*progress)(void *opaque, uint64_t done, uint64_t total),
+                          void *opaque, char *errstr, size_t errstr_size)
+{
+    if (s->conn.broken || s->conn.fd < 0) {
+        err_set(errstr, errstr_size, "the SSH connection to %s was lost", s->conn.where);
+        return -1;
+    }
+    return fetch_with(s->conf, &s->conn, remote_dir, m, local_dir, progress, opaque, errstr,
+                      errstr_size);
+}
+
+/* The fetch; with `lent`, its first worker uses that open connection and leaves it open. */
+static int fetch_with(const bk_sftp_conf_t *conf, bk_sftp_conn_t *lent, const char *remote_dir,
+                      const bk_manifest_t *m, const char *local_dir,
+                      void (*progress)(void *opaque, uint64_t done, uint64_t total),
+                      void *opaque, char *errstr, size_t errstr_size)
 {
     bk_sftp_fetch_t fetch = {0};
     bk_sftp_worker_t *workers = NULL;
@@ -875,7 +954,10 @@ int bk_sftp_fetch(const bk_sftp_conf_t *conf, const char *remote_dir, const bk_m
         workers[i].fetch = &fetch;
         workers[i].conn.fd = -1;
     }
-    if (conn_open(conf, &workers[0].conn, errstr, errstr_size) != 0) {
+    if (lent) {
+        workers[0].conn = *lent;
+        workers[0].lent = 1;
+    } else if (conn_open(conf, &workers[0].conn, errstr, errstr_size) != 0) {
         goto out;
     }
     for (; started < nworkers; started++) {
@@ -887,7 +969,9 @@ int bk_sftp_fetch(const bk_sftp_conf_t *conf, const char *remote_dir, const bk_m
             fetch.running--;
             pthread_mutex_unlock(&fetch.lock);
             if (started == 0) {
-                conn_close(&workers[0].conn);
+                if (!lent) {
+                    conn_close(&workers[0].conn);
+                }
                 fetch_fail(&fetch, "cannot start a fetch thread");
             }
             break;
@@ -908,6 +992,9 @@ int bk_sftp_fetch(const bk_sftp_conf_t *conf, const char *remote_dir, const bk_m
     pthread_mutex_unlock(&fetch.lock);
     for (int i = 0; i < started; i++) {
         pthread_join(workers[i].thread, NULL);
+    }
+    if (lent) {
+        *lent = workers[0].conn; /* it may have broken meanwhile */
     }
     if (!atomic_load(&fetch.failed) && fetch.next < m->nfiles) {
         /* Every worker lost its connection before the files ran out (the first one failed

@@ -47,4 +47,20 @@ int bk_sftp_fetch(const bk_sftp_conf_t *conf, const char *remote_dir, const bk_m
                   void (*progress)(void *opaque, uint64_t done, uint64_t total), void *opaque,
                   char *errstr, size_t errstr_size);
 
+/* A session: one connection (TCP, SSH, SFTP, checked and logged in as above) for several
+ * calls, so that fetching many small snapshots does not pay a handshake each. A fetch on a
+ * session runs its first worker on the session's connection and opens the others (if
+ * conf->parallel asks for more). After a failure that broke the connection, every call
+ * fails at once ("... was lost"): disconnect and connect again. Not for two threads at
+ * once. */
+typedef struct bk_sftp_session_s bk_sftp_session_t;
+bk_sftp_session_t *bk_sftp_connect(const bk_sftp_conf_t *conf, char *errstr, size_t errstr_size);
+void bk_sftp_disconnect(bk_sftp_session_t *s);
+int bk_sftp_session_read_small(bk_sftp_session_t *s, const char *remote_path, size_t max,
+                               char **buf, size_t *len, char *errstr, size_t errstr_size);
+int bk_sftp_session_fetch(bk_sftp_session_t *s, const char *remote_dir, const bk_manifest_t *m,
+                          const char *local_dir,
+                          void (*progress)(void *opaque, uint64_t done, uint64_t total),
+                          void *opaque, char *errstr, size_t errstr_size);
+
 #endif
