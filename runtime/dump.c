@@ -161,7 +161,12 @@ int bk_dump_main(int argc, char **argv)
         return 1;
     } else {
         while ((e = readdir(d)) != NULL) {
-            if (e->d_name[0] != '.' && dump_task(dir, e->d_name, store, &bad) != 0) {
+            int sub, part, end = 0;
+            /* task directories only ("S_P"): not snapshots/ or a fetch in progress */
+            if (sscanf(e->d_name, "%d_%d%n", &sub, &part, &end) != 2 || e->d_name[end]) {
+                continue;
+            }
+            if (dump_task(dir, e->d_name, store, &bad) != 0) {
                 rc = -1;
             }
         }
