@@ -534,6 +534,7 @@ typedef struct member_node_s {
     uint64_t logged_epoch; /* the last epoch a line was logged for */
     bk_taskdb_pool_t *pool; /* DBs kept open from one crew to the next */
     bk_bootstrap_t *boot;   /* cold bootstrap, both sides */
+    uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
     bk_standby_t *standby;
     bk_thread_stats_t total;
 } member_node_t;
@@ -658,13 +659,17 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
                     (unsigned long long)view->epoch, (long long)(t2 - t0), (long long)(t1 - t0),
                     (long long)(t2 - t1));
     }
-    /* the DBs of tasks this node keeps stay open for the new crew and standbys */
+    /* the DBs of tasks this node keeps (or is about to run: waiting for their release)
+     * stay open for the new crew and standbys */
     {
-        bk_task_id_t *keep = calloc((size_t)(nwant + nwant_sb) + 1, sizeof(*keep));
-        for (int i = 0; keep && i < nwant + nwant_sb; i++) {
-            keep[i] = mn->tasks[i < nwant ? want[i] : want_sb[i - nwant]];
+        int nw = view->lost ? 0 : view->nwaiting, nk = nwant + nwant_sb + nw;
+        bk_task_id_t *keep = calloc((size_t)nk + 1, sizeof(*keep));
+        for (int i = 0; keep && i < nk; i++) {
+            keep[i] = mn->tasks[i < nwant              ? want[i]
+                                : i < nwant + nwant_sb ? want_sb[i - nwant]
+                                                       : view->waiting[i - nwant - nwant_sb]];
         }
-        bk_taskdb_pool_keep(mn->pool, keep, keep ? nwant + nwant_sb : 0);
+        bk_taskdb_pool_keep(mn->pool, keep, keep ? nk : 0);
         free(keep);
     }
     if (view->nrelease > 0 &&
@@ -691,17 +696,22 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
         bk_bootstrap_keep(mn->boot, want_sb, nwant_sb);
     }
     if (sb_changed) {
-        int32_t *old = mn->scratch2;
-        int nold = mn->nstand;
-        memcpy(old, mn->standing, (size_t)nold * sizeof(*old));
         start_standby(mn, want_sb, nwant_sb);
-        for (int i = 0; i < n; i++) {
-            if (in_set(old, nold, mn->scratch[i])) {
-                bk_log_info("task %s: promoted from standby to active in epoch %llu",
-                            mn->names[mn->scratch[i]], (unsigned long long)view->epoch);
-                bk_hooks_task(mn->hooks, "on_promote", mn->names[mn->scratch[i]]);
-            }
+    }
+    /* A task this node kept a standby of starts here: a promotion, whether in the same
+     * view (a death) or after its previous owner released it (a warm-up move, where the
+     * view that drops the standby comes before the one that starts the task). */
+    for (int i = 0; i < n; i++) {
+        if (mn->was_sb[mn->scratch[i]]) {
+            bk_log_info("task %s: promoted from standby to active in epoch %llu",
+                        mn->names[mn->scratch[i]], (unsigned long long)view->epoch);
+            bk_hooks_task(mn->hooks, "on_promote", mn->names[mn->scratch[i]]);
         }
+    }
+    for (int32_t t = 0; t < mn->ntasks; t++) {
+        int kept = in_set(want_sb, nwant_sb, t);
+        mn->was_sb[t] = kept || (mn->was_sb[t] && !in_set(want, nwant, t) &&
+                                 !view->lost && in_set(view->waiting, view->nwaiting, t));
     }
     if (run_changed) {
         bk_task_id_t *mine = calloc((size_t)nwant + 1, sizeof(*mine));
@@ -763,6 +773,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mn.standing = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
     mn.scratch = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
     mn.scratch2 = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
+    mn.was_sb = calloc((size_t)mn.ntasks + 1, 1);
     for (int i = 0; i < mn.ntasks; i++) {
         mn.names[i] = malloc(32);
         snprintf(mn.names[i], 32, "%d_%d", mn.tasks[i].sub, mn.tasks[i].partition);
@@ -872,6 +883,7 @@ done:
     free(mn.standing);
     free(mn.scratch);
     free(mn.scratch2);
+    free(mn.was_sb);
     free(mn.tasks);
     return failed ? 1 : 0;
 }
