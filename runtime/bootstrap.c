@@ -15,6 +15,7 @@
 #include "sftp.h"
 #include "snapshot.h"
 #include "standby.h"
+#include "taskdb.h"
 
 #define MANIFEST_MAX (64u << 20) /* a manifest of BK_SNAPSHOT_MAX_FILES lines fits */
 #define SWEEP_MS 10000
@@ -366,6 +367,17 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
     made = 0; /* it is the task's directory now */
     j->bytes = j->total = m.total_bytes;
     j->ok = 1;
+    if (b->env.pool) {
+        bk_store_t **store_of = calloc((size_t)b->env.plan->nstores + 1, sizeof(*store_of));
+        char err[512];
+        int logged;
+        bk_db_t *db = store_of ? bk_taskdb_open(NULL, b->env.plan, conf, b->env.tasks[j->task],
+                                                store_of, &logged, err, sizeof(err))
+                               : NULL;
+        /* a failure here is the standby runner's to report when it opens it itself */
+        bk_taskdb_release(b->env.pool, b->env.tasks[j->task], db, 1);
+        free(store_of);
+    }
     {
         int64_t ms = mono_ms() - j->t0;
         bk_log_info("bootstrap %s: installed snapshot %s from %s: %d file(s), %.1f MB in %lld ms "

@@ -48,6 +48,10 @@ typedef struct bk_bootstrap_env_s {
     int (*take)(void *opaque, bk_thread_snapshot_t *out);
     void *opaque;
     bk_hooks_t *hooks; /* on_restore gets the fetches' progress (hooks.h); may be NULL */
+    /* An installed snapshot is opened here, beside the other fetches, and left in this pool
+     * (taskdb.h) for the standby runner: opening dozens of fresh DBs one after another when
+     * it restarts took most of a bootstrap of many small tasks. May be NULL. */
+    struct bk_taskdb_pool_s *pool;
 } bk_bootstrap_env_t;
 
 /* A node serves snapshots whatever its settings (it needs only its sshd); it fetches, and

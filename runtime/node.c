@@ -811,7 +811,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     {
         bk_bootstrap_env_t env = {plan,      conf,     mn.member, mc.node_id, mn.ntasks,
                                   mn.tasks,  mn.names, crew_ask,  crew_take,  &mn.crew,
-                                  hooks};
+                                  hooks,     mn.pool};
         mn.boot = bk_bootstrap_new(&env);
     }
     bk_log_info("app %s: node %s (rack %s) joining, %d standby replica(s) per task%s", plan->id,

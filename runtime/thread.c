@@ -372,7 +372,9 @@ static void restore_progress(void *opaque, const bk_restore_progress_t *p)
 
     lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref_hook);
     lua_pushstring(L, "on_restore");
-    lua_createtable(L, 0, 8);
+    lua_createtable(L, 0, 9);
+    lua_pushstring(L, "restore");
+    lua_setfield(L, -2, "kind");
     lua_pushnumber(L, (lua_Number)p->records);
     lua_setfield(L, -2, "records");
     lua_pushnumber(L, (lua_Number)p->total);

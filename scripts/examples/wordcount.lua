@@ -37,7 +37,10 @@ app:store("counts", "count")
 app:sink("out", "word-counts", "count")
 
 app:hook("on_restore", function(p)
-  if p.done then
+  if p.done and p.kind == "bootstrap" then
+    io.stderr:write(string.format("wordcount: bootstrapped %s, %d bytes in %.2f s\n", p.task,
+                                  p.bytes, p.elapsed_s))
+  elseif p.done then
     io.stderr:write(string.format("wordcount: restored %d records in %.2f s\n", p.records,
                                   p.elapsed_s))
   end
