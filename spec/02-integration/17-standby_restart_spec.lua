@@ -138,7 +138,20 @@ describe("standby replicas across a restart", function()
     local exact = {}
     local dirs = { na = helpers.tmpdir(), nb = helpers.tmpdir(), nc = helpers.tmpdir() }
     local nodes = { na = node(bs, "na", "a", dirs.na), nb = node(bs, "nb", "b", dirs.nb) }
-    helpers.eventually(function() return settled(nodes, 6) end, 40, 0.2)
+    local ok, err = pcall(helpers.eventually, function() return settled(nodes, 6) end, 60, 0.2)
+    if not ok then
+      -- say where it got stuck: each node's epoch and member lines
+      for id, n in pairs(nodes) do
+        local lines = {}
+        for l in n:log():gmatch("[^\n]+") do
+          if l:match("epoch %d+") or l:match("leading") or l:match("ERROR") then
+            lines[#lines + 1] = l
+          end
+        end
+        print(id .. ":\n  " .. table.concat(lines, "\n  ", math.max(1, #lines - 15)))
+      end
+      error(err, 0)
+    end
 
     -- state: 24,000 lines are 8,000 changelog updates per task
     local produced = 24000
