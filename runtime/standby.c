@@ -143,10 +143,11 @@ static const char *boot_reason(bk_standby_t *sb, int t, char *why, size_t size)
     }
     for (int i = 0; i < sb->nitems; i++) {
         const item_t *it = &sb->items[i];
-        int64_t next = bk_store_changelog_next(it->st);
+        int64_t next;
         if (it->task != t) {
-            continue;
+            continue; /* (an earlier task's store may be closed already) */
         }
+        next = bk_store_changelog_next(it->st);
         if (next >= 0 && next < it->lo) {
             snprintf(why, size, "changelog %s [%d] starts at offset %lld but the store needs "
                      "%lld", it->topic, (int)it->partition, (long long)it->lo, (long long)next);
