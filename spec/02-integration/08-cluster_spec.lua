@@ -3,51 +3,11 @@
 -- process: counts stay exact while a node joins, and nothing is lost when
 -- one is killed with SIGKILL.
 local helpers = require "spec.helpers"
-local cjson = require "cjson"
+local cluster = require "spec.fixtures.cluster"
 
-local WORDCOUNT = "scripts/examples/wordcount.lua"
-local APP = "wordcount"
-
--- Lines keyed by one of 12 buckets whose words no other bucket uses, so
--- each word is counted by one task: the counts are exact.
-local function make_lines(from, to, exact)
-  local lines = {}
-  for i = from, to do
-    local b = i % 12
-    local words = {}
-    for j = 1, 4 do
-      local w = "w" .. string.char(97 + b) .. string.char(97 + (i * 7 + j * 13) % 26)
-      words[j] = w
-      exact[w] = (exact[w] or 0) + 1
-    end
-    lines[#lines + 1] = { "bucket-" .. b, table.concat(words, " ") }
-  end
-  return lines
-end
-
-local function committed_total(bs)
-  local total = 0
-  for _, o in pairs(helpers.committed(bs, "text-lines", APP)) do total = total + o end
-  return total
-end
-
-local function latest(records)
-  local kv = {}
-  for _, r in ipairs(records) do kv[r.key] = tonumber(r.value) end
-  return kv
-end
-
-local function node(bs, id, rack)
-  return helpers.start_node(WORDCOUNT, { "-b", bs, "--cluster", "1", "--node-id", id,
-                                         "--rack", rack, "--commit-interval-ms", "300" },
-                            { name = id })
-end
-
-local function running(n)
-  local last
-  for c in n:log():gmatch("epoch %d+: running (%d+) task") do last = tonumber(c) end
-  return last
-end
+-- lines keyed by bucket (counts exact), the key choosing the partition
+local make_lines, committed_total = cluster.bucket_lines, cluster.committed_total
+local latest, running, node = cluster.latest, cluster.running, cluster.start_node
 
 describe("a cluster of nodes", function()
   after_each(helpers.cleanup)

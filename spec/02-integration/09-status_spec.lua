@@ -4,6 +4,7 @@
 -- every task active on exactly one node, then a node that left and its tasks moved. Values
 -- are checked against what the nodes themselves log, not only against status's own output.
 local helpers = require "spec.helpers"
+local cluster = require "spec.fixtures.cluster"
 local cjson = require "cjson.safe"
 
 local WORDCOUNT = "scripts/examples/wordcount.lua"
@@ -27,20 +28,13 @@ local function cluster_args()
 end
 
 local function node(bs, id, rack)
-  local args = { "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack,
-                 "--commit-interval-ms", "300" }
-  for _, a in ipairs(cluster_args()) do args[#args + 1] = a end
-  local n = helpers.start_node(WORDCOUNT, args, { name = id })
+  local n = cluster.start_node(bs, id, rack, cluster_args())
   n.id, n.rack = id, rack
   return n
 end
 
 -- What the node's own log says it runs last ("epoch N: running M task(s)").
-local function running(n)
-  local last
-  for c in n:log():gmatch("epoch %d+: running (%d+) task") do last = tonumber(c) end
-  return last
-end
+local running = cluster.running
 
 local function status(bs, extra)
   local argv = { helpers.beck_bin(), "status", "-b", bs, "--app", APP }

@@ -6,89 +6,15 @@
 -- markers in the changelog (store.h) the counts stay exact, although the dead
 -- node's uncommitted input is processed again.
 local helpers = require "spec.helpers"
+local cluster = require "spec.fixtures.cluster"
 
-local WORDCOUNT = "scripts/examples/wordcount.lua"
-local APP = "wordcount"
+-- lines keyed by bucket (counts exact), the key choosing the partition
+local make_lines, committed_total = cluster.bucket_lines, cluster.committed_total
+local latest, epochs, now_of = cluster.latest, cluster.epochs, cluster.now_of
+local settled = cluster.settled
 
--- Lines keyed by one of 12 buckets whose words no other bucket uses.
-local function make_lines(from, to, exact)
-  local lines = {}
-  for i = from, to do
-    local b = i % 12
-    local words = {}
-    for j = 1, 4 do
-      local w = "w" .. string.char(97 + b) .. string.char(97 + (i * 7 + j * 13) % 26)
-      words[j] = w
-      exact[w] = (exact[w] or 0) + 1
-    end
-    lines[#lines + 1] = { "bucket-" .. b, table.concat(words, " ") }
-  end
-  return lines
-end
-
-local function committed_total(bs)
-  local total = 0
-  for _, o in pairs(helpers.committed(bs, "text-lines", APP)) do total = total + o end
-  return total
-end
-
-local function latest(records)
-  local kv = {}
-  for _, r in ipairs(records) do kv[r.key] = tonumber(r.value) end
-  return kv
-end
-
-local function words(s)
-  local t = {}
-  for w in s:gmatch("%S+") do t[#t + 1] = w end
-  return t
-end
-
--- Every epoch line of a node's log: { epoch, running = {...}, standby = {...} }.
-local function epochs(n)
-  local out = {}
-  for line in n:log():gmatch("[^\n]+") do
-    local e, run, sb = line:match("epoch (%d+): running %d+ task%(s%), %d+ waiting for their "
-                                  .. "release, %d+ standby %(running %[([^%]]*)%], standby "
-                                  .. "%[([^%]]*)%]%)")
-    if e then
-      out[#out + 1] = { epoch = tonumber(e), running = words(run), standby = words(sb) }
-    else
-      e, sb = line:match("epoch (%d+): %d+ standby task%(s%) %[([^%]]*)%]")
-      if e then
-        local prev = out[#out] or { running = {} }
-        out[#out + 1] = { epoch = tonumber(e), running = prev.running, standby = words(sb) }
-      end
-    end
-  end
-  return out
-end
-
-local function now_of(n)
-  local e = epochs(n)
-  return e[#e] or { epoch = 0, running = {}, standby = {} }
-end
-
-local function node(bs, id, rack, extra)
-  local args = { "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack,
-                 "--commit-interval-ms", "300", "--num-standby-replicas", "1",
-                 "--heartbeat-interval-ms", "200", "--session-timeout-ms", "2000",
-                 "-X", "fetch.wait.max.ms=20" }
-  for _, a in ipairs(extra or {}) do args[#args + 1] = a end
-  return helpers.start_node(WORDCOUNT, args, { name = id })
-end
-
--- Every node of `nodes` (id -> node) in one epoch, the tasks spread as
--- `want` actives and standbys each.
-local function settled(nodes, want)
-  local epoch
-  for _, n in pairs(nodes) do
-    local e = now_of(n)
-    if #e.running ~= want or #e.standby ~= want then return false end
-    if epoch and e.epoch ~= epoch then return false end
-    epoch = e.epoch
-  end
-  return true
+local function node(bs, id, rack)
+  return cluster.start_node(bs, id, rack, cluster.STANDBY)
 end
 
 describe("standby replicas", function()

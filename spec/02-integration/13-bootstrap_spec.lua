@@ -7,73 +7,30 @@
 -- the actives' stores key by key (`beck dump`), and every count must be exact.
 local helpers = require "spec.helpers"
 local sshd_fixture = require "spec.fixtures.sshd"
-local cjson = require "cjson.safe"
+local cluster = require "spec.fixtures.cluster"
 
-local WORDCOUNT = "scripts/examples/wordcount.lua"
-local APP = "wordcount"
+local APP = cluster.APP
 local WORDS = 200000
 
--- Lines of 10 words; word w of the store is "k" followed by its number spelled in letters
--- (wordcount counts %a+ runs). Lines first..last cover words (i*10 .. i*10+9) % WORDS.
-local function spell(n)
-  local s = {}
-  repeat
-    s[#s + 1] = string.char(97 + n % 26)
-    n = math.floor(n / 26)
-  until n == 0
-  return "k" .. table.concat(s)
-end
-
+-- Lines of 10 words of a WORDS-word store, keyed so that a word is counted by one task.
 local function make_lines(first, last, exact)
-  local lines = {}
-  for i = first, last do
-    local ws = {}
-    for j = 0, 9 do
-      local w = spell((i * 10 + j) % WORDS)
-      ws[#ws + 1] = w
-      exact[w] = (exact[w] or 0) + 1
-    end
-    -- lines with the same words share a key, so a word is counted by one task only
-    lines[#lines + 1] = { "words-" .. (i % math.floor(WORDS / 10)), table.concat(ws, " ") }
-  end
-  return lines
+  return cluster.spelled_lines(first, last, exact, WORDS)
 end
 
-local function committed_total(bs)
-  local total = 0
-  for _, o in pairs(helpers.committed(bs, "text-lines", APP)) do total = total + o end
-  return total
-end
+local committed_total, dump = cluster.committed_total, cluster.dump
 
 local function node(bs, id, rack, sshd, state)
-  local args = { "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack,
-                 "--commit-interval-ms", "300", "--num-standby-replicas", "1",
-                 "--heartbeat-interval-ms", "200", "--session-timeout-ms", "2000",
-                 "--probing-rebalance-interval-ms", "1000",
+  local args = { "--probing-rebalance-interval-ms", "1000",
                  "--ssh-key", sshd.key, "--ssh-known-hosts", sshd.known_hosts,
                  "--ssh-user", sshd.user, "--ssh-host", "127.0.0.1",
                  "--ssh-port", tostring(sshd.port), "--bootstrap-min-records", "1000",
-                 "--bootstrap-timeout-ms", "20000", "-X", "fetch.wait.max.ms=20",
+                 "--bootstrap-timeout-ms", "20000",
                  "--hooks", "spec/fixtures/bootstrap_hooks.lua" }
   if state then
     args[#args + 1] = "--state-dir"
     args[#args + 1] = state
   end
-  return helpers.start_node(WORDCOUNT, args, { name = id })
-end
-
--- The stores of task t in a stopped node's state directory, as key -> value.
-local function dump(state, t)
-  local st, out, err = helpers.run({ helpers.beck_bin(), "dump", "--state-dir", state, "--app",
-                                     APP, "--task", t, "--store", "counts" })
-  assert.equal(0, st, "beck dump of " .. t .. ": " .. (err or ""))
-  local kv, n = {}, 0
-  for line in out:gmatch("[^\n]+") do
-    local r = assert(cjson.decode(line))
-    kv[r.key] = r.value
-    n = n + 1
-  end
-  return kv, n
+  return cluster.start_node(bs, id, rack, cluster.STANDBY, args)
 end
 
 describe("cold bootstrap", function()
@@ -130,10 +87,7 @@ describe("cold bootstrap", function()
       return not last:match("lag [1-9]")
     end, 60, 0.3)
 
-    local kv = {}
-    for _, r in ipairs(helpers.consume(bs, "word-counts", { timeout = 120 })) do
-      kv[r.key] = tonumber(r.value)
-    end
+    local kv = cluster.latest(helpers.consume(bs, "word-counts", { timeout = 120 }))
     local checked = 0
     for w, n in pairs(exact) do
       assert.equal(n, kv[w], "count of " .. w)
@@ -145,20 +99,12 @@ describe("cold bootstrap", function()
     -- stopped and every replica caught up, so every copy of a task holds the same
     local holders = {}
     for _, id in ipairs({ "na", "nb", "nc" }) do
-      local run, sb = "", ""
-      for line in nodes[id]:log():gmatch("[^\n]+") do
-        local r, s = line:match("epoch %d+: running %d+ task%(s%)[^\n]*%(running %[([^%]]*)%], "
-                                .. "standby %[([^%]]*)%]")
-        if r then
-          run, sb = r, s
-        else
-          s = line:match("epoch %d+: %d+ standby task%(s%) %[([^%]]*)%]")
-          if s then sb = s end
+      local now = cluster.now_of(nodes[id])
+      for _, list in ipairs({ now.running, now.standby }) do
+        for _, t in ipairs(list) do
+          holders[t] = holders[t] or {}
+          holders[t][id] = true
         end
-      end
-      for t in (run .. " " .. sb):gmatch("%S+") do
-        holders[t] = holders[t] or {}
-        holders[t][id] = true
       end
     end
     -- an operator asks for a rebuild of one of nc's standbys: `beck bootstrap`

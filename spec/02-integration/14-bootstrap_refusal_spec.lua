@@ -23,37 +23,18 @@
 -- forms of them (absolute names, a/b, a file cut short, symlinks...), at the transport level.
 local helpers = require "spec.helpers"
 local sshd_fixture = require "spec.fixtures.sshd"
-local cjson = require "cjson.safe"
+local cluster = require "spec.fixtures.cluster"
 
-local WORDCOUNT = "scripts/examples/wordcount.lua"
-local APP = "wordcount"
+local APP = cluster.APP
 local WORDS = 20000
 local LINES = 4000 -- each word twice
 local TASK = "0_0"
 local CHANGELOG = "wordcount-counts-changelog"
 
--- Word w is "k" followed by its number spelled in letters (wordcount counts %a+ runs).
-local function spell(n)
-  local s = {}
-  repeat
-    s[#s + 1] = string.char(97 + n % 26)
-    n = math.floor(n / 26)
-  until n == 0
-  return "k" .. table.concat(s)
-end
-
+-- Lines of 10 words of a WORDS-word store (word w is "k" followed by its number spelled in
+-- letters), keyed so that a word is counted by one task.
 local function make_lines(first, last, exact)
-  local lines = {}
-  for i = first, last do
-    local ws = {}
-    for j = 0, 9 do
-      local w = spell((i * 10 + j) % WORDS)
-      ws[#ws + 1] = w
-      exact[w] = (exact[w] or 0) + 1
-    end
-    lines[#lines + 1] = { "words-" .. (i % math.floor(WORDS / 10)), table.concat(ws, " ") }
-  end
-  return lines
+  return cluster.spelled_lines(first, last, exact, WORDS)
 end
 
 local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
@@ -66,28 +47,10 @@ local function ls(dir)
   return names
 end
 
-local function plain(s) return (s:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end
+local plain = cluster.plain
 
 -- The store of task 0_0 in a stopped node's state directory, as key -> value, and its size.
-local function dump(state)
-  local st, out, err = helpers.run({ helpers.beck_bin(), "dump", "--state-dir", state, "--app",
-                                     APP, "--task", TASK, "--store", "counts" })
-  assert.equal(0, st, "beck dump of " .. state .. ": " .. (err or ""))
-  local kv, n = {}, 0
-  for line in out:gmatch("[^\n]+") do
-    local r = assert(cjson.decode(line))
-    kv[r.key] = r.value
-    n = n + 1
-  end
-  return kv, n
-end
-
-local function status_json(bs)
-  local st, out, err = helpers.run({ helpers.beck_bin(), "status", "-b", bs, "--app", APP,
-                                     "--json" }, { name = "status", timeout = 30 })
-  assert(st == 0, "beck status --json exited with " .. st .. ": " .. err)
-  return assert(cjson.decode(out))
-end
+local function dump(state) return cluster.dump(state, TASK) end
 
 -- The sftp subsystem of the spec's sshd (see the header). %ROOT%: na's snapshot directory,
 -- %MODE%: the mode file, %MARKS%: where it notes the snapshots it has altered (once each).
@@ -154,13 +117,9 @@ local function tampering_sshd(snapshots, work)
 end
 
 local function node(bs, id, rack, state, extra)
-  local args = { "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack,
-                 "--commit-interval-ms", "300", "--num-standby-replicas", "1",
-                 "--heartbeat-interval-ms", "200", "--session-timeout-ms", "2000",
-                 "--probing-rebalance-interval-ms", "1000", "--state-dir", state,
-                 "-X", "fetch.wait.max.ms=20" }
-  for _, a in ipairs(extra) do args[#args + 1] = a end
-  return helpers.start_node(WORDCOUNT, args, { name = id })
+  return cluster.start_node(bs, id, rack, cluster.STANDBY,
+                            { "--probing-rebalance-interval-ms", "1000", "--state-dir", state },
+                            extra)
 end
 
 describe("cold bootstrap refused", function()
@@ -250,15 +209,7 @@ describe("cold bootstrap refused", function()
       if expect == true then return from and tonumber(from) > 0 end
       return from == "0"
     end, 20, 0.1)
-    helpers.eventually(function()
-      local hi = helpers.count(bs, CHANGELOG) -- the active adds commit markers now and then
-      for _, t in ipairs(status_json(bs).tasks) do
-        for _, p in ipairs(t.task == 0 and t.progress or {}) do
-          if p.node == id and p.offset == hi and p.lag == 0 then return true end
-        end
-      end
-      return nil, "no progress of " .. id .. " at offset " .. hi
-    end, 30, 0.3)
+    cluster.wait_progress(bs, id, function() return helpers.count(bs, CHANGELOG) end)
     assert.equal(0, n:stop())
     log = n:log()
     assert_no_secret(id, log)

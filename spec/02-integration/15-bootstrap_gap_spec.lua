@@ -20,24 +20,16 @@
 --                   lost to this replica", and its store lacks the 500 words.
 local helpers = require "spec.helpers"
 local sshd_fixture = require "spec.fixtures.sshd"
-local cjson = require "cjson.safe"
+local cluster = require "spec.fixtures.cluster"
 
-local WORDCOUNT = "scripts/examples/wordcount.lua"
-local APP = "wordcount"
+local APP = cluster.APP
 local TASK = "0_0"
 local CHANGELOG = "wordcount-counts-changelog"
 local COMMON, EARLY = 2000, 500 -- words
 local PAD = string.rep("z", 150) -- long words: fewer records fill the broker's 5 MiB
 local PER_LINE = 20
 
-local function spell(n)
-  local s = {}
-  repeat
-    s[#s + 1] = string.char(97 + n % 26)
-    n = math.floor(n / 26)
-  until n == 0
-  return table.concat(s)
-end
+local spell = cluster.spell
 
 -- Common word i is "k<i spelled>zzz...", early word i "e<i spelled>zzz..." (letters only:
 -- wordcount counts %a+ runs).
@@ -60,7 +52,7 @@ local function lines_of(word, n, first, last, exact, out)
   return out
 end
 
-local function plain(s) return (s:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end
+local plain = cluster.plain
 
 -- The changelog partition's start and end offsets, asked of the broker by the outside client
 -- (python3-kafka's ListOffsets).
@@ -81,54 +73,25 @@ local function offsets(bs, topic)
   return assert(tonumber(lo)), assert(tonumber(hi))
 end
 
-local function dump(state)
-  local st, out, err = helpers.run({ helpers.beck_bin(), "dump", "--state-dir", state, "--app",
-                                     APP, "--task", TASK, "--store", "counts" })
-  assert.equal(0, st, "beck dump of " .. state .. ": " .. (err or ""))
-  local kv, n = {}, 0
-  for line in out:gmatch("[^\n]+") do
-    local r = assert(cjson.decode(line))
-    kv[r.key] = r.value
-    n = n + 1
-  end
-  return kv, n
-end
-
-local function status_json(bs)
-  local st, out, err = helpers.run({ helpers.beck_bin(), "status", "-b", bs, "--app", APP,
-                                     "--json" }, { name = "status", timeout = 30 })
-  assert(st == 0, "beck status --json exited with " .. st .. ": " .. err)
-  return assert(cjson.decode(out))
-end
+local function dump(state) return cluster.dump(state, TASK) end
 
 -- Waits until node id reports task 0 at the changelog's end, nothing behind.
 local function caught_up(bs, id)
-  helpers.eventually(function()
-    local _, hw = offsets(bs, CHANGELOG)
-    for _, t in ipairs(status_json(bs).tasks) do
-      for _, p in ipairs(t.task == 0 and t.progress or {}) do
-        if p.node == id and p.offset == hw and p.lag == 0 then return true end
-      end
-    end
-    return nil, "no progress of " .. id .. " at offset " .. hw
-  end, 30, 0.3)
+  cluster.wait_progress(bs, id, function() return select(2, offsets(bs, CHANGELOG)) end)
 end
 
 local function node(bs, id, rack, state, sshd, with_key)
-  local args = { "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack,
-                 "--state-dir", state, "--commit-interval-ms", "300",
-                 "--num-standby-replicas", "1", "--heartbeat-interval-ms", "200",
-                 "--session-timeout-ms", "2000", "--probing-rebalance-interval-ms", "1000",
+  local args = { "--state-dir", state, "--probing-rebalance-interval-ms", "1000",
                  "--cache-max-bytes", "0", "--bootstrap-min-records", "0",
                  "--bootstrap-timeout-ms", "20000", "--ssh-host", "127.0.0.1",
-                 "--ssh-port", tostring(sshd.port), "-X", "fetch.wait.max.ms=20" }
+                 "--ssh-port", tostring(sshd.port) }
   if with_key then
     for _, a in ipairs({ "--ssh-key", sshd.key, "--ssh-known-hosts", sshd.known_hosts,
                          "--ssh-user", sshd.user }) do
       args[#args + 1] = a
     end
   end
-  return helpers.start_node(WORDCOUNT, args, { name = id })
+  return cluster.start_node(bs, id, rack, cluster.STANDBY, args)
 end
 
 -- Everything up to nb's restart; returns what the checks need.

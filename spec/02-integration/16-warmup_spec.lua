@@ -7,9 +7,8 @@
 -- records behind. So the joiner's restore of a moved task replays about that
 -- lag, not the changelog, and balance is back once every replica caught up.
 local helpers = require "spec.helpers"
+local cluster = require "spec.fixtures.cluster"
 
-local WORDCOUNT = "scripts/examples/wordcount.lua"
-local APP = "wordcount"
 local ACCEPTABLE_LAG = 200
 -- What a moved task's restore may replay beyond the acceptable lag: the
 -- records written between the standby's last lag report (once a second) and
@@ -17,90 +16,21 @@ local ACCEPTABLE_LAG = 200
 -- second per task).
 local MARGIN = 300
 
--- Lines keyed by one of 12 buckets whose words no other bucket uses, bucket b
--- written to partition b, so that every task's store and changelog grow alike.
-local function make_lines(from, to, exact)
-  local lines = {}
-  for i = from, to do
-    local b = i % 12
-    local words = {}
-    for j = 1, 4 do
-      local w = "w" .. string.char(97 + b) .. string.char(97 + (i * 7 + j * 13) % 26)
-      words[j] = w
-      exact[w] = (exact[w] or 0) + 1
-    end
-    lines[#lines + 1] = { key = "bucket-" .. b, value = table.concat(words, " "), partition = b }
-  end
-  return lines
-end
+-- Lines keyed by bucket (counts exact), bucket b written to partition b, so
+-- that every task's store and changelog grow alike.
+local function make_lines(from, to, exact) return cluster.bucket_lines(from, to, exact, true) end
 
-local function committed_total(bs)
-  local total = 0
-  for _, o in pairs(helpers.committed(bs, "text-lines", APP)) do total = total + o end
-  return total
-end
-
-local function latest(records)
-  local kv = {}
-  for _, r in ipairs(records) do kv[r.key] = tonumber(r.value) end
-  return kv
-end
-
-local function words(s)
-  local t = {}
-  for w in s:gmatch("%S+") do t[#t + 1] = w end
-  return t
-end
-
--- Every epoch line of a node's log, in order: { epoch, running = {...}, standby = {...} }.
-local function epochs(n)
-  local out = {}
-  for line in n:log():gmatch("[^\n]+") do
-    local e, run, sb = line:match("epoch (%d+): running %d+ task%(s%), %d+ waiting for their "
-                                  .. "release, %d+ standby %(running %[([^%]]*)%], standby "
-                                  .. "%[([^%]]*)%]%)")
-    if e then
-      out[#out + 1] = { epoch = tonumber(e), running = words(run), standby = words(sb) }
-    else
-      e, sb = line:match("epoch (%d+): %d+ standby task%(s%) %[([^%]]*)%]")
-      if e then
-        local prev = out[#out] or { running = {} }
-        out[#out + 1] = { epoch = tonumber(e), running = prev.running, standby = words(sb) }
-      end
-    end
-  end
-  return out
-end
-
-local function now_of(n)
-  local e = epochs(n)
-  return e[#e] or { epoch = 0, running = {}, standby = {} }
-end
+local committed_total, latest = cluster.committed_total, cluster.latest
+local epochs, now_of, settled = cluster.epochs, cluster.now_of, cluster.settled
 
 local function node(bs, id, rack)
-  return helpers.start_node(WORDCOUNT, {
-    "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack,
-    "--commit-interval-ms", "300", "--num-standby-replicas", "1",
+  return cluster.start_node(bs, id, rack, cluster.STANDBY, {
     "--acceptable-recovery-lag", tostring(ACCEPTABLE_LAG),
     "--probing-rebalance-interval-ms", "1000",
     -- every update reaches the changelog (no write-back cache folding a
     -- commit interval's updates of a word into one), so the changelogs are
     -- long and their lengths follow from the input
-    "--cache-max-bytes", "0",
-    "--heartbeat-interval-ms", "200", "--session-timeout-ms", "2000",
-    "-X", "fetch.wait.max.ms=20" }, { name = id })
-end
-
--- Every node of `nodes` in one epoch, each running `want` actives and `want` standbys.
-local function settled(nodes, want)
-  local epoch
-  for _, n in pairs(nodes) do
-    local e = now_of(n)
-    if #e.running ~= want or #e.standby ~= want then return false end
-    if epoch and e.epoch ~= epoch then return false end
-    epoch = e.epoch
-  end
-  return true
+    "--cache-max-bytes", "0" })
 end
 
 describe("warm-up", function()

@@ -6,44 +6,14 @@
 -- takes some of its standbys, the runner drops them cleanly: the node logs the
 -- smaller set, keeps running and logs no error.
 local helpers = require "spec.helpers"
+local cluster = require "spec.fixtures.cluster"
 
-local WORDCOUNT = "scripts/examples/wordcount.lua"
-local APP = "wordcount"
+-- Lines keyed by bucket (counts exact), bucket b written to partition b: each
+-- line is 4 changelog updates of task 0_b.
+local function make_lines(from, to, exact) return cluster.bucket_lines(from, to, exact, true) end
 
--- Lines keyed by one of 12 buckets whose words no other bucket uses, bucket b
--- written to partition b: each line is 4 changelog updates of task 0_b.
-local function make_lines(from, to, exact)
-  local lines = {}
-  for i = from, to do
-    local b = i % 12
-    local words = {}
-    for j = 1, 4 do
-      local w = "w" .. string.char(97 + b) .. string.char(97 + (i * 7 + j * 13) % 26)
-      words[j] = w
-      exact[w] = (exact[w] or 0) + 1
-    end
-    lines[#lines + 1] = { key = "bucket-" .. b, value = table.concat(words, " "), partition = b }
-  end
-  return lines
-end
-
-local function committed_total(bs)
-  local total = 0
-  for _, o in pairs(helpers.committed(bs, "text-lines", APP)) do total = total + o end
-  return total
-end
-
-local function latest(records)
-  local kv = {}
-  for _, r in ipairs(records) do kv[r.key] = tonumber(r.value) end
-  return kv
-end
-
-local function words(s)
-  local t = {}
-  for w in s:gmatch("%S+") do t[#t + 1] = w end
-  return t
-end
+local committed_total, latest = cluster.committed_total, cluster.latest
+local epochs, now_of, settled = cluster.epochs, cluster.now_of, cluster.settled
 
 local function set_of(list)
   local s = {}
@@ -51,56 +21,13 @@ local function set_of(list)
   return s
 end
 
--- Every epoch line of a node's log, in order: { epoch, running = {...},
--- standby = {...}, line = its line number }.
-local function epochs(n)
-  local out, no = {}, 0
-  for line in n:log():gmatch("[^\n]+") do
-    no = no + 1
-    local e, run, sb = line:match("epoch (%d+): running %d+ task%(s%), %d+ waiting for their "
-                                  .. "release, %d+ standby %(running %[([^%]]*)%], standby "
-                                  .. "%[([^%]]*)%]%)")
-    if e then
-      out[#out + 1] = { epoch = tonumber(e), running = words(run), standby = words(sb), line = no }
-    else
-      e, sb = line:match("epoch (%d+): %d+ standby task%(s%) %[([^%]]*)%]")
-      if e then
-        local prev = out[#out] or { running = {} }
-        out[#out + 1] = { epoch = tonumber(e), running = prev.running, standby = words(sb),
-                          line = no }
-      end
-    end
-  end
-  return out
-end
-
-local function now_of(n)
-  local e = epochs(n)
-  return e[#e] or { epoch = 0, running = {}, standby = {} }
-end
-
 local function node(bs, id, rack, state_dir)
-  return helpers.start_node(WORDCOUNT, {
-    "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack, "--state-dir", state_dir,
-    "--commit-interval-ms", "300", "--num-standby-replicas", "1",
+  return cluster.start_node(bs, id, rack, cluster.STANDBY, {
+    "--state-dir", state_dir,
     "--acceptable-recovery-lag", "200", "--probing-rebalance-interval-ms", "1000",
     -- every update reaches the changelog, so what a replica has to catch up
     -- on follows from the input written meanwhile
-    "--cache-max-bytes", "0",
-    "--heartbeat-interval-ms", "200", "--session-timeout-ms", "2000",
-    "-X", "fetch.wait.max.ms=20" }, { name = id })
-end
-
--- Every node of `nodes` in one epoch, each running `want` actives and `want` standbys.
-local function settled(nodes, want)
-  local epoch
-  for _, n in pairs(nodes) do
-    local e = now_of(n)
-    if #e.running ~= want or #e.standby ~= want then return false end
-    if epoch and e.epoch ~= epoch then return false end
-    epoch = e.epoch
-  end
-  return true
+    "--cache-max-bytes", "0" })
 end
 
 -- The first "tailing" line of each task in a log: task -> { offset, behind }.
