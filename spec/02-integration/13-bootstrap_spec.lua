@@ -95,6 +95,20 @@ describe("cold bootstrap", function()
     end
     assert.equal(WORDS, checked)
 
+    -- every replica of every task caught up, as the nodes report it (`beck status`), not
+    -- only nc's: a standby on na or nb still behind would hold older counts
+    local function all_caught_up()
+      helpers.eventually(function()
+        for _, t in ipairs(cluster.status_json(bs, APP).tasks) do
+          for _, p in ipairs(t.progress or {}) do
+            if p.lag ~= 0 then return nil, "task " .. t.task .. " on " .. p.node .. " lag " .. p.lag end
+          end
+        end
+        return true
+      end, 60, 0.5)
+    end
+    all_caught_up()
+
     -- where each task's replicas are now (the latest epoch line of each node); input has
     -- stopped and every replica caught up, so every copy of a task holds the same
     local holders = {}
@@ -128,6 +142,7 @@ describe("cold bootstrap", function()
       print("  `beck bootstrap` rebuilt " .. sb_task .. " on nc")
       booted[#booted + 1] = sb_task
     end
+    all_caught_up()
     -- no private key material in any log
     for _, id in ipairs({ "na", "nb", "nc" }) do
       assert.is_nil(nodes[id]:log():match("PRIVATE KEY"), id .. " logs key material")
