@@ -28,6 +28,7 @@ enum { J_IDLE = 0, J_WANTED, J_REQUESTED, J_FETCHING, J_ENDED };
 typedef struct job_s {
     int state;
     int mode; /* BK_STANDBY_BOOT_* for the next standby runner */
+    int standing; /* this node keeps a standby of the task (bk_bootstrap_keep) */
     int batch; /* the batch it is in (REQUESTED, FETCHING), -1: none */
     char why[512];
     char snap[128]; /* from "snapshot-ready": its snapshot's id, "" if the active made none */
@@ -256,6 +257,7 @@ void bk_bootstrap_keep(bk_bootstrap_t *b, const int32_t *standby, int32_t n)
         for (int32_t i = 0; i < n && !kept; i++) {
             kept = standby[i] == t;
         }
+        b->jobs[t].standing = kept;
         if (!kept && get_state(b, &b->jobs[t]) != J_FETCHING) {
             drop_job(b, t); /* a fetch runs to its end (bounded by its timeouts) */
         }
@@ -811,6 +813,9 @@ static int on_note(bk_bootstrap_t *b, const bk_member_note_t *n)
         } else if (!b->fetch_on) {
             bk_log_warn("bootstrap %s: asked by %s, but cold bootstrap is off here (no ssh_key)",
                         task, n->from);
+        } else if (!b->jobs[t].standing) {
+            bk_log_info("bootstrap %s: asked by %s, but this node keeps no standby of it", task,
+                        n->from);
         } else if (get_state(b, &b->jobs[t]) == J_REQUESTED ||
                    get_state(b, &b->jobs[t]) == J_FETCHING) {
             bk_log_info("bootstrap %s: asked by %s: already under way", task, n->from);
