@@ -92,8 +92,9 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
         if (next >= 0 && next < lo) {
             /* The changelog no longer holds what this replica needs: its
              * head was deleted. Replaying from lo would silently lose the
-             * updates in between; cold bootstrap (a later issue) rebuilds
-             * from a peer's snapshot instead. Say so loudly. */
+             * updates in between. A standby is rebuilt by cold bootstrap
+             * instead (standby.c, bootstrap.h); an active has no peer to
+             * copy from here: say so loudly. */
             bk_log_error("task %s: changelog %s [%d] starts at offset %lld but the store needs "
                          "%lld: %lld update(s) are lost to this replica",
                          items[i].task, items[i].topic, (int)items[i].partition, (long long)lo,
