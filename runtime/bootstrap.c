@@ -150,8 +150,7 @@ bk_bootstrap_t *bk_bootstrap_new(const bk_bootstrap_env_t *env)
         b->jobs[t].task = t;
     }
     pthread_mutex_init(&b->lock, NULL);
-    snprintf(b->root, sizeof(b->root), "%s/%s/snapshots",
-             bk_conf_str(env->conf, BK_CONF_STATE_DIR), env->plan->id);
+    bk_plan_snapshot_dir(env->plan, env->conf, b->root, sizeof(b->root));
     /* snapshots left by an earlier run of this node are nobody's now */
     bk_snapshot_sweep(b->root, 0, wall_ms() + 1);
     return b;

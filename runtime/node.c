@@ -694,8 +694,6 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
     n = set_minus(want, nwant, mn->running, mn->nrun, mn->scratch);
     if (sb_changed) {
         bk_bootstrap_keep(mn->boot, want_sb, nwant_sb);
-    }
-    if (sb_changed) {
         start_standby(mn, want_sb, nwant_sb);
     }
     /* A task this node kept a standby of starts here: a promotion, whether in the same

@@ -33,6 +33,11 @@ void bk_plan_destroy(bk_plan_t *plan)
     free(plan);
 }
 
+void bk_plan_snapshot_dir(const bk_plan_t *plan, const bk_conf_t *conf, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/%s/snapshots", bk_conf_str(conf, BK_CONF_STATE_DIR), plan->id);
+}
+
 int bk_plan_topic_index(const bk_plan_t *plan, const char *name)
 {
     for (int i = 0; i < plan->ntopics; i++) {

@@ -70,6 +70,10 @@ int bk_plan_sub_stores(const bk_plan_t *plan, int sub, struct bk_store_spec_s *s
 void bk_plan_task_dir(const bk_plan_t *plan, const bk_conf_t *conf, int sub, int partition,
                       char *buf, size_t size);
 
+/* Where a node keeps the snapshots it makes for cold bootstrap: <state_dir>/<app>/snapshots
+ * (snapshot.h, bootstrap.h). */
+void bk_plan_snapshot_dir(const bk_plan_t *plan, const bk_conf_t *conf, char *buf, size_t size);
+
 /* Index of a topic by name, -1 if the topology does not use it. */
 int bk_plan_topic_index(const bk_plan_t *plan, const char *name);
 

@@ -69,22 +69,6 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int mkdirs(const char *path)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
-                return -1;
-            }
-            *p = '/';
-        }
-    }
-    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* fsync of a directory, so that renames and new entries in it are durable. */
 static void sync_dir(const char *dir)
 {
@@ -793,7 +777,7 @@ int bk_snapshot_make(bk_db_t *db, const char *task, const char *root, bk_manifes
         snprintf(errstr, errstr_size, "snapshot: bad task name '%s'", task);
         return -1;
     }
-    if (mkdirs(root) != 0) {
+    if (bk_store_mkdirs(root) != 0) {
         snprintf(errstr, errstr_size, "cannot create the snapshot directory %s: %s", root,
                  strerror(errno));
         return -1;
@@ -1084,7 +1068,7 @@ int bk_snapshot_install(const bk_manifest_t *m, const char *fetched_dir, const c
         return -1;
     }
     parent_of(task_dir, parent, sizeof(parent));
-    if (mkdirs(parent) != 0) {
+    if (bk_store_mkdirs(parent) != 0) {
         snprintf(errstr, errstr_size, "cannot create %s: %s", parent, strerror(errno));
         return -1;
     }

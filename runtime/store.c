@@ -119,7 +119,7 @@ static const char *prefixed(bk_store_t *st, const char *key, size_t klen, size_t
 
 /* -- Open and close ----------------------------------------------------- */
 
-static int mkdirs(const char *path)
+int bk_store_mkdirs(const char *path)
 {
     char tmp[4096];
     snprintf(tmp, sizeof(tmp), "%s", path);
@@ -188,7 +188,7 @@ bk_db_t *bk_db_open(const char *dir, const bk_store_spec_t *specs, int nspecs, c
     int n = 0;
 
     db->dir = strdup(dir);
-    if (mkdirs(dir) != 0) {
+    if (bk_store_mkdirs(dir) != 0) {
         snprintf(errstr, errstr_size, "cannot create state directory %s: %s", dir,
                  strerror(errno));
         goto fail;

@@ -955,8 +955,7 @@ static void make_snapshots(bk_thread_t *thr)
     thr->nsnap_req = 0;
     thr->snap_wanted = 0;
     pthread_mutex_unlock(&thr->snap_lock);
-    snprintf(root, sizeof(root), "%s/%s/snapshots", bk_conf_str(thr->conf, BK_CONF_STATE_DIR),
-             thr->plan->id);
+    bk_plan_snapshot_dir(thr->plan, thr->conf, root, sizeof(root));
     for (int i = 0; i < n; i++) {
         bk_thread_snapshot_t *r = &reqs[i];
         int t = -1;
