@@ -132,8 +132,8 @@ int bk_kafka_partitions(rd_kafka_t *rk, const char **topics, int n, int *counts,
     return 0;
 }
 
-static int admin_create(rd_kafka_t *rk, const char *topic, int partitions, int rf, int compact,
-                        char *errstr, size_t errstr_size)
+static int admin_create(rd_kafka_t *rk, const char *topic, int partitions, int rf,
+                        const char *const *configs, char *errstr, size_t errstr_size)
 {
     char err[512];
     rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, rf, err, sizeof(err));
@@ -145,8 +145,13 @@ static int admin_create(rd_kafka_t *rk, const char *topic, int partitions, int r
         snprintf(errstr, errstr_size, "topic %s: %s", topic, err);
         return -1;
     }
-    if (compact) {
-        rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
+    for (int i = 0; configs && configs[i]; i += 2) {
+        if (rd_kafka_NewTopic_set_config(nt, configs[i], configs[i + 1])) {
+            snprintf(errstr, errstr_size, "topic %s: bad config %s=%s", topic, configs[i],
+                     configs[i + 1]);
+            rd_kafka_NewTopic_destroy(nt);
+            return -1;
+        }
     }
     q = rd_kafka_queue_new(rk);
     rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
@@ -177,14 +182,21 @@ static int admin_create(rd_kafka_t *rk, const char *topic, int partitions, int r
 }
 
 int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int partitions,
-                          int replication_factor, int compact, char *errstr, size_t errstr_size)
+                          int replication_factor, const char *const *configs, char *errstr,
+                          size_t errstr_size)
 {
-    bk_log_info("creating topic %s with %d partitions%s", topic, partitions,
-                dev_port > 0 ? " on the dev broker" : "");
+    char list[512] = "";
+    size_t len = 0;
+    for (int i = 0; configs && configs[i] && len < sizeof(list); i += 2) {
+        len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s=%s", i ? " " : "",
+                                configs[i], configs[i + 1]);
+    }
+    bk_log_info("creating topic %s with %d partitions%s%s%s", topic, partitions,
+                dev_port > 0 ? " on the dev broker" : "", *list ? ", " : "", list);
     if (dev_port > 0) {
         return bk_devctl_create_topic(dev_port, topic, partitions, errstr, errstr_size);
     }
-    return admin_create(rk, topic, partitions, replication_factor, compact, errstr, errstr_size);
+    return admin_create(rk, topic, partitions, replication_factor, configs, errstr, errstr_size);
 }
 
 /* One ListOffsets per side: offsets_for_times with the protocol's special timestamps,

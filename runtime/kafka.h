@@ -25,10 +25,6 @@ rd_kafka_t *bk_kafka_new(const bk_conf_t *conf, bk_kafka_role_t role, const char
 int bk_kafka_partitions(rd_kafka_t *rk, const char **topics, int n, int *counts, int timeout_ms,
                         char *errstr, size_t errstr_size);
 
-/* Creates a topic. dev_port > 0: through the dev broker's control channel
- * (which has no topic configs: the mock cluster neither compacts nor
- * deletes by config); else the Admin API, with cleanup.policy=compact when
- * `compact` is set (an existing topic is fine). */
 /* The start (lo) and end (hi) offsets of n partitions (topics[i], partitions[i]), in two
  * batched requests (ListOffsets, earliest and latest) instead of two per partition: a task
  * restore asks for every changelog partition of its tasks at once. 0, or an error code. */
@@ -36,7 +32,11 @@ rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topic
                                         const int32_t *partitions, int n, int64_t *lo,
                                         int64_t *hi, int timeout_ms);
 
+/* Creates a topic with `configs` (name, value, ..., NULL; or NULL). dev_port > 0: through
+ * the dev broker's control channel (which has no topic configs: the mock cluster neither
+ * compacts nor deletes by config); else the Admin API (an existing topic is fine). */
 int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int partitions,
-                          int replication_factor, int compact, char *errstr, size_t errstr_size);
+                          int replication_factor, const char *const *configs, char *errstr,
+                          size_t errstr_size);
 
 #endif

@@ -1497,6 +1497,17 @@ fail:
     return NULL;
 }
 
+/* A member rebuilds its view from the whole control topic and refuses one whose first
+ * records are gone (docs/cluster.md, Retention): so nothing may delete them. The rules
+ * read log time: the broker's clock, not each node's. */
+static const char *const control_configs[] = {
+    "cleanup.policy", "delete",
+    "retention.ms", "-1",
+    "retention.bytes", "-1",
+    "message.timestamp.type", "LogAppendTime",
+    NULL,
+};
+
 int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
 {
     bk_member_t *m = member;
@@ -1527,7 +1538,7 @@ int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
     }
     if (count == 0 && bk_kafka_create_topic(m->producer, port > 0 ? port : 0, m->topic, 1,
                                             (int)bk_conf_int(m->conf, BK_CONF_REPLICATION_FACTOR),
-                                            0, errstr, errstr_size) != 0) {
+                                            control_configs, errstr, errstr_size) != 0) {
         return -1;
     }
     if (count > 1) {

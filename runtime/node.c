@@ -130,7 +130,18 @@ static int ensure_changelogs(const bk_plan_t *plan, rd_kafka_t *rk, int dev_port
             return -1;
         }
         if (have == 0) {
-            if (bk_kafka_create_topic(rk, dev_port, st->changelog, want, rf, 1, err, errsz) != 0) {
+            /* A key-value store needs every key's newest record forever: compact. A window
+             * store's records are worth its retention only: compact,delete with that
+             * retention and a day more, as Kafka Streams gives its window changelogs. */
+            char retention[32];
+            const char *kv[] = {"cleanup.policy", "compact", NULL};
+            const char *win[] = {"cleanup.policy", "compact,delete", "retention.ms", retention,
+                                 NULL};
+            snprintf(retention, sizeof(retention), "%lld",
+                     (long long)st->retention_ms + 24LL * 3600 * 1000);
+            if (bk_kafka_create_topic(rk, dev_port, st->changelog, want, rf,
+                                      st->window && st->retention_ms > 0 ? win : kv, err,
+                                      errsz) != 0) {
                 snprintf(err + strlen(err), errsz - strlen(err),
                          " (the changelog of store %s)", st->name);
                 return -1;
@@ -186,7 +197,7 @@ static int ensure_topics(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
             snprintf(err, errsz, "source topic %s does not exist", names[i]);
             goto done;
         }
-        if (bk_kafka_create_topic(rk, dev_port, names[i], defp, rf, 0, err, errsz) != 0) {
+        if (bk_kafka_create_topic(rk, dev_port, names[i], defp, rf, NULL, err, errsz) != 0) {
             goto done;
         }
         counts[i] = defp;
@@ -217,7 +228,7 @@ static int ensure_topics(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
         if (counts[i] > 0) {
             continue;
         }
-        if (bk_kafka_create_topic(rk, dev_port, names[i], want, rf, 0, err, errsz) != 0) {
+        if (bk_kafka_create_topic(rk, dev_port, names[i], want, rf, NULL, err, errsz) != 0) {
             goto done;
         }
         created = 1;

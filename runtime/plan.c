@@ -196,7 +196,9 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
         lua_pop(L, 3);
         st->logged = field_bool(L, -1, "logged");
         st->window = field_bool(L, -1, "window");
-        lua_pop(L, 1);
+        lua_getfield(L, -1, "retention");
+        st->retention_ms = lua_isnumber(L, -1) ? (int64_t)lua_tonumber(L, -1) : 0;
+        lua_pop(L, 2);
     }
     lua_settop(L, top);
     return plan;

@@ -8,6 +8,7 @@
 #define BK_PLAN_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <lua.h>
 
 #include "conf.h"
@@ -33,6 +34,7 @@ typedef struct bk_plan_store_s {
     char *changelog; /* <app>-<store>-changelog */
     int logged;
     int window;      /* a window store (store.h) */
+    int64_t retention_ms; /* a window store's retention, 0: not given */
     int sub;         /* subtopology whose tasks hold it (0-based) */
 } bk_plan_store_t;
 

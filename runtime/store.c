@@ -36,6 +36,12 @@ struct bk_store_s {
      * next commit marker arrives and dropped by an abort marker (docs/state.md, Markers). */
     rocksdb_writebatch_t *pending;
     int64_t npending;
+    /* The changelog keys of the pending records ([u32 length][bytes]...): when a takeover
+     * drops them, each is written again with its committed value (bk_store_repair), so
+     * that the log cleaner, which keeps a key's newest record, never keeps a dropped one. */
+    char *pkeys;
+    size_t pkeys_len, pkeys_cap;
+    int repair; /* pkeys hold the keys of dropped records, to be repaired */
     int marked; /* a marker was read: records wait for theirs from now on */
     /* The input offsets (next to read, -1: none) that the state corresponds to: from the
      * checkpoint, the last marker applied, or the active's commit. ninput 0: unknown. */
@@ -288,6 +294,7 @@ void bk_db_close(bk_db_t *db)
     }
     for (int i = 0; i < db->nstores; i++) {
         bk_store_t *st = &db->stores[i];
+        free(st->pkeys);
         if (st->pending) {
             rocksdb_writebatch_destroy(st->pending);
         }
@@ -617,6 +624,7 @@ static int write_pending(bk_store_t *st, char *errstr, size_t errstr_size)
     }
     rocksdb_writebatch_clear(st->pending);
     st->npending = 0;
+    st->pkeys_len = 0;
     return 0;
 }
 
@@ -626,6 +634,25 @@ static void drop_pending(bk_store_t *st)
         rocksdb_writebatch_clear(st->pending);
     }
     st->npending = 0;
+    st->pkeys_len = 0;
+}
+
+static void remember_key(bk_store_t *st, const void *key, size_t klen)
+{
+    uint32_t len = (uint32_t)klen;
+    if (st->pkeys_len + sizeof(len) + klen > st->pkeys_cap) {
+        st->pkeys_cap = (st->pkeys_len + sizeof(len) + klen) * 2 + 256;
+        st->pkeys = realloc(st->pkeys, st->pkeys_cap);
+    }
+    memcpy(st->pkeys + st->pkeys_len, &len, sizeof(len));
+    memcpy(st->pkeys + st->pkeys_len + sizeof(len), key, klen);
+    st->pkeys_len += sizeof(len) + klen;
+}
+
+int bk_store_is_marker(const void *key, size_t klen)
+{
+    return !key || (klen == sizeof(BK_STORE_MARKER_KEY) - 1 &&
+                    memcmp(key, BK_STORE_MARKER_KEY, klen) == 0);
 }
 
 int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const void *value,
@@ -636,7 +663,7 @@ int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const v
     int64_t offs[BK_STORE_MAX_INPUTS];
     int n = 0, kind;
 
-    if (!key && value && (kind = parse_marker(value, vlen, offs, &n)) >= 0) {
+    if (bk_store_is_marker(key, klen) && value && (kind = parse_marker(value, vlen, offs, &n)) >= 0) {
         /* what came before a marker is settled: legacy direct writes go first */
         if (bk_store_restore_flush(st, errstr, errstr_size) != 0) {
             return -1;
@@ -662,6 +689,7 @@ int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const v
         }
         batch_write(st->pending, st, pk, plen, value, vlen);
         st->npending++;
+        remember_key(st, key, klen);
         return 0;
     }
     /* a changelog written before markers existed: every record counts */
@@ -696,7 +724,10 @@ int bk_store_restore_resolve(bk_store_t *st, const int64_t *committed, int n, ch
         }
     }
     if (!ahead) {
+        size_t keys = st->pkeys_len;
         drop_pending(st);
+        st->pkeys_len = keys; /* kept for bk_store_repair */
+        st->repair = 1;
         return 0;
     }
     if (write_pending(st, errstr, errstr_size) != 0) {
@@ -730,7 +761,43 @@ int bk_store_write_marker(bk_store_t *st, int commit, const int64_t *offsets, in
     for (int i = 0; i < n; i++) {
         len += snprintf(buf + len, sizeof(buf) - (size_t)len, " %lld", (long long)offsets[i]);
     }
-    return log_write(st, NULL, 0, buf, (size_t)len, 0); /* no key: a marker */
+    return log_write(st, BK_STORE_MARKER_KEY, sizeof(BK_STORE_MARKER_KEY) - 1, buf, (size_t)len,
+                     0);
+}
+
+int bk_store_repair(bk_store_t *st, int64_t *written)
+{
+    size_t off = 0;
+    *written = 0;
+    if (!st->repair) {
+        return BK_FFI_OK;
+    }
+    while (off < st->pkeys_len) {
+        uint32_t klen;
+        const char *key, *pk;
+        char *v, *err = NULL;
+        size_t plen, vlen = 0;
+        int rc;
+        memcpy(&klen, st->pkeys + off, sizeof(klen));
+        key = st->pkeys + off + sizeof(klen);
+        off += sizeof(klen) + klen;
+        pk = prefixed(st, key, klen, &plen);
+        v = rocksdb_get_cf(st->db->rdb, st->db->ropts, st->cf, pk, plen, &vlen, &err);
+        if (err) {
+            snprintf(st->err, sizeof(st->err), "store %s: get failed: %s", st->name, err);
+            free(err);
+            return BK_FFI_ERR;
+        }
+        rc = log_write(st, key, klen, v, v ? vlen : 0, 0);
+        free(v);
+        if (rc != BK_FFI_OK) {
+            return rc;
+        }
+        (*written)++;
+    }
+    st->pkeys_len = 0;
+    st->repair = 0;
+    return BK_FFI_OK;
 }
 
 int bk_store_restore_flush(bk_store_t *st, char *errstr, size_t errstr_size)
@@ -812,8 +879,13 @@ static int log_write(bk_store_t *st, const char *key, size_t klen, const char *v
     }
 }
 
-static int check_writable(bk_store_t *st)
+static int check_writable(bk_store_t *st, const char *key, size_t klen)
 {
+    if (klen == sizeof(BK_STORE_MARKER_KEY) - 1 && bk_store_is_marker(key, klen)) {
+        snprintf(st->err, sizeof(st->err), "store %s: the key \\xffbeck-marker is reserved for "
+                 "the changelog's commit markers", st->name);
+        return BK_FFI_ERR;
+    }
     if (st->open_iters > 0) {
         snprintf(st->err, sizeof(st->err),
                  "store %s: cannot write while an iterator over it is open (read it to the end "
@@ -829,7 +901,7 @@ int bk_ffi_store_put(bk_store_t *st, const char *key, size_t klen, const char *v
 {
     size_t plen;
     const char *pk;
-    if (check_writable(st) != 0) {
+    if (check_writable(st, key, klen) != 0) {
         return BK_FFI_ERR;
     }
     pk = prefixed(st, key, klen, &plen);
@@ -841,7 +913,7 @@ int bk_ffi_store_delete(bk_store_t *st, const char *key, size_t klen, int64_t ti
 {
     size_t plen;
     const char *pk;
-    if (check_writable(st) != 0) {
+    if (check_writable(st, key, klen) != 0) {
         return BK_FFI_ERR;
     }
     pk = prefixed(st, key, klen, &plen);

@@ -82,8 +82,9 @@ void bk_store_acked(bk_store_t *st, int64_t offset);
 
 /* Restore and standbys: applies one changelog record at `offset` (value NULL: delete).
  *
- * Markers. After each commit of its input offsets an active writes a commit marker (no
- * key, value "beck-commit 1 <n> <input offsets>") to each changelog of the task, and when
+ * Markers. After each commit of its input offsets an active writes a commit marker (key
+ * BK_STORE_MARKER_KEY, value "beck-commit 1 <n> <input offsets>") to each changelog of the
+ * task, and when
  * it takes a task over, one marker that settles what the previous owner left after its
  * last one: commit (that input was committed after all) or abort ("beck-abort 1 ...").
  * A reader holds the records after the last marker as pending, writes them when a commit
@@ -96,6 +97,16 @@ int bk_store_restore_flush(bk_store_t *st, char *errstr, size_t errstr_size);
 
 #define BK_STORE_MAX_INPUTS 16 /* input partitions a task's markers can name */
 
+/* The key of every marker. A compacted topic refuses records without a key, and the log
+ * cleaner keeps the newest record of each key: so all markers of a changelog partition
+ * share one key, and the newest marker, the one a reader needs, survives. 0xff is never
+ * in UTF-8 text; a store refuses to write this key. Markers without a key (written
+ * before) are still read. */
+#define BK_STORE_MARKER_KEY "\xff" "beck-marker"
+
+/* Whether a changelog record's key is a marker's (NULL: the old, keyless markers). */
+int bk_store_is_marker(const void *key, size_t klen);
+
 /* Records read after the last marker, not applied yet. */
 int64_t bk_store_restore_pending(const bk_store_t *st);
 /* At the end of a takeover's restore: the pending records are the previous owner's writes
@@ -104,6 +115,12 @@ int64_t bk_store_restore_pending(const bk_store_t *st);
  * returned; else they are dropped (0). -1 on a write error. */
 int bk_store_restore_resolve(bk_store_t *st, const int64_t *committed, int n, char *errstr,
                              size_t errstr_size);
+/* After bk_store_restore_resolve dropped records: writes each of their keys to the
+ * changelog again with its value in the store (a tombstone when it has none), so that the
+ * newest record of every key in the changelog is committed state again. The caller
+ * follows them with a commit marker. Their count into *written; BK_FFI_OK or BK_FFI_ERR
+ * with the message in the store's error. */
+int bk_store_repair(bk_store_t *st, int64_t *written);
 /* The input offsets the store's state corresponds to, for the next checkpoint. */
 void bk_store_set_input(bk_store_t *st, const int64_t *offsets, int n);
 /* Copies the input offsets the store's state corresponds to into offsets (room for

@@ -472,6 +472,21 @@ static int settle(bk_thread_t *thr)
                 snprintf(thr->err, sizeof(thr->err), "%s", bk_ffi_store_error(st));
                 return -1;
             }
+            if (pending > 0 && !kept) {
+                /* the dropped records' keys again, with their committed values, then a
+                 * commit marker for them: in a compacted changelog a dropped record must
+                 * not stay the newest of its key (docs/state.md, Markers) */
+                int64_t repaired;
+                if (bk_store_repair(st, &repaired) != 0 ||
+                    bk_store_write_marker(st, 1, offs, n) != 0) {
+                    snprintf(thr->err, sizeof(thr->err), "%s", bk_ffi_store_error(st));
+                    return -1;
+                }
+                bk_log_info("task %d_%d store %s: %lld key(s) written again with their "
+                            "committed values",
+                            thr->tasks[t].sub, thr->tasks[t].partition, bk_store_name(st),
+                            (long long)repaired);
+            }
         }
     }
     return 0;

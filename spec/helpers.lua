@@ -17,7 +17,16 @@
 --             proc.pid, :wait, :stop, :kill, :alive, :log, :stdout, :wait_log
 --             broker.bootstrap, .control_port, :control, :create_topic,
 --             :broker_down, :broker_up; node:dev_broker, :wait_running
--- Kafka:      produce, consume, count, committed, metadata, control
+-- Backends:   backend, real_kafka, kafka (a real Apache Kafka cluster)
+-- Kafka:      produce, consume, count, committed, metadata, offsets, configs,
+--             control
+--
+-- Backends: BECK_SPEC_BACKEND=kafka makes start_broker start a real Apache
+-- Kafka (KRaft, scripts/kafka) instead of the dev broker, with the same
+-- interface: bootstrap, create_topic, broker_down/broker_up (SIGKILL and
+-- restart of a broker process); only :control, the dev broker's own channel,
+-- has no equivalent. Default: the dev broker. A spec that needs the dev
+-- broker says so in its header and asks helpers.backend().
 -- Waiting:    eventually, with_timeout, sleep, now, trace
 -- Files:      tmpdir, workdir, read_file, write_file
 --
@@ -513,10 +522,143 @@ end
 function Broker:broker_down(id) return ok_or_err(self:control("DOWN " .. id)) end
 function Broker:broker_up(id) return ok_or_err(self:control("UP " .. id)) end
 
+-- -- Backends: the dev broker or a real Apache Kafka --------------------------
+
+-- "dev" (librdkafka's mock cluster in `beck broker`) or "kafka" (a real Apache
+-- Kafka started by scripts/kafka), from BECK_SPEC_BACKEND.
+function helpers.backend()
+  local b = os.getenv("BECK_SPEC_BACKEND") or "dev"
+  assert(b == "dev" or b == "kafka", "BECK_SPEC_BACKEND is dev or kafka, not " .. b)
+  return b
+end
+
+function helpers.real_kafka() return helpers.backend() == "kafka" end
+
+local function racks_arg(racks)
+  return type(racks) == "table" and table.concat(racks, ",") or racks
+end
+
+local Kafka = {}
+Kafka.__index = Kafka
+
+-- The broker processes are spawned here (not by `scripts/kafka start`, which
+-- puts them in the background) so that cleanup() kills them by PID and they
+-- die with the spec runner.
+local function kafka_spawn(cluster, id)
+  local p = helpers.spawn({ "scripts/kafka", "exec", id, "--dir", cluster.dir },
+                          { name = "kafka-" .. id })
+  cluster.procs[id] = p
+  return p
+end
+
+-- Waits until the metadata lists `n` brokers.
+local function kafka_wait(cluster, n, timeout)
+  local st, _, err = helpers.run({ "scripts/kafka", "wait", n, "--dir", cluster.dir },
+                                 { name = "kafka-wait", timeout = timeout or 90,
+                                   env = { BECK_KAFKA_START_TIMEOUT = timeout or 60 } })
+  if st ~= 0 then
+    local logs = {}
+    for id, p in pairs(cluster.procs) do
+      logs[#logs + 1] = string.format("broker %d (%s):\n%s", id,
+                                      p:alive() and "running" or ("exited " .. tostring(p.status)),
+                                      tail(read_file(cluster.dir .. "/broker-" .. id ..
+                                                     "/server.log") or p:log(), 1500))
+    end
+    error("Kafka did not come up: " .. tail(err, 800) .. "\n" .. table.concat(logs, "\n"), 0)
+  end
+end
+
+-- kafka { brokers = N, racks = "a,b,c", topics = { "name:parts", ... },
+--         set = { "key=value", ... } } -> a real Apache Kafka cluster on loopback,
+-- up and answering metadata. cluster.bootstrap, :create_topic, :broker_down(id),
+-- :broker_up(id), :stop(); its processes end in cleanup().
+function helpers.kafka(opts)
+  opts = opts or {}
+  local n = opts.brokers or 1
+  local dir = helpers.tmpdir()
+  local argv = { "scripts/kafka", "format", "--dir", dir, "--brokers", n }
+  if opts.racks then
+    argv[#argv + 1] = "--racks"
+    argv[#argv + 1] = racks_arg(opts.racks)
+  end
+  for _, kv in ipairs(opts.set or {}) do
+    argv[#argv + 1] = "--set"
+    argv[#argv + 1] = kv
+  end
+  local st, out, err = helpers.run(argv, { name = "kafka-format", timeout = 60 })
+  if st ~= 0 then error("scripts/kafka format failed: " .. tail(err), 2) end
+  local cluster = setmetatable({ dir = dir, brokers = n, procs = {}, kind = "kafka",
+                                 bootstrap = out:match("^([^\n]+)") }, Kafka)
+  for id = 1, n do kafka_spawn(cluster, id) end
+  kafka_wait(cluster, n, opts.timeout)
+  for _, t in ipairs(opts.topics or {}) do
+    local name, parts = t:match("^(.+):(%d+)$")
+    assert(cluster:create_topic(name, tonumber(parts)))
+  end
+  helpers.trace("kafka up: %s", cluster.bootstrap)
+  return cluster
+end
+
+-- create_topic(name, partitions [, configs = { ["cleanup.policy"] = "compact" }
+-- [, replication_factor]]) -> true, or nil and the error.
+function Kafka:create_topic(name, partitions, configs, rf)
+  local args = { "create", self.bootstrap, name, partitions, rf or math.min(self.brokers, 3) }
+  for k, v in pairs(configs or {}) do args[#args + 1] = k .. "=" .. tostring(v) end
+  local out, err = helpers.kafka_client(args, {})
+  if not out then return nil, err end
+  return true
+end
+
+-- A crash of broker `id` (SIGKILL), and its restart with the same data and ports.
+function Kafka:broker_down(id)
+  local p = self.procs[id]
+  if not p then return nil, "no broker " .. tostring(id) end
+  p:kill()
+  return true
+end
+
+function Kafka:broker_up(id)
+  if self.procs[id] and self.procs[id]:alive() then return nil, "broker " .. id .. " runs" end
+  kafka_spawn(self, id)
+  local up = 0
+  for _, p in pairs(self.procs) do if p:alive() then up = up + 1 end end
+  kafka_wait(self, up)
+  return true
+end
+
+function Kafka:control()
+  error("the dev broker's control channel: this spec needs BECK_SPEC_BACKEND=dev", 2)
+end
+
+function Kafka:alive()
+  for _, p in pairs(self.procs) do if p:alive() then return true end end
+  return false
+end
+
+function Kafka:kill()
+  for _, p in pairs(self.procs) do p:kill() end
+  return 137
+end
+
+function Kafka:stop()
+  local status = 0
+  for id = self.brokers, 1, -1 do
+    local p = self.procs[id]
+    if p and p:alive() then status = p:stop(SIG.TERM, 30) end
+  end
+  return status
+end
+
+function Kafka:log()
+  return read_file(self.dir .. "/broker-1/server.log") or ""
+end
+
 -- start_broker { brokers = N, racks = "a,b" | {"a","b"}, topics = {"name:parts", ...} }
--- Starts `beck broker` and waits for its bootstrap address and control port.
+-- Starts `beck broker` and waits for its bootstrap address and control port;
+-- with BECK_SPEC_BACKEND=kafka, a real Kafka cluster of that shape instead.
 function helpers.start_broker(opts)
   opts = opts or {}
+  if helpers.real_kafka() then return helpers.kafka(opts) end
   local argv = { helpers.beck_bin(), "broker" }
   if opts.brokers then
     argv[#argv + 1] = "--brokers"
@@ -524,7 +666,7 @@ function helpers.start_broker(opts)
   end
   if opts.racks then
     argv[#argv + 1] = "--racks"
-    argv[#argv + 1] = type(opts.racks) == "table" and table.concat(opts.racks, ",") or opts.racks
+    argv[#argv + 1] = racks_arg(opts.racks)
   end
   for _, t in ipairs(opts.topics or {}) do
     argv[#argv + 1] = "--topic"
@@ -601,6 +743,7 @@ local function client_path()
 end
 
 local function client(args, opts)
+  opts = opts or {}
   local argv = { PY, client_path() }
   for _, a in ipairs(args) do argv[#argv + 1] = a end
   local st, out, err = helpers.run(argv, { name = "kafka_client-" .. args[1], stdin = opts.stdin,
@@ -747,6 +890,28 @@ function helpers.committed(bootstrap, topic, group, opts)
   return offsets
 end
 
+-- kafka_client(args, opts) -> stdout, or nil and the error: any command of
+-- spec/fixtures/kafka_client.py.
+helpers.kafka_client = client
+
+-- offsets(bootstrap, topic) -> table partition -> { start, end } (log start
+-- offset and high watermark).
+function helpers.offsets(bootstrap, topic, opts)
+  opts = opts or {}
+  local out, err = client({ "offsets", bootstrap, topic, "--timeout", opts.timeout or 10 }, opts)
+  if not out then error(err, 2) end
+  local res, t = cjson.decode(out), {}
+  for p, se in pairs(res) do t[tonumber(p)] = { se[1], se[2] } end
+  return t
+end
+
+-- configs(bootstrap, topic) -> table name -> value of a topic's configs (real Kafka).
+function helpers.configs(bootstrap, topic)
+  local out, err = client({ "configs", bootstrap, topic }, {})
+  if not out then error(err, 2) end
+  return cjson.decode(out)
+end
+
 -- -- Small things many specs need ---------------------------------------------
 
 -- line_of(path, text) -> the number of the first line of `path` holding
@@ -758,6 +923,15 @@ function helpers.line_of(path, text)
     if line:find(text, 1, true) then return n end
   end
   error("no " .. text .. " in " .. path, 2)
+end
+
+-- The key of the commit markers in changelogs (runtime/store.h BK_STORE_MARKER_KEY);
+-- markers written before had none.
+helpers.MARKER_KEY = "\255beck-marker"
+
+-- is_marker(record) -> whether a changelog record read by consume() is a marker.
+function helpers.is_marker(r)
+  return r.key == nil or r.key == helpers.MARKER_KEY
 end
 
 -- kvs(records) -> { { key, value }, ... } of output records, in order.

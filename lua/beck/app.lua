@@ -123,7 +123,9 @@ end
 -- connected to the processors that use it (ctx:store(name)). opts:
 -- changelog = false opts out of the changelog topic <id>-<name>-changelog;
 -- kind = "window" for keys laid out as beck.dsl's window stores lay them
--- (runtime/store.h: the key group is the embedded record key's).
+-- (runtime/store.h: the key group is the embedded record key's); retention =
+-- ms that a window store keeps its windows: its changelog is then created
+-- compact,delete with that retention plus a day (docs/kafka.md).
 function App:store(name, opts, ...)
   local procs = { ... }
   if type(opts) == "string" then
@@ -146,8 +148,15 @@ function App:store(name, opts, ...)
   if opts.kind ~= nil and opts.kind ~= "kv" and opts.kind ~= "window" then
     error(string.format("store '%s': kind must be \"kv\" or \"window\"", name), 2)
   end
+  if opts.retention ~= nil and (type(opts.retention) ~= "number" or opts.retention <= 0 or
+                                opts.retention ~= math.floor(opts.retention)) then
+    error(string.format("store '%s': retention must be a positive number of ms", name), 2)
+  end
+  if opts.retention ~= nil and opts.kind ~= "window" then
+    error(string.format("store '%s': retention is for window stores (kind = \"window\")", name), 2)
+  end
   local st = { name = name, logged = opts.changelog ~= false, window = opts.kind == "window",
-               processors = procs, where = where(2) }
+               retention = opts.retention, processors = procs, where = where(2) }
   for _, pname in ipairs(procs) do
     local node = self.nodes[pname]
     if not node or node.kind ~= "processor" then
@@ -292,6 +301,7 @@ function App:describe()
       sub = psub
     end
     stores[i] = { name = st.name, logged = st.logged, window = st.window, sub = sub.index,
+                  retention = st.retention,
                   changelog = self.config.id .. "-" .. st.name .. "-changelog" }
     store_index[st.name] = i
   end

@@ -125,7 +125,7 @@ describe("state", function()
       local p = r.partition
       per_partition[p] = per_partition[p] or {}
       pending[p] = pending[p] or {}
-      if r.key == nil then
+      if helpers.is_marker(r) then
         markers = markers + 1
         if tostring(r.value):match("^beck%-commit ") then
           for k, v in pairs(pending[p]) do per_partition[p][k] = v end

@@ -179,7 +179,8 @@ function Builder:store(name, opts, proc, op, where)
   if prev then
     M.fail("%s: store '%s' is already declared at %s", op, name, prev.where)
   end
-  local st = { name = name, opts = { changelog = opts and opts.changelog, kind = opts and opts.kind },
+  local st = { name = name, opts = { changelog = opts and opts.changelog, kind = opts and opts.kind,
+                                     retention = opts and opts.retention },
                procs = { proc },
                where = where, op = op }
   self.stores[#self.stores + 1] = st
