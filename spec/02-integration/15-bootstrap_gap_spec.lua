@@ -4,7 +4,10 @@
 -- active's snapshot instead; without, it says how many updates are lost to the replica.
 --
 -- Real processes: a dev broker (it keeps about 5 MiB per partition and drops the oldest
--- batches silently: the changelog's start offset moves), an OpenSSH sshd on 127.0.0.1, and
+-- batches silently: the changelog's start offset moves) or a real Apache Kafka (the
+-- changelog is made compact,delete with a retention of 4 s and a segment a second before
+-- beck starts: the broker deletes its head, as a bounded changelog's would be), an OpenSSH
+-- sshd on 127.0.0.1, and
 -- two `beck run --cluster 1` nodes of wordcount, na (rack a) and nb (rack b), one standby
 -- per task, one task (text-lines has one partition), --bootstrap-min-records 0 so that only
 -- a gap makes a replica bootstrap, and no write-back cache so that every word is one
@@ -99,6 +102,10 @@ local function make_gap(with_key)
   local sshd = sshd_fixture.start()
   local broker = helpers.start_broker { topics = { "text-lines:1" } }
   local bs = broker.bootstrap
+  if helpers.real_kafka() then
+    assert(broker:create_topic(CHANGELOG, 1, { ["cleanup.policy"] = "compact,delete",
+                                               ["retention.ms"] = 4000, ["segment.ms"] = 1000 }))
+  end
   local exact = {}
   local states = { na = helpers.tmpdir(), nb = helpers.tmpdir() }
   local na = node(bs, "na", "a", states.na, sshd, true)
@@ -128,6 +135,8 @@ local function make_gap(with_key)
     push(lines_of(common, COMMON, 0, 5 * COMMON - 1, exact))
     chunks = chunks + 1
     lo, hw = offsets(bs, CHANGELOG)
+    -- Kafka deletes by age: the head goes once it is 4 s old and its segment has rolled
+    if lo < early_end and helpers.real_kafka() then helpers.sleep(1) end
   until lo >= early_end or chunks >= 10
   assert.is_true(lo >= early_end, "the changelog still starts at " .. lo)
   print(string.format("\n  changelog [%d, %d) after %d chunk(s) of %d words; nb's replica "
