@@ -16,8 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -40,11 +42,28 @@
  * broker is DOWN, and shorter than devctl's 5 s timeout so that the ERR reply
  * still reaches the client. */
 #define BK_BROKER_METADATA_MS 3000
+/* How long a call into the mock may go unanswered before the kicker wakes the
+ * mock thread (see "Mock calls"): an idle mock answers in ~20-50 us, so a
+ * lost wake-up costs about this (plus timer slack) instead of 1 s. Each
+ * further kick for the same call waits twice as long, up to the cap, so that
+ * a mock thread that is only busy is not flooded with connections. */
+#define BK_BROKER_KICK_US 50
+#define BK_BROKER_KICK_MAX_US 100000
 
 struct bk_broker_s {
-    rd_kafka_t *host; /* owns the mock cluster; never connects anywhere */
+    rd_kafka_t *host; /* owns the mock cluster (see bk_broker_host_new) */
     rd_kafka_mock_cluster_t *mcluster;
     int brokers;
+    int ports[BK_BROKER_MAX_BROKERS]; /* the brokers' ports on 127.0.0.1, by id - 1 */
+
+    /* Calls into the mock in progress, watched by the kicker thread. */
+    pthread_mutex_t call_lock;
+    pthread_cond_t call_cond; /* CLOCK_MONOTONIC; signalled when a call begins or at stop */
+    int calls;                /* calls in progress */
+    unsigned call_seq;        /* bumped when a call begins or ends: progress */
+    int kick_stop;
+    pthread_t kick_thread;
+    int kick_started;
 
     /* A client of the cluster, made on first need, to read a topic's partition
      * count: the mock's own API cannot, and topics may also have been
@@ -78,13 +97,14 @@ static void bk_broker_log(const char *fmt, ...)
     fputs(line, stderr);
 }
 
-/* librdkafka reports broker disconnects and the like at info/notice level, which
- * in a dev broker is expected noise; keep warnings and errors (syslog levels).
+/* The mock cluster's own warnings and errors (syslog levels), which come
+ * through its host handle. Not the host's as a client of the cluster (see
+ * bk_broker_host_new): a broker taken DOWN on purpose is no news.
  * @locality librdkafka internal threads */
 static void bk_broker_rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
-    if (level <= 4) {
+    if (level <= 4 && !strcmp(fac, "MOCK")) {
         bk_broker_log("librdkafka %s: %s", fac, buf);
     }
 }
@@ -156,18 +176,194 @@ static int bk_broker_racks_valid(const char *csv, char *errstr, size_t errstr_si
     }
 }
 
+/* -- Mock calls ---------------------------------------------------------------------------- */
+
+/* Every rd_kafka_mock_*() call queues a command for the mock thread and waits
+ * for its reply. In librdkafka 2.0.2 the mock thread can lose the wake-up of
+ * a command queued just after it answered the previous one (it drains its
+ * wake-up pipe after serving its queue), and then only notices the command at
+ * its next idle poll, up to 1 s later; on an idle machine most calls do.
+ * Creating a 64-partition topic took 65 calls, so `beck broker` with five
+ * such topics took 2..50 s to start. The mock thread also serves its queue
+ * whenever one of its sockets is readable, so the kicker thread below opens
+ * (and at once resets) a TCP connection to a broker's port whenever a call
+ * has gone BK_BROKER_KICK_US without progress.
+ * Every call into the mock must be bracketed by bk_broker_call_begin/_end. */
+
+/* @locality any thread */
+static void bk_broker_call_begin(bk_broker_t *broker)
+{
+    pthread_mutex_lock(&broker->call_lock);
+    if (broker->calls++ == 0) {
+        pthread_cond_signal(&broker->call_cond); /* the kicker may be idle */
+    }
+    broker->call_seq++;
+    pthread_mutex_unlock(&broker->call_lock);
+}
+
+/* @locality any thread */
+static void bk_broker_call_end(bk_broker_t *broker)
+{
+    pthread_mutex_lock(&broker->call_lock);
+    assert(broker->calls > 0);
+    broker->calls--;
+    broker->call_seq++;
+    pthread_mutex_unlock(&broker->call_lock);
+}
+
+/* Wakes the mock thread with a connection to the first broker that takes one.
+ * When every broker is DOWN nothing can wake it, and a lost wake-up costs its
+ * 1 s again. @locality kicker thread */
+static void bk_broker_kick(const bk_broker_t *broker)
+{
+    /* Reset rather than closed: a start with thousands of partitions kicks
+     * thousands of times, and a FIN would leave each in TIME_WAIT for a
+     * minute. Linux keeps a reset connection in the accept queue, so the
+     * mock's blocking accept() still finds it (its read then fails, which
+     * the mock logs at debug level only). */
+    static const struct linger reset = {.l_onoff = 1, .l_linger = 0};
+
+    for (int i = 0; i < broker->brokers; i++) {
+        struct sockaddr_in sin = {.sin_family = AF_INET,
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                                  .sin_port = htons((uint16_t)broker->ports[i])};
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        int r;
+
+        if (fd < 0) {
+            return;
+        }
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+        /* On loopback the handshake is done by the time connect() returns,
+         * even when it says EINPROGRESS; a DOWN broker refuses at once. */
+        r = connect(fd, (struct sockaddr *)&sin, sizeof(sin));
+        r = r == 0 || errno == EINPROGRESS;
+        close(fd);
+        if (r) {
+            return;
+        }
+    }
+}
+
+/* @locality kicker thread */
+static void *bk_broker_kick_main(void *arg)
+{
+    bk_broker_t *broker = arg;
+    long delay_us = BK_BROKER_KICK_US;
+    unsigned seq;
+
+    /* The default slack of 50 us would double every wait. */
+    prctl(PR_SET_TIMERSLACK, 1UL);
+    pthread_mutex_lock(&broker->call_lock);
+    seq = broker->call_seq;
+    while (!broker->kick_stop) {
+        struct timespec until;
+
+        if (broker->calls == 0) {
+            pthread_cond_wait(&broker->call_cond, &broker->call_lock);
+            continue;
+        }
+        if (broker->call_seq != seq) { /* progress: a new call to watch */
+            seq = broker->call_seq;
+            delay_us = BK_BROKER_KICK_US;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += delay_us * 1000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        while (!broker->kick_stop && broker->call_seq == seq &&
+               pthread_cond_timedwait(&broker->call_cond, &broker->call_lock, &until) == 0) {
+        }
+        if (!broker->kick_stop && broker->calls > 0 && broker->call_seq == seq) {
+            pthread_mutex_unlock(&broker->call_lock);
+            bk_broker_kick(broker);
+            pthread_mutex_lock(&broker->call_lock);
+            delay_us = delay_us * 2 < BK_BROKER_KICK_MAX_US ? delay_us * 2 : BK_BROKER_KICK_MAX_US;
+        }
+    }
+    pthread_mutex_unlock(&broker->call_lock);
+    return NULL;
+}
+
+/* Reads the brokers' ports from the bootstrap list ("127.0.0.1:p1,...", in id
+ * order) and starts the kicker. */
+static int bk_broker_kick_start(bk_broker_t *broker, char *errstr, size_t errstr_size)
+{
+    const char *p = bk_broker_bootstrap(broker);
+    int err;
+
+    for (int i = 0; i < broker->brokers; i++) {
+        const char *colon = strchr(p, ':');
+        assert(colon);
+        broker->ports[i] = atoi(colon + 1);
+        p = strchr(colon, ',');
+        assert(p || i == broker->brokers - 1);
+        p = p ? p + 1 : colon;
+    }
+    err = pthread_create(&broker->kick_thread, NULL, bk_broker_kick_main, broker);
+    if (err) {
+        snprintf(errstr, errstr_size, "cannot start kicker thread: %s", strerror(err));
+        return -1;
+    }
+    broker->kick_started = 1;
+    return 0;
+}
+
+static void bk_broker_kick_stop(bk_broker_t *broker)
+{
+    pthread_mutex_lock(&broker->call_lock);
+    broker->kick_stop = 1;
+    pthread_cond_signal(&broker->call_cond);
+    pthread_mutex_unlock(&broker->call_lock);
+    pthread_join(broker->kick_thread, NULL);
+    broker->kick_started = 0;
+}
+
 /* -- Cluster ------------------------------------------------------------------------------- */
 
-/* A producer handle: the mock cluster's host when bootstrap is NULL, else a
- * silent client of the cluster. */
+/* The handle that owns the mock cluster: librdkafka creates the cluster with
+ * the handle (test.mock.num.brokers) and destroys it inside rd_kafka_destroy()
+ * once the handle is terminating. Not rd_kafka_mock_cluster_new() and _destroy():
+ * that destroy hands its internal broker thread a TERMINATE that the thread
+ * can serve before its last reference is gone, and then, the handle not being
+ * terminating, it sleeps a full second before it looks again (one stop in
+ * four took 1 s). The handle is also a client of its cluster (librdkafka
+ * points its bootstrap.servers there), which we never use: no periodic
+ * metadata refresh, and only the mock's own messages are logged. */
+static rd_kafka_t *bk_broker_host_new(int brokers, char *errstr, size_t errstr_size)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char count[16];
+    rd_kafka_t *rk;
+
+    snprintf(count, sizeof(count), "%d", brokers);
+    rd_kafka_conf_set_log_cb(conf, bk_broker_rdkafka_log);
+    if (rd_kafka_conf_set(conf, "test.mock.num.brokers", count, errstr, errstr_size) !=
+            RD_KAFKA_CONF_OK ||
+        rd_kafka_conf_set(conf, "topic.metadata.refresh.interval.ms", "-1", errstr,
+                          errstr_size) != RD_KAFKA_CONF_OK) {
+        goto fail;
+    }
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, errstr_size);
+    if (!rk) {
+        goto fail;
+    }
+    return rk;
+
+fail:
+    rd_kafka_conf_destroy(conf); /* rd_kafka_new() takes conf only on success */
+    return NULL;
+}
+
+/* A silent client of the cluster, for metadata. */
 static rd_kafka_t *bk_broker_client_new(const char *bootstrap, char *errstr, size_t errstr_size)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_t *rk;
 
-    rd_kafka_conf_set_log_cb(conf, bootstrap ? bk_broker_rdkafka_log_none : bk_broker_rdkafka_log);
-    if (bootstrap && rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, errstr, errstr_size) !=
-                         RD_KAFKA_CONF_OK) {
+    rd_kafka_conf_set_log_cb(conf, bk_broker_rdkafka_log_none);
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, errstr, errstr_size) !=
+        RD_KAFKA_CONF_OK) {
         goto fail;
     }
     rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, errstr_size);
@@ -229,8 +425,23 @@ int bk_broker_control_port(const bk_broker_t *broker)
     return broker->port;
 }
 
-int bk_broker_create_topic(bk_broker_t *broker, const char *topic, int partitions, char *errstr,
-                           size_t errstr_size)
+/* A SIGINT or SIGTERM that is pending (blocked, as bk_broker_main keeps them),
+ * taken off: its number, or 0 when there is none. */
+static int bk_broker_signalled(const sigset_t *sigs)
+{
+    static const struct timespec no_wait = {0, 0};
+    int sig = sigtimedwait(sigs, NULL, &no_wait);
+
+    return sig > 0 ? sig : 0;
+}
+
+/* bk_broker_create_topic(), stopping between partitions when one of the
+ * blocked signals in `stop` (NULL: none) is pending: then -1 with *sig set to
+ * it, so that `beck broker` stops within a second even while it creates a
+ * topic of thousands of partitions. The topic is then left half-led, which
+ * does not matter to a broker that is about to go. */
+static int bk_broker_topic_create(bk_broker_t *broker, const char *topic, int partitions,
+                                  const sigset_t *stop, int *sig, char *errstr, size_t errstr_size)
 {
     rd_kafka_resp_err_t err;
     int existing;
@@ -248,15 +459,29 @@ int bk_broker_create_topic(bk_broker_t *broker, const char *topic, int partition
     }
 
     /* The mock caps replicas at min(3, brokers) whatever we pass. */
+    bk_broker_call_begin(broker);
     err = rd_kafka_mock_topic_create(broker->mcluster, topic, partitions,
                                      broker->brokers < 3 ? broker->brokers : 3);
+    bk_broker_call_end(broker);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         /* The mock picks leaders at random (and never past broker 3): spread
          * them round-robin so that every broker leads, as on a real cluster
-         * after a preferred-leader election, and fault tests are repeatable. */
-        for (int p = 0; p < partitions; p++) {
-            rd_kafka_mock_partition_set_leader(broker->mcluster, topic, p,
-                                               p % broker->brokers + 1);
+         * after a preferred-leader election, and fault tests are repeatable.
+         * A single broker already leads everything: spare the calls. */
+        for (int p = 0; broker->brokers > 1 && p < partitions; p++) {
+            if (stop && p % 64 == 63 && (*sig = bk_broker_signalled(stop)) != 0) {
+                snprintf(errstr, errstr_size, "interrupted by a signal");
+                return -1;
+            }
+            bk_broker_call_begin(broker);
+            err = rd_kafka_mock_partition_set_leader(broker->mcluster, topic, p,
+                                                     p % broker->brokers + 1);
+            bk_broker_call_end(broker);
+            if (err) {
+                snprintf(errstr, errstr_size, "cannot set the leader of '%s' [%d]: %s", topic, p,
+                         rd_kafka_err2str(err));
+                return -1;
+            }
         }
         return 0;
     }
@@ -278,6 +503,12 @@ int bk_broker_create_topic(bk_broker_t *broker, const char *topic, int partition
     return 0;
 }
 
+int bk_broker_create_topic(bk_broker_t *broker, const char *topic, int partitions, char *errstr,
+                           size_t errstr_size)
+{
+    return bk_broker_topic_create(broker, topic, partitions, NULL, NULL, errstr, errstr_size);
+}
+
 int bk_broker_set_down(bk_broker_t *broker, int broker_id, int down, char *errstr,
                        size_t errstr_size)
 {
@@ -287,8 +518,10 @@ int bk_broker_set_down(bk_broker_t *broker, int broker_id, int down, char *errst
         snprintf(errstr, errstr_size, "no broker %d: ids are 1..%d", broker_id, broker->brokers);
         return -1;
     }
+    bk_broker_call_begin(broker);
     err = down ? rd_kafka_mock_broker_set_down(broker->mcluster, broker_id)
                : rd_kafka_mock_broker_set_up(broker->mcluster, broker_id);
+    bk_broker_call_end(broker);
     if (err) {
         snprintf(errstr, errstr_size, "cannot set broker %d %s: %s", broker_id,
                  down ? "down" : "up", rd_kafka_err2str(err));
@@ -504,6 +737,7 @@ bk_broker_t *bk_broker_new(int brokers, const char *racks_csv, char *errstr, siz
 {
     bk_broker_t *broker;
     char ctl_topic[sizeof(BK_BROKER_CTL_PREFIX) + 8];
+    pthread_condattr_t cattr;
     int err;
 
     if (brokers < 1 || brokers > BK_BROKER_MAX_BROKERS) {
@@ -524,14 +758,19 @@ bk_broker_t *bk_broker_new(int brokers, const char *racks_csv, char *errstr, siz
     broker->listen_fd = -1;
     broker->stop_pipe[0] = broker->stop_pipe[1] = -1;
     pthread_mutex_init(&broker->meta_lock, NULL);
+    pthread_mutex_init(&broker->call_lock, NULL);
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+    pthread_cond_init(&broker->call_cond, &cattr);
+    pthread_condattr_destroy(&cattr);
 
-    broker->host = bk_broker_client_new(NULL, errstr, errstr_size);
+    broker->host = bk_broker_host_new(brokers, errstr, errstr_size);
     if (!broker->host) {
         goto fail;
     }
-    broker->mcluster = rd_kafka_mock_cluster_new(broker->host, brokers);
-    if (!broker->mcluster) {
-        snprintf(errstr, errstr_size, "cannot start the mock cluster (see log above)");
+    broker->mcluster = rd_kafka_handle_mock_cluster(broker->host);
+    assert(broker->mcluster);
+    if (bk_broker_kick_start(broker, errstr, errstr_size) != 0) {
         goto fail;
     }
 
@@ -540,8 +779,13 @@ bk_broker_t *bk_broker_new(int brokers, const char *racks_csv, char *errstr, siz
         for (int id = 1; id <= brokers; id++) {
             char rack[BK_BROKER_RACK_MAX + 1];
             size_t len = strcspn(p, ",");
+            rd_kafka_resp_err_t rerr;
+
             snprintf(rack, sizeof(rack), "%.*s", (int)len, p);
-            if (rd_kafka_mock_broker_set_rack(broker->mcluster, id, rack) != 0) {
+            bk_broker_call_begin(broker);
+            rerr = rd_kafka_mock_broker_set_rack(broker->mcluster, id, rack);
+            bk_broker_call_end(broker);
+            if (rerr) {
                 snprintf(errstr, errstr_size, "cannot set rack of broker %d", id);
                 goto fail;
             }
@@ -597,16 +841,22 @@ void bk_broker_destroy(bk_broker_t *broker)
     if (broker->listen_fd >= 0) {
         close(broker->listen_fd);
     }
-    /* Clients first, then the cluster they talk to, then its host handle. */
+    /* The client first, then the cluster it talks to, with its host handle. */
     if (broker->meta) {
         rd_kafka_destroy(broker->meta);
     }
-    if (broker->mcluster) {
-        rd_kafka_mock_cluster_destroy(broker->mcluster);
-    }
     if (broker->host) {
+        /* Destroys the cluster too, with a TERMINATE command that can lose
+         * its wake-up like any other: kicked. */
+        bk_broker_call_begin(broker);
         rd_kafka_destroy(broker->host);
+        bk_broker_call_end(broker);
     }
+    if (broker->kick_started) {
+        bk_broker_kick_stop(broker);
+    }
+    pthread_cond_destroy(&broker->call_cond);
+    pthread_mutex_destroy(&broker->call_lock);
     pthread_mutex_destroy(&broker->meta_lock);
     free(broker);
 }
@@ -691,6 +941,7 @@ int bk_broker_main(int argc, char **argv)
     bk_broker_t *broker = NULL;
     sigset_t sigs, old_sigs;
     int sig = 0;
+    int started = 0;
     int status = 2;
 
     specs = calloc((size_t)argc + 1, sizeof(*specs)); /* at most one --topic per argument */
@@ -743,6 +994,8 @@ int bk_broker_main(int argc, char **argv)
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, &old_sigs);
 
+    /* A signal during start-up is looked for between its steps, each of
+     * which is short (ms), so that a stop never waits for the whole start. */
     status = 1;
     broker = bk_broker_new(brokers, racks, errstr, sizeof(errstr));
     if (!broker) {
@@ -750,11 +1003,20 @@ int bk_broker_main(int argc, char **argv)
         goto restore;
     }
     for (int i = 0; i < nspecs; i++) {
-        if (bk_broker_create_topic(broker, specs[i].name, specs[i].partitions, errstr,
+        if ((sig = bk_broker_signalled(&sigs)) != 0) {
+            goto stop;
+        }
+        if (bk_broker_topic_create(broker, specs[i].name, specs[i].partitions, &sigs, &sig, errstr,
                                    sizeof(errstr)) != 0) {
+            if (sig) {
+                goto stop;
+            }
             bk_broker_log("--topic %s:%d: %s", specs[i].name, specs[i].partitions, errstr);
             goto restore;
         }
+    }
+    if ((sig = bk_broker_signalled(&sigs)) != 0) {
+        goto stop; /* not printing an address that is about to go */
     }
 
     /* The first line is the whole contract for scripts: `read -r bootstrap`. */
@@ -766,10 +1028,13 @@ int bk_broker_main(int argc, char **argv)
     }
     bk_broker_log("%d broker(s) at %s, control port %d", brokers, bk_broker_bootstrap(broker),
                   bk_broker_control_port(broker));
+    started = 1;
 
     while (sigwait(&sigs, &sig) != 0) {
     }
-    bk_broker_log("stopping on %s", sig == SIGINT ? "SIGINT" : "SIGTERM");
+stop:
+    bk_broker_log("stopping on %s%s", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                  started ? "" : " while starting");
     status = 0;
 
 restore:
