@@ -4,6 +4,10 @@
 -- (every update reaches the changelog); the changelog rolls a segment every 300 ms and is
 -- cleaned as soon as possible; once the cleaner has removed most records, a node with a
 -- wiped state directory restores from what is left, and every count is exact.
+-- Then what a takeover drops: a node killed before it committed anything leaves writes after
+-- its last marker; the next owner drops them and writes their keys again with their
+-- committed values (tombstones here), so that once the cleaner has removed the markers
+-- around them, a fresh replica does not take them for committed state.
 -- Real Kafka only: the dev broker never compacts (docs/dev-broker.md).
 local helpers = require "spec.helpers"
 local cjson = require "cjson"
@@ -28,14 +32,14 @@ local function make_lines(from, to, exact)
   return lines
 end
 
-local function dump(state_dir)
+local function dump(state_dir, app, store)
   local st, out, err = helpers.run({ helpers.beck_bin(), "dump", "--state-dir", state_dir,
-                                     "--app", APP, "--store", "counts" })
+                                     "--app", app or APP, "--store", store or "counts" })
   assert(st == 0, "beck dump failed: " .. tostring(err))
   local all = {}
   for line in out:gmatch("[^\n]+") do
     local r = cjson.decode(line)
-    all[r.key] = tonumber(r.value)
+    all[r.key] = tonumber(r.value) or r.value
   end
   return all
 end
@@ -114,6 +118,76 @@ describe("a compacted changelog", function()
       print(string.format("\n  compacted changelog: %d records left of %d offsets (%d markers); "
                           .. "restored %d records, %d words exact", kept, high, markers,
                           replayed, WORDS))
+    end)
+  end)
+
+  it("does not bring back what a takeover dropped once its markers are compacted away",
+     function()
+    helpers.with_timeout(180, function()
+      local FIXTURE, TAGGED = "spec/fixtures/tagged.lua", "tagged-kept-changelog"
+      local N = 3000
+      local kafka = helpers.kafka { topics = { "in:1" } }
+      local bs = kafka.bootstrap
+      assert(kafka:create_topic(TAGGED, 1, {
+        ["cleanup.policy"] = "compact", ["segment.ms"] = 300, ["delete.retention.ms"] = 1000,
+        ["min.cleanable.dirty.ratio"] = "0.01", ["min.compaction.lag.ms"] = 0,
+      }))
+      local recs = {}
+      for i = 1, N do recs[i] = { "k" .. i, "v" .. i } end
+      helpers.produce(bs, "in", recs)
+      local state = helpers.tmpdir()
+      local function run(tag, args)
+        local argv = { "-b", bs, "--state-dir", state }
+        for _, a in ipairs(args or {}) do argv[#argv + 1] = a end
+        return helpers.start_node(FIXTURE, argv, { env = { BECK_SPEC_TAG = tag } })
+      end
+
+      -- run a writes every record under a:..., commits nothing, and is killed
+      local a = run("a", { "--commit-interval-ms", "600000" })
+      helpers.eventually(function()
+        return helpers.offsets(bs, TAGGED)[0][2] > N
+      end, 60, 0.2)
+      a:kill()
+
+      -- run b drops a's writes (their input was not committed) and processes it again
+      local b = run("b", { "--commit-interval-ms", "200" })
+      b:wait_log("dropped: their input was not committed", 60)
+      b:wait_log(N .. " key%(s%) written again with their committed values", 30)
+      helpers.eventually(function()
+        return helpers.committed(bs, "in", "tagged")[0] == N
+      end, 60, 0.2)
+      helpers.sleep(0.5)
+      helpers.produce(bs, "in", { { "late", "v" } }) -- rolls the segment
+      helpers.eventually(function()
+        return helpers.committed(bs, "in", "tagged")[0] == N + 1
+      end, 60, 0.2)
+
+      -- the cleaner removed a's records and the markers around them
+      helpers.eventually(function()
+        local values, markers = 0, 0
+        for _, r in ipairs(helpers.consume(bs, TAGGED)) do
+          if helpers.is_marker(r) then
+            markers = markers + 1
+          elseif r.key:match("^a:") and r.value then
+            values = values + 1
+          end
+        end
+        return values == 0 and markers <= 3,
+               values .. " a: records with a value, " .. markers .. " markers"
+      end, 60, 1)
+      assert.equal(0, b:stop())
+
+      -- a wiped replica reads b's state only
+      os.execute("rm -rf '" .. state .. "'")
+      local c = run("c")
+      c:wait_running(60)
+      assert.equal(0, c:stop())
+      local kept, n = dump(state, "tagged", "kept"), 0
+      for k in pairs(kept) do
+        assert.matches("^b:", k)
+        n = n + 1
+      end
+      assert.equal(N + 1, n)
     end)
   end)
 end)
