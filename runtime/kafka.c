@@ -199,6 +199,54 @@ int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int p
     return admin_create(rk, topic, partitions, replication_factor, configs, errstr, errstr_size);
 }
 
+int bk_kafka_topic_configs(rd_kafka_t *rk, const char *topic, const char *const *names, int n,
+                           char (*values)[BK_KAFKA_CONFIG_MAX], int timeout_ms, char *errstr,
+                           size_t errstr_size)
+{
+    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_event_t *ev;
+    int rc = -1;
+
+    for (int i = 0; i < n; i++) {
+        values[i][0] = '\0';
+    }
+    rd_kafka_DescribeConfigs(rk, &res, 1, NULL, q);
+    ev = rd_kafka_queue_poll(q, timeout_ms);
+    if (!ev) {
+        snprintf(errstr, errstr_size, "topic %s: DescribeConfigs timed out", topic);
+    } else if (rd_kafka_event_error(ev)) {
+        snprintf(errstr, errstr_size, "topic %s: DescribeConfigs failed: %s", topic,
+                 rd_kafka_event_error_string(ev));
+    } else {
+        size_t nres, ncfg;
+        const rd_kafka_ConfigResource_t **rs =
+            rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(ev),
+                                                      &nres);
+        if (nres < 1 || rd_kafka_ConfigResource_error(rs[0])) {
+            snprintf(errstr, errstr_size, "topic %s: DescribeConfigs failed: %s", topic,
+                     nres ? rd_kafka_ConfigResource_error_string(rs[0]) : "no result");
+        } else {
+            const rd_kafka_ConfigEntry_t **cfg = rd_kafka_ConfigResource_configs(rs[0], &ncfg);
+            for (size_t c = 0; c < ncfg; c++) {
+                const char *v = rd_kafka_ConfigEntry_value(cfg[c]);
+                for (int i = 0; v && i < n; i++) {
+                    if (strcmp(rd_kafka_ConfigEntry_name(cfg[c]), names[i]) == 0) {
+                        snprintf(values[i], BK_KAFKA_CONFIG_MAX, "%s", v);
+                    }
+                }
+            }
+            rc = 0;
+        }
+    }
+    if (ev) {
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_queue_destroy(q);
+    rd_kafka_ConfigResource_destroy(res);
+    return rc;
+}
+
 /* One ListOffsets per side: offsets_for_times with the protocol's special timestamps,
  * -2 (earliest) and -1 (latest). */
 static rd_kafka_resp_err_t list_side(rd_kafka_t *rk, const char *const *topics,

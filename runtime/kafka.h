@@ -35,6 +35,15 @@ rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topic
 /* Creates a topic with `configs` (name, value, ..., NULL; or NULL). dev_port > 0: through
  * the dev broker's control channel (which has no topic configs: the mock cluster neither
  * compacts nor deletes by config); else the Admin API (an existing topic is fine). */
+#define BK_KAFKA_CONFIG_MAX 64
+
+/* A real cluster's configs of `topic` (DescribeConfigs): the value of names[i] into
+ * values[i], "" when the broker names no such config. 0, or -1 with errstr. Not for the dev
+ * broker, which has no configs. */
+int bk_kafka_topic_configs(rd_kafka_t *rk, const char *topic, const char *const *names, int n,
+                           char (*values)[BK_KAFKA_CONFIG_MAX], int timeout_ms, char *errstr,
+                           size_t errstr_size);
+
 int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int partitions,
                           int replication_factor, const char *const *configs, char *errstr,
                           size_t errstr_size);

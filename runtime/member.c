@@ -1508,6 +1508,31 @@ static const char *const control_configs[] = {
     NULL,
 };
 
+/* A control topic made by hand with other configs works until its first records are
+ * deleted, and then no member can start: say so while it is still fixable. */
+static void warn_control_configs(rd_kafka_t *rk, const char *topic)
+{
+    char values[4][BK_KAFKA_CONFIG_MAX], err[256];
+    const char *names[4];
+    for (int i = 0; i < 4; i++) {
+        names[i] = control_configs[2 * i];
+    }
+    if (bk_kafka_topic_configs(rk, topic, names, 4, values, 10000, err, sizeof(err)) != 0) {
+        bk_log_warn("cannot check the configs of control topic %s: %s", topic, err);
+        return;
+    }
+    for (int i = 0; i < 4; i++) {
+        if (values[i][0] && strcmp(values[i], control_configs[2 * i + 1]) != 0) {
+            bk_log_warn("control topic %s has %s=%s, beck wants %s: %s", topic, names[i],
+                        values[i], control_configs[2 * i + 1],
+                        i < 3 ? "once its first records are deleted no member can start "
+                                "(docs/cluster.md, Retention)"
+                              : "the membership rules read the nodes' clocks instead of the "
+                                "broker's");
+        }
+    }
+}
+
 int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
 {
     bk_member_t *m = member;
@@ -1545,6 +1570,9 @@ int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
         snprintf(errstr, errstr_size, "control topic %s has %d partitions: it must have one",
                  m->topic, count);
         return -1;
+    }
+    if (count == 1 && port <= 0) {
+        warn_control_configs(m->consumer, m->topic);
     }
     list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, m->topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;

@@ -115,6 +115,31 @@ static int read_counts(rd_kafka_t *rk, const char **names, int n, int *counts, c
     return bk_kafka_partitions(rk, names, n, counts, 10000, err, errsz);
 }
 
+/* A changelog made by someone else may delete what a replica needs: say so. A key-value
+ * store's changelog without compaction loses keys not updated within its retention; a
+ * changelog deleting by time or size loses state unless a snapshot covers it. */
+static void warn_changelog_configs(rd_kafka_t *rk, const bk_plan_store_t *st)
+{
+    const char *names[] = {"cleanup.policy", "retention.ms", "retention.bytes"};
+    char values[3][BK_KAFKA_CONFIG_MAX], err[256];
+    if (bk_kafka_topic_configs(rk, st->changelog, names, 3, values, 10000, err, sizeof(err)) !=
+        0) {
+        bk_log_warn("cannot check the configs of changelog %s: %s", st->changelog, err);
+        return;
+    }
+    if (!strstr(values[0], "compact")) {
+        bk_log_warn("changelog %s of store %s has cleanup.policy=%s: a replica restoring it "
+                    "misses every key not written within retention.ms=%s (beck creates "
+                    "changelogs compact, docs/kafka.md)",
+                    st->changelog, st->name, values[0], values[1]);
+    } else if (strstr(values[0], "delete") && !st->window) {
+        bk_log_warn("changelog %s of store %s has cleanup.policy=%s (retention.ms=%s, "
+                    "retention.bytes=%s): a replica restoring it misses every key not written "
+                    "within the retention (docs/kafka.md)",
+                    st->changelog, st->name, values[0], values[1], values[2]);
+    }
+}
+
 /* A changelog has one partition per task of its store's subtopology; an
  * existing one with fewer could not hold every task's records. */
 static int ensure_changelogs(const bk_plan_t *plan, rd_kafka_t *rk, int dev_port, int rf,
@@ -159,6 +184,9 @@ static int ensure_changelogs(const bk_plan_t *plan, rd_kafka_t *rk, int dev_port
             snprintf(err, errsz, "changelog %s of store %s has %d partitions, the store's tasks "
                      "need %d", st->changelog, st->name, have, want);
             return -1;
+        }
+        if (dev_port <= 0) {
+            warn_changelog_configs(rk, st);
         }
     }
     return 0;
