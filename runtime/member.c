@@ -1571,7 +1571,7 @@ int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
                  m->topic, count);
         return -1;
     }
-    if (count == 1 && port <= 0) {
+    if (count == 1 && !m->observe && port <= 0) { /* observers (beck status) stay quiet */
         warn_control_configs(m->consumer, m->topic);
     }
     list = rd_kafka_topic_partition_list_new(1);
