@@ -663,7 +663,8 @@ int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const v
     int64_t offs[BK_STORE_MAX_INPUTS];
     int n = 0, kind;
 
-    if (bk_store_is_marker(key, klen) && value && (kind = parse_marker(value, vlen, offs, &n)) >= 0) {
+    if (bk_store_is_marker(key, klen) && value &&
+        (kind = parse_marker(value, vlen, offs, &n)) >= 0) {
         /* what came before a marker is settled: legacy direct writes go first */
         if (bk_store_restore_flush(st, errstr, errstr_size) != 0) {
             return -1;
