@@ -315,7 +315,7 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
 {
     const bk_conf_t *conf = b->env.conf;
     const char *name = b->env.names[j->task];
-    char path[4500], dir[4400], local[4200], taskdir[4096];
+    char path[4500], dir[4400], local[4200], taskdir[4096], appdir[4096];
     char *text = NULL;
     size_t len = 0;
     bk_manifest_t m;
@@ -354,7 +354,11 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
         goto done;
     }
     bk_snapshot_remove(local); /* a leftover of an earlier try */
-    if (mkdir(local, 0755) != 0) {
+    /* a fresh replica may have no directory for the app yet (standby.c opens no DB for a
+     * task that goes to cold bootstrap) */
+    snprintf(appdir, sizeof(appdir), "%s/%s", bk_conf_str(conf, BK_CONF_STATE_DIR),
+             b->env.plan->id);
+    if (bk_store_mkdirs(appdir) != 0 || mkdir(local, 0755) != 0) {
         snprintf(j->err, sizeof(j->err), "cannot create %.900s: %s", local, strerror(errno));
         goto done;
     }

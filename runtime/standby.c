@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "kafka.h"
@@ -17,7 +18,8 @@
 
 /* One logged store of one task: a changelog partition to tail. */
 typedef struct {
-    bk_store_t *st;
+    bk_store_t *st; /* NULL while the task's DB is not open yet (open_dbs: fresh) */
+    int store;      /* index into the plan's stores */
     const char *topic;
     int32_t partition;
     int task;   /* index into the runner's tasks */
@@ -45,6 +47,7 @@ struct bk_standby_s {
     void *boot_opaque;
 
     bk_db_t **dbs;        /* [ntasks], NULL for a task without a logged store */
+    char *fresh;          /* [ntasks] 1: no state on disk yet, DB opened only if kept here */
     item_t *items;
     int nitems;
     int64_t *applied;     /* [ntasks] records applied since the start */
@@ -84,6 +87,7 @@ bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
     sb->cb = cb;
     sb->opaque = opaque;
     sb->dbs = calloc((size_t)ntasks + 1, sizeof(*sb->dbs));
+    sb->fresh = calloc((size_t)ntasks + 1, 1);
     sb->items = calloc((size_t)(ntasks * plan->nstores) + 1, sizeof(*sb->items));
     sb->applied = calloc((size_t)ntasks + 1, sizeof(int64_t));
     sb->applied_ms = calloc((size_t)ntasks + 1, sizeof(int64_t));
@@ -95,7 +99,42 @@ bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
     return sb;
 }
 
-/* Opens the DB of every task that has a logged store and lists its changelogs. */
+/* Whether task t may go to cold bootstrap and has no directory yet: a fresh replica. Its
+ * DB is opened only once assign() keeps it here: creating 32 empty DBs (their fsyncs) only
+ * to close them again cost a fresh node's cold bootstrap ~400 ms (scripts/bench/bootstrap).
+ * A pooled DB always has its directory, so it is never taken for fresh. */
+static int is_fresh(const bk_standby_t *sb, int t)
+{
+    char dir[4096];
+    struct stat st;
+    if (!sb->boot_on ||
+        (sb->boot_mode[t] != BK_STANDBY_BOOT_AUTO && sb->boot_mode[t] != BK_STANDBY_BOOT_FORCE)) {
+        return 0;
+    }
+    bk_plan_task_dir(sb->plan, sb->conf, sb->tasks[t].sub, sb->tasks[t].partition, dir,
+                     sizeof(dir));
+    return stat(dir, &st) != 0;
+}
+
+/* Opens the DB of task t and points its items at its stores. */
+static int open_db(bk_standby_t *sb, int t, bk_store_t **store_of)
+{
+    int logged;
+    sb->dbs[t] = bk_taskdb_open(sb->pool, sb->plan, sb->conf, sb->tasks[t], store_of, &logged,
+                                sb->err, sizeof(sb->err));
+    if (!sb->dbs[t]) {
+        return sb->err[0] ? -1 : 0;
+    }
+    for (int i = 0; i < sb->nitems; i++) {
+        if (sb->items[i].task == t) {
+            sb->items[i].st = store_of[sb->items[i].store];
+        }
+    }
+    return 0;
+}
+
+/* Opens the DB of every task that has a logged store (but fresh ones, see is_fresh) and
+ * lists its changelogs. */
 static int open_dbs(bk_standby_t *sb)
 {
     const bk_plan_t *plan = sb->plan;
@@ -114,17 +153,15 @@ static int open_dbs(bk_standby_t *sb)
             sb->boot_lag[t] = INT64_C(1) << 40; /* being built elsewhere: far behind */
             continue;
         }
-        sb->dbs[t] = bk_taskdb_open(sb->pool, plan, sb->conf, sb->tasks[t], store_of, &logged,
-                                    sb->err, sizeof(sb->err));
-        if (!sb->dbs[t]) {
-            rc = sb->err[0] ? -1 : 0;
-            continue;
-        }
         for (int s = 0; s < plan->nstores; s++) {
-            if (store_of[s] && plan->stores[s].logged) {
-                sb->items[sb->nitems++] = (item_t){store_of[s], plan->stores[s].changelog,
+            if (plan->stores[s].sub == sb->tasks[t].sub && plan->stores[s].logged) {
+                sb->items[sb->nitems++] = (item_t){NULL, s, plan->stores[s].changelog,
                                                    sb->tasks[t].partition, t, 0, 0, -1};
             }
+        }
+        sb->fresh[t] = (char)is_fresh(sb, t);
+        if (!sb->fresh[t]) {
+            rc = open_db(sb, t, store_of);
         }
     }
     free(store_of);
@@ -147,7 +184,7 @@ static const char *boot_reason(bk_standby_t *sb, int t, char *why, size_t size)
         if (it->task != t) {
             continue; /* (an earlier task's store may be closed already) */
         }
-        next = bk_store_changelog_next(it->st);
+        next = it->st ? bk_store_changelog_next(it->st) : -1;
         if (next >= 0 && next < it->lo) {
             snprintf(why, size, "changelog %s [%d] starts at offset %lld but the store needs "
                      "%lld", it->topic, (int)it->partition, (long long)it->lo, (long long)next);
@@ -197,7 +234,7 @@ static int assign(bk_standby_t *sb)
     for (int t = 0; !err && t < sb->ntasks; t++) {
         char why[512];
         int64_t lag = 0;
-        if (!sb->dbs[t] || !boot_reason(sb, t, why, sizeof(why))) {
+        if ((!sb->dbs[t] && !sb->fresh[t]) || !boot_reason(sb, t, why, sizeof(why))) {
             continue;
         }
         for (int i = 0; i < sb->nitems; i++) {
@@ -210,9 +247,21 @@ static int assign(bk_standby_t *sb)
                     sb->tasks[t].partition, why);
         bk_taskdb_release(NULL, sb->tasks[t], sb->dbs[t], 0);
         sb->dbs[t] = NULL;
+        sb->fresh[t] = 0;
         if (sb->boot_cb) {
             sb->boot_cb(sb->boot_opaque, sb->ids[t], why);
         }
+    }
+    /* fresh tasks kept here after all: their DBs now */
+    if (!err) {
+        bk_store_t **store_of = calloc((size_t)sb->plan->nstores + 1, sizeof(*store_of));
+        for (int t = 0; t < sb->ntasks && !err; t++) {
+            if (sb->fresh[t]) {
+                sb->fresh[t] = 0;
+                err = open_db(sb, t, store_of) != 0 ? RD_KAFKA_RESP_ERR__FAIL : 0;
+            }
+        }
+        free(store_of);
     }
     for (int i = 0; !err && i < sb->nitems; i++) {
         if (sb->dbs[sb->items[i].task]) {
@@ -524,6 +573,7 @@ void bk_standby_destroy(bk_standby_t *sb)
     free(sb->tasks);
     free(sb->ids);
     free(sb->dbs);
+    free(sb->fresh);
     free(sb->items);
     free(sb->applied);
     free(sb->applied_ms);
