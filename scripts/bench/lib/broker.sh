@@ -35,7 +35,7 @@ broker_pick() {
 }
 
 broker_start() {
-    local dir=$1 who=$2 root t
+    local dir=$1 who=$2 root t name parts
     shift 2
     root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
     BROKER_DIR=$dir
