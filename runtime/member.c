@@ -1669,12 +1669,13 @@ static int32_t slot_view(const bk_member_t *m, const int32_t *peer_map, int32_t 
  * loop copies only on a change of version. */
 static int poll_view(bk_member_t *m, bk_member_view_t *v, int force)
 {
-    int32_t self, me_slot = -1, n = 0, nalive = 0, leader, k = m->cur ? m->cur->k : 0;
+    int32_t self, me_slot = -1, n = 0, nalive = 0, leader, k;
     int32_t *order, *map;
     size_t strings = 1, used = 0, nprogress = 0;
     int rc;
 
     pthread_mutex_lock(&m->lock);
+    k = m->cur ? m->cur->k : 0; /* under the lock: the member thread replaces m->cur */
     if (v->version == m->version && !force) {
         pthread_mutex_unlock(&m->lock);
         return 0;
