@@ -93,7 +93,7 @@ describe("orders_filter on a 3-broker dev cluster", function()
 
   -- extra: more `beck run` arguments
   local function run_case(extra)
-    helpers.with_timeout(80, function()
+    helpers.with_timeout(120, function()
       local broker = cluster_with_orders()
       local bs = broker.bootstrap
       assert.equal(N, (helpers.count(bs, "orders")))
