@@ -26,14 +26,15 @@ ALL_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -pthread -MMD -MP $(SANFLAGS) \
 ALL_LDFLAGS := $(LDFLAGS) -pthread -Wl,-E $(SANFLAGS)
 LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -ldl
 
-SRCS := $(wildcard runtime/*.c)
+# runtime/ has a folder per layer (runtime/README.md); includes name the layer: "base/log.h".
+SRCS := $(wildcard runtime/*/*.c)
 OBJS := $(patsubst runtime/%.c,$(B)/%.o,$(SRCS)) $(B)/embed.o
 LUA_SRCS := $(shell find lua -name '*.lua' | sort)
 # lua/beck/init.lua -> beck, lua/beck/internal/x.lua -> beck.internal.x
 lua_mod = $(subst /,.,$(patsubst %/init,%,$(patsubst lua/%.lua,%,$(1))))
 EMBED_ARGS := $(foreach f,$(LUA_SRCS),$(call lua_mod,$(f))=$(f)) beck.internal.cdef=$(B)/cdef.lua
 
-.PHONY: all build deps test demo bench install clean format
+.PHONY: all build lib deps test demo bench install clean format
 
 all: deps
 	@$(MAKE) --no-print-directory build
@@ -48,14 +49,22 @@ build: $(B)/beck
 $(B)/beck: $(OBJS)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
 
+# The runtime without its commands, for benchmarks that drive its modules directly
+# (scripts/bench/assign, scripts/bench/settle).
+lib: $(B)/libbeck.a
+
+$(B)/libbeck.a: $(filter-out $(B)/cmd/%,$(OBJS))
+	$(AR) rcs $@ $^
+
 $(B)/%.o: runtime/%.c | $(B)
+	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(B)/embed.o: $(B)/embed.c
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-# The FFI declarations Lua uses are cut out of runtime/ffi.h, never copied by hand.
-$(B)/cdef.lua: runtime/ffi.h | $(B)
+# The FFI declarations Lua uses are cut out of runtime/base/ffi.h, never copied by hand.
+$(B)/cdef.lua: runtime/base/ffi.h | $(B)
 	@{ echo 'return [==['; sed -n '/BK_FFI_CDEF_BEGIN/,/BK_FFI_CDEF_END/p' $< | sed '1d;$$d'; echo ']==]'; } > $@
 
 $(B)/embed.c: $(B)/embed-tool $(LUA_SRCS) $(B)/cdef.lua Makefile
@@ -83,6 +92,6 @@ clean:
 	rm -rf build bin
 
 format:
-	clang-format -i runtime/*.c runtime/*.h tools/*.c
+	clang-format -i runtime/*/*.c runtime/*/*.h tools/*.c
 
 -include $(OBJS:.o=.d)

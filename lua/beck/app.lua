@@ -123,7 +123,7 @@ end
 -- connected to the processors that use it (ctx:store(name)). opts:
 -- changelog = false opts out of the changelog topic <id>-<name>-changelog;
 -- kind = "window" for keys laid out as beck.dsl's window stores lay them
--- (runtime/store.h: the key group is the embedded record key's); retention =
+-- (runtime/engine/store.h: the key group is the embedded record key's); retention =
 -- ms that a window store keeps its windows: its changelog is then created
 -- compact,delete with that retention plus a day (docs/kafka.md).
 function App:store(name, opts, ...)

@@ -1,6 +1,6 @@
 -- beck.testing: runs a topology in process, as Kafka Streams'
 -- TopologyTestDriver does: the same runtime (lua/beck/internal/runtime.lua),
--- real RocksDB stores (runtime/store.c) in a temporary directory, and an
+-- real RocksDB stores (runtime/engine/store.c) in a temporary directory, and an
 -- in-memory stand-in for Kafka: input and output topics are Lua lists, time
 -- is a clock the spec advances. No broker, no network. See docs/testing.md.
 local ffi = require "ffi"
@@ -76,7 +76,7 @@ function M.driver(topology, config)
   for _, t in ipairs(plan.topics) do
     self.partitions[t.name] = type(parts) == "table" and (parts[t.name] or 1) or parts
   end
-  -- As runtime/node.c does: an internal topic read beside external ones
+  -- As runtime/cmd/cmd_run.c does: an internal topic read beside external ones
   -- takes their width; others the widest external input's.
   if type(parts) == "table" then
     local widest = 1
@@ -421,7 +421,7 @@ function Driver:advance_wall_clock(ms)
   end
   if self.closed then error("driver: closed", 2) end
   self.clock = self.clock + ms
-  -- as runtime/thread.c: an error stops under fail, is logged otherwise
+  -- as runtime/engine/thread.c: an error stops under fail, is logged otherwise
   while true do
     local due = tonumber(self.io.next_wall_ms)
     if due < 0 or due > self.clock then break end

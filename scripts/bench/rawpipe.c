@@ -17,10 +17,10 @@
  *
  * Each subcommand prints `key value` lines on stdout for the calling script
  * and its errors on stderr. The pipe loop has the structure of
- * runtime/thread.c's run_loop (drain the consumer queue in batches, poll the
+ * runtime/engine/thread.c's run_loop (drain the consumer queue in batches, poll the
  * producer once per batch, produce each record with RD_KAFKA_MSG_F_COPY, its
  * timestamp and headers, to the partitioner's choice) and its clients have
- * runtime/kafka.c's defaults, so beck and this loop differ by what beck adds:
+ * runtime/engine/kafka.c's defaults, so beck and this loop differ by what beck adds:
  * Lua, its bookkeeping and its commits. */
 #define _POSIX_C_SOURCE 200809L
 
@@ -42,7 +42,7 @@
 
 /* The tables below read as key, value pairs. */
 /* clang-format off */
-/* Same as runtime/kafka.c (MEASURED.md): without the raised queued.* limits
+/* Same as runtime/engine/kafka.c (MEASURED.md): without the raised queued.* limits
  * librdkafka 2.0.2 stops fetching for ~1 s at a time. */
 static const char *rp_consumer_conf[] = {
     "enable.auto.commit", "false",
@@ -56,7 +56,7 @@ static const char *rp_consumer_conf[] = {
     NULL,
 };
 
-/* runtime/kafka.c's producer defaults, idempotence included. */
+/* runtime/engine/kafka.c's producer defaults, idempotence included. */
 static const char *rp_producer_conf[] = {
     "enable.idempotence", "true",
     "partitioner", "murmur2_random",
@@ -319,7 +319,7 @@ static int rp_pipe(const rp_opts_t *opts, const char *bs, const char *in, const 
     }
 
     while (done < n && !rp_stop) {
-        /* As runtime/thread.c: drain what is there, block for one when idle. */
+        /* As runtime/engine/thread.c: drain what is there, block for one when idle. */
         int got = (int)rd_kafka_consume_batch_queue(queue, 0, msgs, (size_t)opts->batch);
         if (got == 0) {
             got = (int)rd_kafka_consume_batch_queue(queue, 100, msgs, 1);

@@ -1,5 +1,5 @@
 /* settle.c - scripts/bench/settle's driver, and the one-member program of the membership spec.
- * Both run the real membership code (runtime/member.c: its own consumer and producer of the
+ * Both run the real membership code (runtime/cluster/member.c: its own consumer and producer of the
  * control topic per member) against a broker; what they simulate is only the node around
  * it: a "node" starts a task as soon as its view lists it in `running` and stops and releases
  * a task at once when the view lists it in `release` (no records, no commit).

@@ -1,5 +1,5 @@
 -- The per-record path of beck.internal.runtime must compile with LuaJIT's
--- JIT: no C API calls, no NYI. Records are fed the way runtime/thread.c
+-- JIT: no C API calls, no NYI. Records are fed the way runtime/engine/thread.c
 -- feeds them (a bk_io_t of bk_rec_t), and jit.v's report is read back.
 local ffi = require "ffi"
 local beck = require "beck"

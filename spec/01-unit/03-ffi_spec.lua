@@ -1,13 +1,13 @@
--- The FFI boundary: the declarations Lua uses are cut from runtime/ffi.h at
+-- The FFI boundary: the declarations Lua uses are cut from runtime/base/ffi.h at
 -- build time (beck.internal.cdef); every function declared there must be
 -- exported by the binary, and the record layout must be the header's.
 local ffi = require "ffi"
 require "beck.internal.runtime" -- loads the cdefs
 local cdef = require "beck.internal.cdef"
 
-describe("runtime/ffi.h", function()
+describe("runtime/base/ffi.h", function()
   it("is the source of beck.internal.cdef", function()
-    local f = assert(io.open("runtime/ffi.h"))
+    local f = assert(io.open("runtime/base/ffi.h"))
     local header = f:read("*a")
     f:close()
     local cut = header:match("/%* BK_FFI_CDEF_BEGIN %*/\n(.-)/%* BK_FFI_CDEF_END %*/")

@@ -35,7 +35,7 @@ end
 local kvs = require("spec.helpers").kvs
 
 -- Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2), written
--- here independently of runtime/hash.c, in 64-bit FFI integers kept below
+-- here independently of runtime/base/hash.c, in 64-bit FFI integers kept below
 -- 2^32. Returns the unsigned 32-bit hash.
 local U32 = 0x100000000ULL
 local function mul32(a, b) return (a * b) % U32 end
@@ -785,7 +785,7 @@ describe("beck.testing driver", function()
     end)
 
     -- docs/topology.md: outputs carry the input's headers, "none from a
-    -- punctuation" (runtime/thread.c), as in Kafka Streams; ctx:headers() in
+    -- punctuation" (runtime/engine/thread.c), as in Kafka Streams; ctx:headers() in
     -- the punctuation is {} already.
     it("forwards a punctuation's records without the headers of the record that fired it",
        function()
@@ -945,7 +945,7 @@ describe("beck.testing driver", function()
     end)
 
     -- beck run logs an error of a punctuation under skip and dlq and goes on
-    -- (runtime/thread.c, punctuate()); the next one comes an interval later.
+    -- (runtime/engine/thread.c, punctuate()); the next one comes an interval later.
     it("goes on after an error of a wall-clock punctuation under on_error = skip", function()
       local fired = {}
       local d = driver(simple_app("t-punct-skip", echo, {

@@ -1,6 +1,6 @@
 -- The DSL's per-record closures compile with LuaJIT's JIT (spec/01-unit/
 -- 02-hotpath_spec.lua for the processor API): a stateless pipeline fed the
--- way runtime/thread.c feeds records, with a sink that stays in Lua. No
+-- way runtime/engine/thread.c feeds records, with a sink that stays in Lua. No
 -- trace may abort on something LuaJIT cannot compile (NYI, a C function).
 -- A chain of processors calls Ctx.forward at every depth, which LuaJIT
 -- records as (pseudo-)recursion: those recorder heuristics are allowed here,

@@ -1,4 +1,4 @@
--- The assignor (runtime/assign.c) through FFI: its guarantees as properties over random
+-- The assignor (runtime/cluster/assign.c) through FFI: its guarantees as properties over random
 -- memberships and churn, and a few cases by hand. Everything here is computed from the
 -- result again in Lua, independently of the C code; docs/assignment.md states the bounds.
 local ffi = require "ffi"

@@ -1,4 +1,4 @@
--- Published assignments (runtime/assigncodec.c) through FFI: round trips of full messages
+-- Published assignments (runtime/cluster/assigncodec.c) through FFI: round trips of full messages
 -- and deltas, the bridge from and to the assignor, validation, and thousands of random,
 -- truncated and bit-flipped messages that must give an error or a valid assignment, never a
 -- crash or a read out of bounds (run it under the ASan build too: make SAN=1 build/san/beck

@@ -158,7 +158,7 @@ describe("beck broker", function()
 
   -- Five 64-partition topics, as a new user would start it. librdkafka
   -- 2.0.2's mock thread loses wake-ups and then sleeps 1 s; before
-  -- runtime/broker.c worked around it ("Mock calls") such a start took
+  -- runtime/devbroker/broker.c worked around it ("Mock calls") such a start took
   -- 2..50 s and, signals being looked at only once it had started, SIGTERM
   -- waited for all of it. A start is timed from spawn, so exec and loading
   -- count too. Every wait is bounded at 3 s, past the 1 s asserted, so that a

@@ -1,5 +1,5 @@
 -- Membership (issue 6) across processes, on a dev broker. Each member is
--- `build/bench/settle member`: ONE runtime/member.c (its own consumer and producer of the
+-- `build/bench/settle member`: ONE runtime/cluster/member.c (its own consumer and producer of the
 -- app's control topic) inside a simulated node that starts a task as soon as its view says it
 -- may and stops and releases at once what it must give up, printing its views and every task
 -- start and stop as JSON lines with wall-clock times. docs/cluster.md has the rules checked

@@ -1,5 +1,5 @@
 -- Several `beck run --cluster 1` nodes of one app share its tasks through
--- the control topic (runtime/member.c), on a dev broker, each node its own
+-- the control topic (runtime/cluster/member.c), on a dev broker, each node its own
 -- process: counts stay exact while a node joins, and nothing is lost when
 -- one is killed with SIGKILL.
 local helpers = require "spec.helpers"

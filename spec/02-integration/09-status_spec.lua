@@ -1,4 +1,4 @@
--- `beck status` (runtime/status.c): an observer of an app's control topic prints its
+-- `beck status` (runtime/cmd/cmd_status.c): an observer of an app's control topic prints its
 -- cluster. Three `beck run --cluster 1` nodes of wordcount on a dev broker, each its own
 -- process; status (text and --json) must show them with their racks, one epoch, a leader and
 -- every task active on exactly one node, then a node that left and its tasks moved. Values

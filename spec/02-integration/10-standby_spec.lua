@@ -1,4 +1,4 @@
--- Standby replicas (runtime/standby.c): with num.standby.replicas = 1 every
+-- Standby replicas (runtime/replica/standby.c): with num.standby.replicas = 1 every
 -- task has a warm copy on another node in another rack, which tails the
 -- store's changelog. When a node is killed with SIGKILL, each of its tasks is
 -- taken over by the node that kept its standby, which replays only what its

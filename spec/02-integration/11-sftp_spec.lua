@@ -1,4 +1,4 @@
--- Cold bootstrap's transport (runtime/sftp.c, `beck fetch`): a snapshot directory is
+-- Cold bootstrap's transport (runtime/replica/sftp.c, `beck fetch`): a snapshot directory is
 -- fetched over SFTP from a real OpenSSH sshd (spec/fixtures/sshd.lua) on 127.0.0.1, byte
 -- for byte, and every unsafe case is refused with a message that says what and where,
 -- leaving no file of the snapshot behind: an unknown or changed host key, a user key the

@@ -1,4 +1,4 @@
--- Cold bootstrap (runtime/bootstrap.c): a replica on a fresh node is built from a snapshot of
+-- Cold bootstrap (runtime/replica/bootstrap.c): a replica on a fresh node is built from a snapshot of
 -- the active's RocksDB, fetched over SFTP from a real OpenSSH sshd on 127.0.0.1 (generated
 -- host and user keys, spec/fixtures/sshd.lua), instead of by replaying the changelog. Three
 -- `beck run --cluster 1` nodes of wordcount with one standby per task; the third joins once

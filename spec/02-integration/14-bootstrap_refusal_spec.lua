@@ -1,4 +1,4 @@
--- Cold bootstrap refused (runtime/bootstrap.c, runtime/sftp.c): every way a replica's fetch
+-- Cold bootstrap refused (runtime/replica/bootstrap.c, runtime/replica/sftp.c): every way a replica's fetch
 -- of the active's snapshot can be refused ends the bootstrap with one clear line in the
 -- replica node's log, "bootstrap 0_0: failed: <reason>; the standby restores from the
 -- changelog instead", and the replica is then built from the changelog: its store equals the

@@ -1,4 +1,4 @@
--- A changelog gap (runtime/standby.c boot_reason, runtime/bootstrap.c): a standby replica
+-- A changelog gap (runtime/replica/standby.c boot_reason, runtime/replica/bootstrap.c): a standby replica
 -- whose checkpoint is older than the first record its changelog still holds cannot be
 -- rebuilt by replaying it. With cold bootstrap on (--ssh-key) the node must build it from the
 -- active's snapshot instead; without, it says how many updates are lost to the replica.

@@ -132,7 +132,7 @@ describe("warm-up", function()
 
   -- A warmed-up task that the joiner starts is a promotion: its log should
   -- say so and on_promote should run, as after a failover (spec 10).
-  -- KNOWN BUG, runtime/node.c apply_view(): a promotion is recognised only
+  -- KNOWN BUG, runtime/cmd/cmd_run.c apply_view(): a promotion is recognised only
   -- when the standby set changes in the same view as the task starts. A
   -- warm-up move drops the standby in the view where the task still waits for
   -- its previous owner's release, and starts the task in a later view whose
@@ -141,7 +141,7 @@ describe("warm-up", function()
   it("logs the promotion of every warmed-up task it moved", function()
     if not promotions then return pending("needs the test above") end
     if #promotions.unlogged > 0 then
-      return pending("known bug (runtime/node.c apply_view): no 'promoted from standby' line "
+      return pending("known bug (runtime/cmd/cmd_run.c apply_view): no 'promoted from standby' line "
                      .. "(nor on_promote) for warmed-up task(s) "
                      .. table.concat(promotions.unlogged, " ") .. " of "
                      .. table.concat(promotions.moved, " "))

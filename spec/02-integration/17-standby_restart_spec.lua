@@ -1,4 +1,4 @@
--- Standby replicas across a restart of their own node (runtime/standby.c):
+-- Standby replicas across a restart of their own node (runtime/replica/standby.c):
 -- the runner checkpoints what it applied, so a node stopped with SIGTERM and
 -- started again on the same --state-dir and --node-id tails each replica's
 -- changelog from where it left off, and has only what was written while it

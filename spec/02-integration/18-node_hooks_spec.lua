@@ -1,4 +1,4 @@
--- The node's own hooks (runtime/hooks.h, runtime/node.c): on_assign(tasks), on_revoke(tasks)
+-- The node's own hooks (runtime/engine/hooks.h, runtime/cmd/cmd_run.c): on_assign(tasks), on_revoke(tasks)
 -- and on_promote(task), run on the node's main thread in a VM of their own, here from a
 -- --hooks file (spec/fixtures/node_hooks.lua) that logs one line per call. In a cluster with
 -- standby replicas the calls track exactly the tasks each node runs, through joins, a

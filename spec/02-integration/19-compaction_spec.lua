@@ -1,5 +1,5 @@
 -- A compacted changelog on a real Apache Kafka: the log cleaner keeps the newest record of
--- each key, so the commit markers (all under one key, runtime/store.h) must leave a log that
+-- each key, so the commit markers (all under one key, runtime/engine/store.h) must leave a log that
 -- a replica still reads right. wordcount counts 300 words 200,000 times with its cache off
 -- (every update reaches the changelog); the changelog rolls a segment every 300 ms and is
 -- cleaned as soon as possible; once the cleaner has removed most records, a node with a

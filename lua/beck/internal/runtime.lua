@@ -21,7 +21,7 @@ local M = {}
 -- and bounded by the topology, so let the recorder follow them.
 jit.opt.start("callunroll=64")
 
--- Log levels of runtime/log.h.
+-- Log levels of runtime/base/log.h.
 local LEVELS = { error = 0, warn = 1, info = 2, debug = 3 }
 M.LEVELS = LEVELS
 
@@ -335,7 +335,7 @@ local function stream_punctuate(task)
   task.stream_due = next_due
 end
 
--- What a stream thread of runtime/thread.c gives the runtime: its stores,
+-- What a stream thread of runtime/engine/thread.c gives the runtime: its stores,
 -- sinks that produce through FFI, the input's headers and the wall clock.
 -- beck.testing gives another (in-memory topics, a controlled clock).
 local function thread_env(thr)
@@ -373,7 +373,7 @@ end
 
 -- runtime.new(app, io, thread, tasks, cache_bytes [, env]) -> functions for
 -- C: run(start), punctuate(now), flush(), init(), close(), hook(name, info).
--- Called by runtime/thread.c once per stream thread (and by beck.testing
+-- Called by runtime/engine/thread.c once per stream thread (and by beck.testing
 -- with its own env); `tasks` lists { subtopology (0-based), partition }.
 function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   local io = ffi.cast("bk_io_t *", io_ptr)

@@ -6,7 +6,7 @@
 -- Lua tables: get and put of a hot key cost no FFI call, and a key updated
 -- many times between two commits reaches RocksDB and its changelog once, at
 -- the flush the commit starts. With the cache at 0 every put and delete goes
--- straight through (an FFI call to runtime/store.c).
+-- straight through (an FFI call to runtime/engine/store.c).
 local ffi = require "ffi"
 
 local C = ffi.C

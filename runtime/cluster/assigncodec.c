@@ -1,0 +1,1011 @@
+/* assigncodec.c - encode, decode and diff published assignments (assigncodec.h). */
+#include "cluster/assigncodec.h"
+
+#include "base/ffi.h"
+#include "base/wire.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void seterr(char *errstr, size_t errstr_size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errstr, errstr_size, fmt, ap);
+    va_end(ap);
+}
+
+static char *dupmem(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+/* -- The in-memory form ------------------------------------------------------------------- */
+
+/* Gives ac room for ntasks unassigned tasks of k standby slots (what it had is freed). */
+static int alloc_tasks(bk_assigncodec_t *ac, int32_t ntasks, int32_t k)
+{
+    size_t cells = (size_t)ntasks * (size_t)k;
+    int32_t *active = malloc(((size_t)ntasks + 1) * sizeof(*active));
+    int32_t *standby = malloc((cells + 1) * sizeof(*standby));
+    if (!active || !standby) {
+        free(active);
+        free(standby);
+        return -1;
+    }
+    memset(active, 0xff, (size_t)ntasks * sizeof(*active)); /* -1 */
+    memset(standby, 0xff, cells * sizeof(*standby));
+    free(ac->active);
+    free(ac->standby);
+    ac->active = active;
+    ac->standby = standby;
+    ac->ntasks = ntasks;
+    ac->k = k;
+    return 0;
+}
+
+bk_assigncodec_t *bk_assigncodec_new(int32_t nnodes, int32_t ntasks, int32_t k, uint64_t epoch,
+                                     uint64_t base_epoch)
+{
+    bk_assigncodec_t *ac;
+    if (nnodes < 0 || nnodes > BK_ASSIGNCODEC_MAX_NODES || ntasks < 0 ||
+        ntasks > BK_ASSIGNCODEC_MAX_TASKS || k < 0 || k > BK_ASSIGNCODEC_MAX_K) {
+        return NULL;
+    }
+    ac = calloc(1, sizeof(*ac));
+    if (!ac) {
+        return NULL;
+    }
+    ac->epoch = epoch;
+    ac->base_epoch = base_epoch;
+    ac->nnodes = nnodes;
+    ac->nodes = calloc((size_t)nnodes + 1, sizeof(*ac->nodes));
+    if (!ac->nodes || alloc_tasks(ac, ntasks, k) != 0) {
+        goto fail;
+    }
+    for (int32_t i = 0; i < nnodes; i++) {
+        bk_assigncodec_node_t *n = &ac->nodes[i];
+        n->id = dupmem("", 0);
+        n->rack = dupmem("", 0);
+        n->endpoint = dupmem("", 0);
+        if (!n->id || !n->rack || !n->endpoint) {
+            goto fail;
+        }
+    }
+    return ac;
+fail:
+    bk_assigncodec_destroy(ac);
+    return NULL;
+}
+
+void bk_assigncodec_destroy(bk_assigncodec_t *ac)
+{
+    if (!ac) {
+        return;
+    }
+    for (int32_t i = 0; ac->nodes && i < ac->nnodes; i++) {
+        free(ac->nodes[i].id);
+        free(ac->nodes[i].rack);
+        free(ac->nodes[i].endpoint);
+    }
+    free(ac->nodes);
+    free(ac->active);
+    free(ac->standby);
+    free(ac);
+}
+
+/* Sets a slot from strings of known lengths; an empty id empties the slot. */
+static int set_node(bk_assigncodec_node_t *n, const char *id, size_t idlen, const char *rack,
+                    size_t racklen, const char *ep, size_t eplen)
+{
+    char *a, *b, *c;
+    if (idlen == 0) {
+        racklen = eplen = 0;
+    }
+    a = dupmem(id, idlen);
+    b = dupmem(rack, racklen);
+    c = dupmem(ep, eplen);
+    if (!a || !b || !c) {
+        free(a);
+        free(b);
+        free(c);
+        return -1;
+    }
+    free(n->id);
+    free(n->rack);
+    free(n->endpoint);
+    n->id = a;
+    n->rack = b;
+    n->endpoint = c;
+    return 0;
+}
+
+int bk_assigncodec_set_node(bk_assigncodec_t *ac, int32_t slot, const char *id, const char *rack,
+                            const char *endpoint, char *errstr, size_t errstr_size)
+{
+    id = id ? id : "";
+    rack = rack ? rack : "";
+    endpoint = endpoint ? endpoint : "";
+    if (slot < 0 || slot >= ac->nnodes) {
+        seterr(errstr, errstr_size, "slot %d out of range (%d)", (int)slot, (int)ac->nnodes);
+        return -1;
+    }
+    if (strlen(id) > BK_ASSIGNCODEC_MAX_STR || strlen(rack) > BK_ASSIGNCODEC_MAX_STR ||
+        strlen(endpoint) > BK_ASSIGNCODEC_MAX_STR) {
+        seterr(errstr, errstr_size, "slot %d: a string is longer than %d bytes", (int)slot,
+               BK_ASSIGNCODEC_MAX_STR);
+        return -1;
+    }
+    if (set_node(&ac->nodes[slot], id, strlen(id), rack, strlen(rack), endpoint,
+                 strlen(endpoint)) != 0) {
+        seterr(errstr, errstr_size, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static int strp_cmp(const void *pa, const void *pb)
+{
+    return strcmp(*(char *const *)pa, *(char *const *)pb);
+}
+
+int bk_assigncodec_validate(const bk_assigncodec_t *ac, char *errstr, size_t errstr_size)
+{
+    char **ids = NULL;
+    int32_t nids = 0;
+    int rc = -1;
+
+    if (ac->epoch <= ac->base_epoch) {
+        seterr(errstr, errstr_size, "epoch %llu is not after its base epoch %llu",
+               (unsigned long long)ac->epoch, (unsigned long long)ac->base_epoch);
+        return -1;
+    }
+    if (ac->nnodes < 0 || ac->nnodes > BK_ASSIGNCODEC_MAX_NODES || ac->ntasks < 0 ||
+        ac->ntasks > BK_ASSIGNCODEC_MAX_TASKS || ac->k < 0 || ac->k > BK_ASSIGNCODEC_MAX_K) {
+        seterr(errstr, errstr_size, "counts out of limits");
+        return -1;
+    }
+    if (ac->nnodes > 0 && !ac->nodes[ac->nnodes - 1].id[0]) {
+        seterr(errstr, errstr_size, "the last node slot is empty (not trimmed)");
+        return -1;
+    }
+    ids = malloc(((size_t)ac->nnodes + 1) * sizeof(*ids));
+    if (!ids) {
+        seterr(errstr, errstr_size, "out of memory");
+        return -1;
+    }
+    for (int32_t i = 0; i < ac->nnodes; i++) {
+        const bk_assigncodec_node_t *n = &ac->nodes[i];
+        if (strlen(n->id) > BK_ASSIGNCODEC_MAX_STR || strlen(n->rack) > BK_ASSIGNCODEC_MAX_STR ||
+            strlen(n->endpoint) > BK_ASSIGNCODEC_MAX_STR) {
+            seterr(errstr, errstr_size, "node slot %d: string too long", (int)i);
+            goto fail;
+        }
+        if (!n->id[0] && (n->rack[0] || n->endpoint[0])) {
+            seterr(errstr, errstr_size, "empty node slot %d has a rack or an endpoint", (int)i);
+            goto fail;
+        }
+        if (n->id[0]) {
+            ids[nids++] = n->id;
+        }
+    }
+    qsort(ids, (size_t)nids, sizeof(*ids), strp_cmp);
+    for (int32_t i = 1; i < nids; i++) {
+        if (strcmp(ids[i - 1], ids[i]) == 0) {
+            seterr(errstr, errstr_size, "node id %s is in two slots", ids[i]);
+            goto fail;
+        }
+    }
+    for (int32_t t = 0; t < ac->ntasks; t++) {
+        const int32_t *row = &ac->standby[(size_t)t * (size_t)ac->k];
+        for (int32_t j = -1; j < ac->k; j++) {
+            int32_t s = j < 0 ? ac->active[t] : row[j];
+            if (s < -1 || s >= ac->nnodes || (s >= 0 && !ac->nodes[s].id[0])) {
+                seterr(errstr, errstr_size, "task %d: slot %d is not a node", (int)t, (int)s);
+                goto fail;
+            }
+            if (j < 0 || s < 0) {
+                continue;
+            }
+            if (j > 0 && row[j - 1] < 0) {
+                seterr(errstr, errstr_size, "task %d: a standby after an empty one", (int)t);
+                goto fail;
+            }
+            for (int32_t i = -1; i < j; i++) {
+                if ((i < 0 ? ac->active[t] : row[i]) == s) {
+                    seterr(errstr, errstr_size, "task %d: slot %d holds two replicas", (int)t,
+                           (int)s);
+                    goto fail;
+                }
+            }
+        }
+    }
+    rc = 0;
+fail:
+    free(ids);
+    return rc;
+}
+
+int bk_assigncodec_equal(const bk_assigncodec_t *a, const bk_assigncodec_t *b)
+{
+    if (a->epoch != b->epoch || a->base_epoch != b->base_epoch || a->nnodes != b->nnodes ||
+        a->ntasks != b->ntasks || a->k != b->k) {
+        return 0;
+    }
+    for (int32_t i = 0; i < a->nnodes; i++) {
+        if (strcmp(a->nodes[i].id, b->nodes[i].id) != 0 ||
+            strcmp(a->nodes[i].rack, b->nodes[i].rack) != 0 ||
+            strcmp(a->nodes[i].endpoint, b->nodes[i].endpoint) != 0) {
+            return 0;
+        }
+    }
+    return memcmp(a->active, b->active, (size_t)a->ntasks * sizeof(int32_t)) == 0 &&
+           memcmp(a->standby, b->standby, (size_t)a->ntasks * (size_t)a->k * sizeof(int32_t)) == 0;
+}
+
+/* -- Writing ------------------------------------------------------------------------------ */
+
+/* A slot index as index + 1, so that -1 (none) is 0. */
+static void put_slot(bk_wire_buf_t *w, int32_t slot)
+{
+    bk_wire_put_uv(w, (uint64_t)((int64_t)slot + 1));
+}
+
+static void put_header(bk_wire_buf_t *w, int kind, const bk_assigncodec_t *ac)
+{
+    uint8_t h[2] = {BK_ASSIGNCODEC_VERSION, (uint8_t)kind};
+    bk_wire_put(w, h, 2);
+    bk_wire_put_uv(w, ac->epoch);
+    bk_wire_put_uv(w, ac->base_epoch);
+}
+
+static void put_row(bk_wire_buf_t *w, const bk_assigncodec_t *ac, int32_t t)
+{
+    put_slot(w, ac->active[t]);
+    for (int32_t j = 0; j < ac->k; j++) {
+        put_slot(w, ac->standby[(size_t)t * (size_t)ac->k + (size_t)j]);
+    }
+}
+
+static int finish(bk_wire_buf_t *w, uint8_t **buf, size_t *len, char *errstr, size_t errstr_size)
+{
+    if (w->oom) {
+        free(w->p);
+        seterr(errstr, errstr_size, "out of memory");
+        return -1;
+    }
+    *buf = w->p;
+    *len = w->len;
+    return 0;
+}
+
+int bk_assigncodec_encode(const bk_assigncodec_t *ac, uint8_t **buf, size_t *len, char *errstr,
+                          size_t errstr_size)
+{
+    bk_wire_buf_t w = {0};
+    int32_t *rack_of = NULL, nracks = 0;
+
+    if (bk_assigncodec_validate(ac, errstr, errstr_size) != 0) {
+        return -1;
+    }
+    /* The rack table: each distinct rack once, in order of first use; nodes refer to it. */
+    rack_of = malloc(((size_t)ac->nnodes + 1) * sizeof(*rack_of));
+    if (!rack_of) {
+        seterr(errstr, errstr_size, "out of memory");
+        return -1;
+    }
+    for (int32_t i = 0; i < ac->nnodes; i++) {
+        rack_of[i] = -1;
+        for (int32_t j = 0; j < i && ac->nodes[i].id[0]; j++) {
+            if (ac->nodes[j].id[0] && strcmp(ac->nodes[j].rack, ac->nodes[i].rack) == 0) {
+                rack_of[i] = rack_of[j];
+                break;
+            }
+        }
+        if (ac->nodes[i].id[0] && rack_of[i] < 0) {
+            rack_of[i] = nracks++;
+        }
+    }
+    put_header(&w, BK_ASSIGNCODEC_FULL, ac);
+    bk_wire_put_uv(&w, (uint64_t)nracks);
+    for (int32_t i = 0, next = 0; i < ac->nnodes; i++) {
+        if (rack_of[i] == next) {
+            bk_wire_put_str(&w, ac->nodes[i].rack);
+            next++;
+        }
+    }
+    bk_wire_put_uv(&w, (uint64_t)ac->nnodes);
+    for (int32_t i = 0; i < ac->nnodes; i++) {
+        bk_wire_put_str(&w, ac->nodes[i].id);
+        if (ac->nodes[i].id[0]) {
+            bk_wire_put_uv(&w, (uint64_t)rack_of[i]);
+            bk_wire_put_str(&w, ac->nodes[i].endpoint);
+        }
+    }
+    bk_wire_put_uv(&w, (uint64_t)ac->ntasks);
+    bk_wire_put_uv(&w, (uint64_t)ac->k);
+    for (int32_t t = 0; t < ac->ntasks; t++) {
+        put_row(&w, ac, t);
+    }
+    free(rack_of);
+    return finish(&w, buf, len, errstr, errstr_size);
+}
+
+/* Task t's row as a delta's receiver rebuilds it before any change: prev's row cut or
+ * padded to next's k; nothing for a task prev did not have. */
+static int row_from_prev(const bk_assigncodec_t *prev, int32_t t, int32_t j)
+{
+    if (t >= prev->ntasks) {
+        return -1;
+    }
+    if (j < 0) {
+        return prev->active[t];
+    }
+    return j < prev->k ? prev->standby[(size_t)t * (size_t)prev->k + (size_t)j] : -1;
+}
+
+static int task_changed(const bk_assigncodec_t *prev, const bk_assigncodec_t *next, int32_t t)
+{
+    if (t >= prev->ntasks) {
+        return 1; /* new tasks are always listed: it bounds what a delta makes a reader build */
+    }
+    for (int32_t j = -1; j < next->k; j++) {
+        int32_t s = j < 0 ? next->active[t] : next->standby[(size_t)t * (size_t)next->k + j];
+        if (s != row_from_prev(prev, t, j)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int node_changed(const bk_assigncodec_t *prev, const bk_assigncodec_t *next, int32_t i)
+{
+    const bk_assigncodec_node_t *a, *b = &next->nodes[i];
+    if (i >= prev->nnodes) {
+        return b->id[0] != '\0';
+    }
+    a = &prev->nodes[i];
+    return strcmp(a->id, b->id) != 0 || strcmp(a->rack, b->rack) != 0 ||
+           strcmp(a->endpoint, b->endpoint) != 0;
+}
+
+int bk_assigncodec_delta(const bk_assigncodec_t *prev, const bk_assigncodec_t *next, uint8_t **buf,
+                         size_t *len, char *errstr, size_t errstr_size)
+{
+    bk_wire_buf_t w = {0};
+    int32_t n = 0, last = -1;
+
+    if (bk_assigncodec_validate(next, errstr, errstr_size) != 0) {
+        return -1;
+    }
+    if (next->base_epoch != prev->epoch) {
+        seterr(errstr, errstr_size, "epoch %llu is based on %llu, not on %llu",
+               (unsigned long long)next->epoch, (unsigned long long)next->base_epoch,
+               (unsigned long long)prev->epoch);
+        return -1;
+    }
+    put_header(&w, BK_ASSIGNCODEC_DELTA, next);
+    bk_wire_put_uv(&w, (uint64_t)next->nnodes);
+    for (int32_t i = 0; i < next->nnodes; i++) {
+        n += node_changed(prev, next, i);
+    }
+    bk_wire_put_uv(&w, (uint64_t)n);
+    for (int32_t i = 0; i < next->nnodes; i++) {
+        const bk_assigncodec_node_t *nd = &next->nodes[i];
+        if (!node_changed(prev, next, i)) {
+            continue;
+        }
+        bk_wire_put_uv(&w, (uint64_t)(i - last - 1)); /* gaps: small numbers, small varints */
+        last = i;
+        bk_wire_put_str(&w, nd->id);
+        if (nd->id[0]) {
+            bk_wire_put_str(&w, nd->rack);
+            bk_wire_put_str(&w, nd->endpoint);
+        }
+    }
+    bk_wire_put_uv(&w, (uint64_t)next->ntasks);
+    bk_wire_put_uv(&w, (uint64_t)next->k);
+    n = 0;
+    for (int32_t t = 0; t < next->ntasks; t++) {
+        n += task_changed(prev, next, t);
+    }
+    bk_wire_put_uv(&w, (uint64_t)n);
+    last = -1;
+    for (int32_t t = 0; t < next->ntasks; t++) {
+        if (task_changed(prev, next, t)) {
+            bk_wire_put_uv(&w, (uint64_t)(t - last - 1));
+            last = t;
+            put_row(&w, next, t);
+        }
+    }
+    return finish(&w, buf, len, errstr, errstr_size);
+}
+
+/* -- Reading ------------------------------------------------------------------------------ */
+
+static int32_t get_slot(bk_wire_reader_t *r, int32_t nnodes)
+{
+    return (int32_t)bk_wire_get_uvmax(r, (uint64_t)nnodes, "slot index out of range") - 1;
+}
+
+static int get_header(bk_wire_reader_t *r, int *kind, uint64_t *epoch, uint64_t *base)
+{
+    if (r->left < 2) {
+        r->fault = "truncated header";
+        return -1;
+    }
+    if (r->p[0] != BK_ASSIGNCODEC_VERSION) {
+        r->fault = "unknown version";
+        return -1;
+    }
+    if (r->p[1] != BK_ASSIGNCODEC_FULL && r->p[1] != BK_ASSIGNCODEC_DELTA) {
+        r->fault = "unknown kind";
+        return -1;
+    }
+    *kind = r->p[1];
+    r->p += 2;
+    r->left -= 2;
+    *epoch = bk_wire_get_uv(r);
+    *base = bk_wire_get_uv(r);
+    return r->fault ? -1 : 0;
+}
+
+int bk_assigncodec_peek(const uint8_t *buf, size_t len, int *kind, uint64_t *epoch,
+                        uint64_t *base_epoch, char *errstr, size_t errstr_size)
+{
+    bk_wire_reader_t r = {buf, len, NULL};
+    if (get_header(&r, kind, epoch, base_epoch) != 0) {
+        seterr(errstr, errstr_size, "assignment: %s", r.fault);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads a task row into ac; the semantic checks come with validate(). */
+static void get_row(bk_wire_reader_t *r, bk_assigncodec_t *ac, int32_t t)
+{
+    ac->active[t] = get_slot(r, ac->nnodes);
+    for (int32_t j = 0; j < ac->k; j++) {
+        ac->standby[(size_t)t * (size_t)ac->k + (size_t)j] = get_slot(r, ac->nnodes);
+    }
+}
+
+/* Ends a decode: a fault, trailing bytes or an invalid result make it NULL. */
+static bk_assigncodec_t *decoded(bk_wire_reader_t *r, bk_assigncodec_t *ac, char *errstr, size_t errstr_size)
+{
+    char why[200];
+    if (!r->fault && r->left) {
+        r->fault = "trailing bytes";
+    }
+    if (r->fault) {
+        seterr(errstr, errstr_size, "assignment: %s", r->fault);
+        bk_assigncodec_destroy(ac);
+        return NULL;
+    }
+    if (bk_assigncodec_validate(ac, why, sizeof(why)) != 0) {
+        seterr(errstr, errstr_size, "assignment: %s", why);
+        bk_assigncodec_destroy(ac);
+        return NULL;
+    }
+    return ac;
+}
+
+bk_assigncodec_t *bk_assigncodec_decode(const uint8_t *buf, size_t len, char *errstr,
+                                        size_t errstr_size)
+{
+    bk_wire_reader_t r = {buf, len, NULL};
+    bk_assigncodec_t *ac = NULL;
+    const char **racks = NULL;
+    size_t *racklen = NULL;
+    uint64_t epoch, base, nracks, nnodes, ntasks, k;
+    int kind;
+
+    if (get_header(&r, &kind, &epoch, &base) != 0) {
+        goto fail;
+    }
+    if (kind != BK_ASSIGNCODEC_FULL) {
+        r.fault = "a delta (apply it to its base epoch)";
+        goto fail;
+    }
+    /* A count is never more than the bytes left (each item takes one at least): nothing
+     * is allocated on the word of a few bytes. */
+    nracks = bk_wire_get_uvmax(&r, r.left, "rack count exceeds the message");
+    racks = malloc((nracks + 1) * sizeof(*racks));
+    racklen = malloc((nracks + 1) * sizeof(*racklen));
+    if (!racks || !racklen) {
+        r.fault = "out of memory";
+        goto fail;
+    }
+    for (uint64_t i = 0; i < nracks && !r.fault; i++) {
+        racks[i] = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &racklen[i]);
+    }
+    nnodes = bk_wire_get_uvmax(&r, r.left < BK_ASSIGNCODEC_MAX_NODES ? r.left : BK_ASSIGNCODEC_MAX_NODES,
+                       "node count exceeds the message or the limit");
+    if (r.fault) {
+        goto fail;
+    }
+    ac = bk_assigncodec_new((int32_t)nnodes, 0, 0, epoch, base);
+    if (!ac) {
+        r.fault = "out of memory";
+        goto fail;
+    }
+    for (int32_t i = 0; i < ac->nnodes && !r.fault; i++) {
+        size_t idlen, eplen = 0, rlen = 0;
+        const char *id = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &idlen), *ep = "", *rack = "";
+        if (idlen > 0) {
+            uint64_t rk = bk_wire_get_uvmax(&r, nracks ? nracks - 1 : 0, "rack index out of range");
+            if (!r.fault && nracks == 0) {
+                r.fault = "rack index without a rack table";
+            }
+            if (!r.fault) {
+                rack = racks[rk];
+                rlen = racklen[rk];
+            }
+            ep = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &eplen);
+        }
+        if (!r.fault && set_node(&ac->nodes[i], id, idlen, rack, rlen, ep, eplen) != 0) {
+            r.fault = "out of memory";
+        }
+    }
+    ntasks = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_TASKS, "task count over the limit");
+    k = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_K, "standby count over the limit");
+    if (!r.fault && ntasks * (k + 1) > r.left) {
+        r.fault = "task count exceeds the message";
+    }
+    if (!r.fault && alloc_tasks(ac, (int32_t)ntasks, (int32_t)k) != 0) {
+        r.fault = "out of memory";
+    }
+    for (int32_t t = 0; t < ac->ntasks && !r.fault; t++) {
+        get_row(&r, ac, t);
+    }
+fail:
+    free(racks);
+    free(racklen);
+    if (!r.fault && !ac) {
+        r.fault = "internal";
+    }
+    return decoded(&r, ac, errstr, errstr_size);
+}
+
+bk_assigncodec_t *bk_assigncodec_apply(const bk_assigncodec_t *prev, const uint8_t *buf, size_t len,
+                                       char *errstr, size_t errstr_size)
+{
+    bk_wire_reader_t r = {buf, len, NULL};
+    bk_assigncodec_t *ac = NULL;
+    uint64_t epoch, base, nnodes, nchanged, ntasks, k, fresh = 0;
+    int64_t last = -1;
+    int kind;
+
+    if (get_header(&r, &kind, &epoch, &base) != 0) {
+        goto fail;
+    }
+    if (kind != BK_ASSIGNCODEC_DELTA) {
+        r.fault = "not a delta";
+        goto fail;
+    }
+    if (base != prev->epoch) {
+        r.fault = "not based on the current epoch";
+        goto fail;
+    }
+    nnodes = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_NODES, "node count over the limit");
+    nchanged = bk_wire_get_uvmax(&r, nnodes < r.left ? nnodes : r.left, "node changes exceed the count");
+    if (r.fault) {
+        goto fail;
+    }
+    /* Nodes: prev's slots, cut or extended with empty ones, then the listed changes. */
+    ac = bk_assigncodec_new((int32_t)nnodes, 0, 0, epoch, base);
+    if (!ac) {
+        r.fault = "out of memory";
+        goto fail;
+    }
+    for (int32_t i = 0; i < ac->nnodes && i < prev->nnodes; i++) {
+        const bk_assigncodec_node_t *n = &prev->nodes[i];
+        if (set_node(&ac->nodes[i], n->id, strlen(n->id), n->rack, strlen(n->rack), n->endpoint,
+                     strlen(n->endpoint)) != 0) {
+            r.fault = "out of memory";
+            goto fail;
+        }
+    }
+    for (uint64_t c = 0; c < nchanged && !r.fault; c++) {
+        size_t idlen, racklen = 0, eplen = 0;
+        const char *id, *rack = "", *ep = "";
+        uint64_t gap = bk_wire_get_uvmax(&r, nnodes, "node slot out of range");
+        int64_t slot = last + 1 + (int64_t)gap;
+        id = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &idlen);
+        if (idlen > 0) {
+            rack = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &racklen);
+            ep = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &eplen);
+        }
+        if (!r.fault && slot >= (int64_t)nnodes) {
+            r.fault = "node slot out of range";
+        }
+        if (!r.fault && set_node(&ac->nodes[slot], id, idlen, rack, racklen, ep, eplen) != 0) {
+            r.fault = "out of memory";
+        }
+        last = slot;
+    }
+    ntasks = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_TASKS, "task count over the limit");
+    k = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_K, "standby count over the limit");
+    nchanged = bk_wire_get_uvmax(&r, ntasks, "task changes exceed the task count");
+    /* New tasks are all listed, and each listed one takes k + 2 bytes at least: the new table
+     * is bounded by prev's and by the message. */
+    if (!r.fault && (nchanged * (k + 2) > r.left ||
+                     (ntasks > (uint64_t)prev->ntasks && ntasks - prev->ntasks > nchanged))) {
+        r.fault = "task changes exceed the message";
+    }
+    if (!r.fault && alloc_tasks(ac, (int32_t)ntasks, (int32_t)k) != 0) {
+        r.fault = "out of memory";
+    }
+    if (r.fault) {
+        goto fail;
+    }
+    for (int32_t t = 0; t < ac->ntasks; t++) {
+        for (int32_t j = -1; j < ac->k; j++) {
+            int32_t s = row_from_prev(prev, t, j);
+            if (j < 0) {
+                ac->active[t] = s;
+            } else {
+                ac->standby[(size_t)t * (size_t)ac->k + (size_t)j] = s;
+            }
+        }
+    }
+    last = -1;
+    for (uint64_t c = 0; c < nchanged && !r.fault; c++) {
+        uint64_t gap = bk_wire_get_uvmax(&r, ntasks, "task index out of range");
+        int64_t t = last + 1 + (int64_t)gap;
+        if (!r.fault && t >= (int64_t)ntasks) {
+            r.fault = "task index out of range";
+        }
+        if (!r.fault) {
+            get_row(&r, ac, (int32_t)t);
+        }
+        fresh += t >= prev->ntasks;
+        last = t;
+    }
+    /* Indices rise strictly, so counting the listed new tasks tells whether all are. */
+    if (!r.fault && ntasks > (uint64_t)prev->ntasks && fresh != ntasks - prev->ntasks) {
+        r.fault = "a new task is not listed";
+    }
+fail:
+    if (!r.fault && !ac) {
+        r.fault = "internal";
+    }
+    return decoded(&r, ac, errstr, errstr_size);
+}
+
+/* -- From and to the assignor ------------------------------------------------------------- */
+
+typedef struct idslot {
+    const char *id;
+    int32_t slot;
+} idslot_t;
+
+static int idslot_cmp(const void *pa, const void *pb)
+{
+    const idslot_t *a = pa, *b = pb;
+    int c = strcmp(a->id, b->id);
+    return c ? c : (a->slot > b->slot) - (a->slot < b->slot);
+}
+
+/* The slots of ac's non-empty nodes sorted by id, for bsearch; *n entries. */
+static idslot_t *index_ids(const bk_assigncodec_t *ac, int32_t *n)
+{
+    idslot_t *ix = malloc(((size_t)(ac ? ac->nnodes : 0) + 1) * sizeof(*ix));
+    *n = 0;
+    if (!ix) {
+        return NULL;
+    }
+    for (int32_t i = 0; ac && i < ac->nnodes; i++) {
+        if (ac->nodes[i].id[0]) {
+            ix[(*n)++] = (idslot_t){ac->nodes[i].id, i};
+        }
+    }
+    qsort(ix, (size_t)*n, sizeof(*ix), idslot_cmp);
+    return ix;
+}
+
+static int32_t find_id(const idslot_t *ix, int32_t n, const char *id)
+{
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(ix[mid].id, id);
+        if (c == 0) {
+            return ix[mid].slot;
+        }
+        if (c < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return -1;
+}
+
+bk_assigncodec_t *bk_assigncodec_from_result(const bk_assigncodec_t *prev,
+                                             const bk_assign_input_t *in,
+                                             const bk_assign_result_t *res, uint64_t epoch,
+                                             char *errstr, size_t errstr_size)
+{
+    bk_assigncodec_t *ac = NULL;
+    idslot_t *ix = NULL, *fresh = NULL;
+    int32_t *slot_of = NULL, nix, nfresh = 0, nslots = 0, cursor = 0;
+    uint8_t *taken = NULL;
+    size_t room = (size_t)(prev ? prev->nnodes : 0) + (size_t)in->nmembers + 1;
+
+    if (prev && epoch <= prev->epoch) {
+        seterr(errstr, errstr_size, "epoch %llu is not after %llu", (unsigned long long)epoch,
+               (unsigned long long)prev->epoch);
+        return NULL;
+    }
+    ix = index_ids(prev, &nix);
+    fresh = malloc(((size_t)in->nmembers + 1) * sizeof(*fresh));
+    slot_of = malloc(((size_t)in->nmembers + 1) * sizeof(*slot_of));
+    taken = calloc(room, 1);
+    if (!ix || !fresh || !slot_of || !taken) {
+        seterr(errstr, errstr_size, "out of memory");
+        goto fail;
+    }
+    for (int32_t m = 0; m < in->nmembers; m++) {
+        slot_of[m] = find_id(ix, nix, in->members[m].id);
+        if (slot_of[m] >= 0) {
+            taken[slot_of[m]] = 1;
+            nslots = slot_of[m] + 1 > nslots ? slot_of[m] + 1 : nslots;
+        } else {
+            fresh[nfresh++] = (idslot_t){in->members[m].id, m};
+        }
+    }
+    /* Newcomers in id order into the lowest free slots: the same members give the same
+     * table whatever their order in the input. */
+    qsort(fresh, (size_t)nfresh, sizeof(*fresh), idslot_cmp);
+    for (int32_t i = 0; i < nfresh; i++) {
+        while (taken[cursor]) {
+            cursor++;
+        }
+        taken[cursor] = 1;
+        slot_of[fresh[i].slot] = cursor;
+        nslots = cursor + 1 > nslots ? cursor + 1 : nslots;
+    }
+    ac = bk_assigncodec_new(nslots, res->ntasks, res->k, epoch, prev ? prev->epoch : 0);
+    if (!ac) {
+        seterr(errstr, errstr_size, "assignment too large or out of memory");
+        goto fail;
+    }
+    for (int32_t m = 0; m < in->nmembers; m++) {
+        const bk_assign_member_t *mem = &in->members[m];
+        if (bk_assigncodec_set_node(ac, slot_of[m], mem->id, mem->rack, mem->endpoint, errstr,
+                                    errstr_size) != 0) {
+            goto fail;
+        }
+    }
+    for (int32_t t = 0; t < res->ntasks; t++) {
+        ac->active[t] = slot_of[res->active[t]];
+        for (int32_t j = 0; j < res->k; j++) {
+            size_t s = (size_t)t * (size_t)res->k + (size_t)j;
+            ac->standby[s] = slot_of[res->standby[s]];
+        }
+    }
+    free(ix);
+    free(fresh);
+    free(slot_of);
+    free(taken);
+    return ac;
+fail:
+    bk_assigncodec_destroy(ac);
+    free(ix);
+    free(fresh);
+    free(slot_of);
+    free(taken);
+    return NULL;
+}
+
+int bk_assigncodec_to_prev(const bk_assigncodec_t *ac, const bk_assign_member_t *members,
+                           int32_t nmembers, int32_t ntasks, int32_t *prev_active,
+                           int32_t *prev_standby, int32_t width)
+{
+    /* Slot -> member index, through the ids. */
+    int32_t *member_of = malloc(((size_t)ac->nnodes + 1) * sizeof(*member_of)), nix;
+    idslot_t *ix = index_ids(ac, &nix);
+    if (!member_of || !ix) {
+        free(member_of);
+        free(ix);
+        return -1;
+    }
+    for (int32_t i = 0; i < ac->nnodes; i++) {
+        member_of[i] = -1;
+    }
+    for (int32_t m = 0; m < nmembers; m++) {
+        int32_t slot = find_id(ix, nix, members[m].id);
+        if (slot >= 0) {
+            member_of[slot] = m;
+        }
+    }
+    for (int32_t t = 0; t < ntasks; t++) {
+        int32_t a = t < ac->ntasks ? ac->active[t] : -1;
+        prev_active[t] = a >= 0 ? member_of[a] : -1;
+        for (int32_t j = 0; j < width; j++) {
+            int32_t s = t < ac->ntasks && j < ac->k ? ac->standby[(size_t)t * ac->k + j] : -1;
+            prev_standby[(size_t)t * (size_t)width + (size_t)j] = s >= 0 ? member_of[s] : -1;
+        }
+    }
+    free(member_of);
+    free(ix);
+    return 0;
+}
+
+/* -- FFI (ffi.h): what the specs drive ----------------------------------------------------
+ * Errors come back as text in a thread-local buffer, valid until the next call. */
+
+static _Thread_local char ffi_err[256];
+
+bk_assigncodec_t *bk_ffi_assigncodec_new(int32_t nnodes, int32_t ntasks, int32_t k, uint64_t epoch,
+                                         uint64_t base_epoch)
+{
+    return bk_assigncodec_new(nnodes, ntasks, k, epoch, base_epoch);
+}
+
+int bk_ffi_assigncodec_set_node(bk_assigncodec_t *ac, int32_t slot, const char *id,
+                                const char *rack, const char *endpoint, const char **err)
+{
+    *err = ffi_err;
+    return bk_assigncodec_set_node(ac, slot, id, rack, endpoint, ffi_err, sizeof(ffi_err)) == 0
+               ? BK_FFI_OK
+               : BK_FFI_ERR;
+}
+
+/* Sets task's active and first n standbys (the rest -1); checked when encoded. */
+int bk_ffi_assigncodec_set_task(bk_assigncodec_t *ac, int32_t task, int32_t active,
+                                const int32_t *standby, int32_t n)
+{
+    if (task < 0 || task >= ac->ntasks || n < 0 || n > ac->k) {
+        return BK_FFI_ERR;
+    }
+    ac->active[task] = active;
+    for (int32_t j = 0; j < ac->k; j++) {
+        ac->standby[(size_t)task * (size_t)ac->k + (size_t)j] = j < n ? standby[j] : -1;
+    }
+    return BK_FFI_OK;
+}
+
+int bk_ffi_assigncodec_validate(const bk_assigncodec_t *ac, const char **err)
+{
+    *err = ffi_err;
+    return bk_assigncodec_validate(ac, ffi_err, sizeof(ffi_err)) == 0 ? BK_FFI_OK : BK_FFI_ERR;
+}
+
+int bk_ffi_assigncodec_encode(const bk_assigncodec_t *ac, char **buf, size_t *len, const char **err)
+{
+    *err = ffi_err;
+    return bk_assigncodec_encode(ac, (uint8_t **)buf, len, ffi_err, sizeof(ffi_err)) == 0
+               ? BK_FFI_OK
+               : BK_FFI_ERR;
+}
+
+int bk_ffi_assigncodec_delta(const bk_assigncodec_t *prev, const bk_assigncodec_t *next, char **buf,
+                             size_t *len, const char **err)
+{
+    *err = ffi_err;
+    return bk_assigncodec_delta(prev, next, (uint8_t **)buf, len, ffi_err, sizeof(ffi_err)) == 0
+               ? BK_FFI_OK
+               : BK_FFI_ERR;
+}
+
+void bk_ffi_assigncodec_buf_free(char *buf)
+{
+    free(buf);
+}
+
+int bk_ffi_assigncodec_peek(const char *buf, size_t len, int32_t *kind, uint64_t *epoch,
+                            uint64_t *base_epoch, const char **err)
+{
+    int k = 0;
+    *err = ffi_err;
+    if (bk_assigncodec_peek((const uint8_t *)buf, len, &k, epoch, base_epoch, ffi_err,
+                            sizeof(ffi_err)) != 0) {
+        return BK_FFI_ERR;
+    }
+    *kind = k;
+    return BK_FFI_OK;
+}
+
+bk_assigncodec_t *bk_ffi_assigncodec_decode(const char *buf, size_t len, const char **err)
+{
+    *err = ffi_err;
+    return bk_assigncodec_decode((const uint8_t *)buf, len, ffi_err, sizeof(ffi_err));
+}
+
+bk_assigncodec_t *bk_ffi_assigncodec_apply(const bk_assigncodec_t *prev, const char *buf,
+                                           size_t len, const char **err)
+{
+    *err = ffi_err;
+    return bk_assigncodec_apply(prev, (const uint8_t *)buf, len, ffi_err, sizeof(ffi_err));
+}
+
+int bk_ffi_assigncodec_equal(const bk_assigncodec_t *a, const bk_assigncodec_t *b)
+{
+    return bk_assigncodec_equal(a, b);
+}
+
+void bk_ffi_assigncodec_info(const bk_assigncodec_t *ac, int32_t *nnodes, int32_t *ntasks,
+                             int32_t *k, uint64_t *epoch, uint64_t *base_epoch)
+{
+    *nnodes = ac->nnodes;
+    *ntasks = ac->ntasks;
+    *k = ac->k;
+    *epoch = ac->epoch;
+    *base_epoch = ac->base_epoch;
+}
+
+/* Slot's id ("" for an empty slot, NULL out of range), rack and endpoint. */
+const char *bk_ffi_assigncodec_node(const bk_assigncodec_t *ac, int32_t slot, const char **rack,
+                                    const char **endpoint)
+{
+    if (slot < 0 || slot >= ac->nnodes) {
+        return NULL;
+    }
+    *rack = ac->nodes[slot].rack;
+    *endpoint = ac->nodes[slot].endpoint;
+    return ac->nodes[slot].id;
+}
+
+/* Task's active slot (-2 out of range), its k standby slots into standby[]. */
+int32_t bk_ffi_assigncodec_task(const bk_assigncodec_t *ac, int32_t task, int32_t *standby)
+{
+    if (task < 0 || task >= ac->ntasks) {
+        return -2;
+    }
+    for (int32_t j = 0; j < ac->k; j++) {
+        standby[j] = ac->standby[(size_t)task * (size_t)ac->k + (size_t)j];
+    }
+    return ac->active[task];
+}
+
+/* The published form of builder b's last result (bk_assigncodec_from_result). */
+bk_assigncodec_t *bk_ffi_assigncodec_from_assign(const bk_assigncodec_t *prev,
+                                                 bk_assign_builder_t *b, uint64_t epoch,
+                                                 const char **err)
+{
+    const bk_assign_result_t *res = bk_assign_builder_result(b);
+    *err = ffi_err;
+    if (!res) {
+        snprintf(ffi_err, sizeof(ffi_err), "the builder has no result");
+        return NULL;
+    }
+    return bk_assigncodec_from_result(prev, bk_assign_builder_input(b), res, epoch, ffi_err,
+                                      sizeof(ffi_err));
+}
+
+/* Sets builder b's previous placement of every task from ac, by node id. */
+int bk_ffi_assigncodec_to_prev(const bk_assigncodec_t *ac, bk_assign_builder_t *b)
+{
+    const bk_assign_input_t *in = bk_assign_builder_input(b);
+    size_t T = (size_t)in->ntasks, W = (size_t)ac->k;
+    int32_t *act = malloc((T + 1) * sizeof(*act)), *sb = malloc((T * W + 1) * sizeof(*sb));
+    int rc = BK_FFI_ERR;
+    if (!act || !sb ||
+        bk_assigncodec_to_prev(ac, in->members, in->nmembers, in->ntasks, act, sb, ac->k) != 0) {
+        goto fail;
+    }
+    for (size_t t = 0; t < T; t++) {
+        if (bk_ffi_assign_set_prev(b, (int32_t)t, act[t], sb + t * W, ac->k) != BK_FFI_OK) {
+            goto fail;
+        }
+    }
+    rc = BK_FFI_OK;
+fail:
+    free(act);
+    free(sb);
+    return rc;
+}
+
+void bk_ffi_assigncodec_free(bk_assigncodec_t *ac)
+{
+    bk_assigncodec_destroy(ac);
+}

@@ -1,0 +1,115 @@
+/* cmd_bootstrap.c - `beck bootstrap` (cmd_bootstrap.h). */
+#include "cmd/cmd_bootstrap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "base/conf.h"
+#include "engine/kafka.h"
+#include "cluster/member.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: beck bootstrap -b BROKERS --app ID --task S_P [--node NODE] [-X k=v]...\n\n"
+            "Asks the running app ID to rebuild the standby replica of task S_P (e.g. 0_3) by\n"
+            "cold bootstrap: the node keeping it fetches a snapshot of the active's RocksDB\n"
+            "over SSH instead of replaying the changelog (docs/bootstrap.md). With --node,\n"
+            "only that node's replica; else every node keeping one. The request is a note on\n"
+            "<ID>-control; the nodes log what they do with it (\"bootstrap S_P: asked by\").\n"
+            "Nodes without ssh_key refuse it in their log. Exits 1 when the note cannot be\n"
+            "written.\n");
+}
+
+static int valid_task(const char *t)
+{
+    int s, p, n = 0;
+    return sscanf(t, "%d_%d%n", &s, &p, &n) == 2 && t[n] == '\0' && s >= 0 && p >= 0;
+}
+
+int bk_cmd_bootstrap_main(int argc, char **argv)
+{
+    bk_conf_t *conf = bk_conf_new();
+    const char *app = NULL, *task = NULL, *node = NULL;
+    char err[512], topic[300], text[128], from[64];
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    rd_kafka_t *rk = NULL;
+    int rc = 1;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            bk_conf_destroy(conf);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "beck bootstrap: %s needs a value (see --help)\n", a);
+            goto done;
+        }
+        const char *v = argv[++i];
+        int bad = 0;
+        if (strcmp(a, "-b") == 0) {
+            bad = bk_conf_set(conf, BK_CONF_BROKERS, v, BK_CONF_FROM_CLI, err, sizeof(err));
+        } else if (strcmp(a, "-X") == 0) {
+            bad = bk_conf_add_kafka_kv(conf, v, err, sizeof(err));
+        } else if (strcmp(a, "--app") == 0) {
+            app = v;
+        } else if (strcmp(a, "--task") == 0) {
+            task = v;
+        } else if (strcmp(a, "--node") == 0) {
+            node = v;
+        } else {
+            fprintf(stderr, "beck bootstrap: unknown option %s (see --help)\n", a);
+            goto done;
+        }
+        if (bad) {
+            fprintf(stderr, "beck bootstrap: %s\n", err);
+            goto done;
+        }
+    }
+    if (!bk_conf_str(conf, BK_CONF_BROKERS) || !app || !task) {
+        fprintf(stderr, "beck bootstrap: -b, --app and --task are needed (see --help)\n");
+        goto done;
+    }
+    if (!valid_task(task)) {
+        fprintf(stderr, "beck bootstrap: --task %s: a task is SUBTOPOLOGY_PARTITION, e.g. 0_3\n",
+                task);
+        goto done;
+    }
+    snprintf(topic, sizeof(topic), "%s-control", app);
+    snprintf(text, sizeof(text), "task=%s", task);
+    snprintf(from, sizeof(from), "beck-bootstrap-%d", (int)getpid());
+    if (bk_member_note_encode(from, node, "bootstrap", text, &buf, &len) != 0) {
+        fprintf(stderr, "beck bootstrap: --node or --task too long\n");
+        goto done;
+    }
+    rk = bk_kafka_new(conf, BK_KAFKA_PRODUCER, "beck-bootstrap", NULL, NULL, err, sizeof(err));
+    if (!rk) {
+        fprintf(stderr, "beck bootstrap: %s\n", err);
+        goto done;
+    }
+    if (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
+                          RD_KAFKA_V_KEY("n/beck-bootstrap", 16), RD_KAFKA_V_VALUE(buf, len),
+                          RD_KAFKA_V_END) != 0 ||
+        rd_kafka_flush(rk, 10000) != 0 || rd_kafka_outq_len(rk) > 0) {
+        fprintf(stderr, "beck bootstrap: could not write to %s in 10 s\n", topic);
+        goto done;
+    }
+    printf("asked %s of app %s to rebuild task %s by cold bootstrap (see the nodes' logs)\n",
+           node ? node : "every node", app, task);
+    rc = 0;
+
+done:
+    if (rk) {
+        rd_kafka_destroy(rk);
+    }
+    free(buf);
+    bk_conf_destroy(conf);
+    return rc;
+}

@@ -1,0 +1,82 @@
+/* cmd_test.c - busted inside the runtime. */
+#include "cmd/cmd_test.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+
+#include "engine/vm.h"
+
+/* busted.runner decides whether it is standalone from the chunk that calls
+ * it, so it is called from a named Lua chunk rather than straight from C. */
+static const char runner[] =
+    "local output = ...\n"
+    "package.path = './?.lua;./?/init.lua;' .. package.path\n"
+    "require 'busted.runner'({ standalone = false, output = output })\n";
+
+int bk_cmd_test_main(int argc, char **argv)
+{
+    lua_State *L;
+    char self[PATH_MAX];
+    ssize_t n;
+    int has_output = 0, has_path = 0, rc;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("usage: beck test [busted options] [PATH...]\n\n"
+                   "Runs busted specs (default: spec/) inside beck's runtime: require \"beck\",\n"
+                   "\"beck.testing\" and FFI work as in `beck run`. Ends with one line\n"
+                   "\"N passed, N failed, N skipped\"; exits non-zero on any failure.\n"
+                   "BECK_BIN in the specs' environment is this binary's path.\n"
+                   "Busted's own options follow; `beck test -- --help` lists them.\n");
+            return 0;
+        }
+        if (strncmp(argv[i], "-o", 2) == 0 || strncmp(argv[i], "--output", 8) == 0) {
+            has_output = 1;
+        }
+        if (argv[i][0] != '-') {
+            has_path = 1;
+        }
+    }
+    /* Specs start nodes and brokers: tell them which binary they run in. */
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        setenv("BECK_BIN", self, 0);
+    }
+    L = bk_vm_new();
+    lua_createtable(L, argc, 0);
+    lua_pushstring(L, "beck test");
+    lua_rawseti(L, -2, 0);
+    for (int i = 1, j = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            continue;
+        }
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, j++);
+    }
+    if (!has_path) {
+        lua_pushstring(L, "spec");
+        lua_rawseti(L, -2, (int)lua_objlen(L, -2) + 1);
+    }
+    lua_setglobal(L, "arg");
+    if (luaL_loadbuffer(L, runner, sizeof(runner) - 1, "@beck test") != 0) {
+        fprintf(stderr, "beck test: %s\n", lua_tostring(L, -1));
+        bk_vm_destroy(L);
+        return 1;
+    }
+    lua_pushstring(L, has_output ? "utfTerminal" : "beck.internal.busted_output");
+    /* On failure busted's exit() raises error() with no value (Lua 5.1 has
+     * no way to exit after closing the state); that is a failed run, not a
+     * crash. Anything else is a crash of the runner itself. */
+    rc = lua_pcall(L, 1, 0, 0);
+    if (rc != 0 && !lua_isnil(L, -1)) {
+        fprintf(stderr, "beck test: %s\n", lua_tostring(L, -1));
+    }
+    bk_vm_destroy(L);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,9 +1,0 @@
-/* describe.h - `beck describe TOPOLOGY.lua`: prints the subtopologies,
- * processors, stores and topics a topology will use, without touching Kafka
- * (the text comes from lua/beck/internal/describe.lua). */
-#ifndef BK_DESCRIBE_H
-#define BK_DESCRIBE_H
-
-int bk_describe_main(int argc, char **argv);
-
-#endif

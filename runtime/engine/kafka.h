@@ -1,0 +1,51 @@
+/* kafka.h - librdkafka set-up shared by the runtime: client configurations
+ * with beck's defaults under the user's -X/-F settings, partition counts from
+ * metadata, and topic creation (Admin API on a real cluster, the control
+ * channel on a dev broker). Not on the record path. */
+#ifndef BK_KAFKA_H
+#define BK_KAFKA_H
+
+#include <stddef.h>
+#include <librdkafka/rdkafka.h>
+
+#include "base/conf.h"
+
+typedef enum { BK_KAFKA_CONSUMER, BK_KAFKA_PRODUCER, BK_KAFKA_ADMIN } bk_kafka_role_t;
+
+/* A client for `role`: beck's defaults (documented in docs/settings.md), then
+ * bootstrap.servers from conf, then the user's librdkafka settings in order.
+ * Returns NULL with errstr naming the bad setting. The caller owns it. */
+rd_kafka_t *bk_kafka_new(const bk_conf_t *conf, bk_kafka_role_t role, const char *client_id,
+                         void *opaque, void (*dr_msg_cb)(rd_kafka_t *, const rd_kafka_message_t *,
+                                                         void *),
+                         char *errstr, size_t errstr_size);
+
+/* Partition counts of `n` topics; counts[i] = 0 when the topic does not exist.
+ * Returns 0, or -1 with errstr when metadata could not be read. */
+int bk_kafka_partitions(rd_kafka_t *rk, const char **topics, int n, int *counts, int timeout_ms,
+                        char *errstr, size_t errstr_size);
+
+/* The start (lo) and end (hi) offsets of n partitions (topics[i], partitions[i]), in two
+ * batched requests (ListOffsets, earliest and latest) instead of two per partition: a task
+ * restore asks for every changelog partition of its tasks at once. 0, or an error code. */
+rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topics,
+                                        const int32_t *partitions, int n, int64_t *lo,
+                                        int64_t *hi, int timeout_ms);
+
+/* Creates a topic with `configs` (name, value, ..., NULL; or NULL). dev_port > 0: through
+ * the dev broker's control channel (which has no topic configs: the mock cluster neither
+ * compacts nor deletes by config); else the Admin API (an existing topic is fine). */
+#define BK_KAFKA_CONFIG_MAX 64
+
+/* A real cluster's configs of `topic` (DescribeConfigs): the value of names[i] into
+ * values[i], "" when the broker names no such config. 0, or -1 with errstr. Not for the dev
+ * broker, which has no configs. */
+int bk_kafka_topic_configs(rd_kafka_t *rk, const char *topic, const char *const *names, int n,
+                           char (*values)[BK_KAFKA_CONFIG_MAX], int timeout_ms, char *errstr,
+                           size_t errstr_size);
+
+int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int partitions,
+                          int replication_factor, const char *const *configs, char *errstr,
+                          size_t errstr_size);
+
+#endif

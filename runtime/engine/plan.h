@@ -1,0 +1,82 @@
+/* plan.h - what C needs to know of a topology: its topics and subtopologies.
+ *
+ * Built once on the main thread from the topology's beck.app (app:describe()
+ * in lua/beck/app.lua), then shared read-only by the stream threads, whose own
+ * VMs number topics the same way. Topic partition counts are filled in later
+ * from the cluster's metadata (node.c). */
+#ifndef BK_PLAN_H
+#define BK_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <lua.h>
+
+#include "base/conf.h"
+
+typedef struct bk_plan_topic_s {
+    char *name;
+    int source;     /* read by a source node */
+    int sink;       /* written by a sink node */
+    int sub;        /* subtopology reading it (0-based), -1 for sink-only topics */
+    int internal;   /* owned by the app (repartition): created on any cluster */
+    int want;       /* partitions asked for by the topology, 0: derive */
+    int partitions; /* from the cluster's metadata, 0 until known */
+} bk_plan_topic_t;
+
+typedef struct bk_plan_sub_s {
+    int ntopics;
+    int *topics;    /* indices into the plan's topics */
+    int partitions; /* tasks of this subtopology */
+} bk_plan_sub_t;
+
+typedef struct bk_plan_store_s {
+    char *name;
+    char *changelog; /* <app>-<store>-changelog */
+    int logged;
+    int window;      /* a window store (store.h) */
+    int64_t retention_ms; /* a window store's retention, 0: not given */
+    int sub;         /* subtopology whose tasks hold it (0-based) */
+} bk_plan_store_t;
+
+typedef struct bk_plan_s {
+    char *id;
+    char *path; /* topology file */
+    int ntopics;
+    bk_plan_topic_t *topics;
+    int nsubs;
+    bk_plan_sub_t *subs;
+    int nstores;
+    bk_plan_store_t *stores;
+} bk_plan_t;
+
+/* Runs the topology file in L, checks that it returns a beck.app, applies its
+ * settings to conf (as BK_CONF_FROM_TOPOLOGY) and builds the plan. On error
+ * returns NULL with a message naming file and line. Free with
+ * bk_plan_destroy(). */
+bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *errstr,
+                        size_t errstr_size);
+void bk_plan_destroy(bk_plan_t *plan);
+
+/* A task: the partition `partition` of subtopology `sub`. */
+typedef struct bk_task_id_s {
+    int sub;
+    int partition;
+} bk_task_id_t;
+
+/* The stores of subtopology `sub`'s tasks: fills specs[] (names borrowed from the plan) and
+ * idx[] (their plan store indices), each of room plan->nstores; returns how many. */
+struct bk_store_spec_s;
+int bk_plan_sub_stores(const bk_plan_t *plan, int sub, struct bk_store_spec_s *specs, int *idx);
+
+/* The state directory of task (sub, partition): <state_dir>/<app>/<sub>_<partition>. */
+void bk_plan_task_dir(const bk_plan_t *plan, const bk_conf_t *conf, int sub, int partition,
+                      char *buf, size_t size);
+
+/* Where a node keeps the snapshots it makes for cold bootstrap: <state_dir>/<app>/snapshots
+ * (snapshot.h, bootstrap.h). */
+void bk_plan_snapshot_dir(const bk_plan_t *plan, const bk_conf_t *conf, char *buf, size_t size);
+
+/* Index of a topic by name, -1 if the topology does not use it. */
+int bk_plan_topic_index(const bk_plan_t *plan, const char *name);
+
+#endif

@@ -1,0 +1,41 @@
+/* restore.h - replays store changelogs into RocksDB before a task processes
+ * input: from each store's checkpointed offset (or the log's start) to the
+ * changelog's end as it was when the restore began. Reports progress.
+ * Uses the stream thread's consumer, then leaves it with no assignment.
+ * @locality the owning stream thread only. */
+#ifndef BK_RESTORE_H
+#define BK_RESTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "engine/store.h"
+
+typedef struct bk_restore_item_s {
+    bk_store_t *st;
+    const char *topic; /* the store's changelog */
+    int32_t partition;
+    const char *task;  /* "<sub>_<partition>", for messages */
+} bk_restore_item_t;
+
+typedef struct bk_restore_progress_s {
+    int64_t records;  /* applied so far */
+    int64_t total;    /* to apply in all */
+    double rate;      /* records/s since the start */
+    double eta_s;     /* time left at that rate */
+    double elapsed_s;
+    int stores;       /* stores being restored */
+    int done;
+} bk_restore_progress_t;
+
+typedef void (*bk_restore_progress_cb)(void *opaque, const bk_restore_progress_t *progress);
+
+/* Restores every item; calls cb about once a second and once at the end.
+ * Returns 0, or -1 with errstr (broker unreachable, a store write failed, a
+ * stall of more than 120 s, or *stop set). */
+int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_restore_progress_cb cb,
+                   void *opaque, volatile int *stop, char *errstr, size_t errstr_size);
+
+#endif

@@ -1,9 +1,0 @@
-/* fetchcmd.h - `beck fetch`: fetches a snapshot (its manifest, then its files) from a
- * host's sshd over SFTP into a local directory and verifies it (sftp.h). It does not
- * install the snapshot into a node's state. */
-#ifndef BK_FETCHCMD_H
-#define BK_FETCHCMD_H
-
-int bk_fetchcmd_main(int argc, char **argv);
-
-#endif

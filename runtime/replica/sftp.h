@@ -1,0 +1,66 @@
+/* sftp.h - cold bootstrap's transport: fetches a snapshot's files (snapshot.h) over SFTP
+ * (libssh2) from the active's host, as its own OpenSSH sshd serves them.
+ *
+ * Security: the host key must be in known_hosts (no trust on first use); public-key
+ * authentication only; every name is checked with bk_snapshot_name_ok; a remote file must
+ * be a regular file (lstat: no symlink) of the manifest's size and XXH3-64. Files are
+ * written as NAME.part and renamed when complete and verified. It does not open or install
+ * the snapshot (bk_snapshot_install does) and keeps no state between calls. */
+#ifndef BK_SFTP_H
+#define BK_SFTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "replica/snapshot.h"
+
+typedef struct bk_sftp_conf_s {
+    const char *host; /* name or address of the active's host */
+    int port;         /* <= 0: 22 */
+    const char *user;
+    const char *private_key;  /* file: OpenSSH or PEM format */
+    const char *public_key;   /* NULL: private_key + ".pub" if it exists, else derived */
+    const char *passphrase;   /* NULL: none. Never logged */
+    const char *known_hosts;  /* OpenSSH format; the host's key must be there */
+    int timeout_ms;           /* connect and each blocking SSH step; <= 0: 30000 */
+    int64_t rate_bytes_per_s; /* all files together; 0: unlimited */
+    int parallel;             /* files at once, each on its own connection; <= 0: the default */
+} bk_sftp_conf_t;
+
+/* The default of conf->parallel: half the online CPUs, 1 to 4 (each connection keeps a core
+ * busy at each end), and by default no more connections than one per 64 MiB of snapshot
+ * (a handshake costs ~0.1 s). An explicit conf->parallel is capped by the file count only. */
+int bk_sftp_parallel_default(void);
+
+/* Reads a small remote file (the manifest) whole into *buf (malloc'd, NUL-terminated,
+ * caller frees) and *len. Refuses a file longer than max. 0, or -1 with errstr. */
+int bk_sftp_read_small(const bk_sftp_conf_t *conf, const char *remote_path, size_t max, char **buf,
+                       size_t *len, char *errstr, size_t errstr_size);
+
+/* Fetches every file of m from remote_dir into local_dir (which must exist), conf->parallel
+ * files at once, verifying type, size and XXH3-64 of each. progress (may be NULL) is called
+ * about once a second and once at the end, on the calling thread. 0, or -1 with errstr
+ * saying what failed and where; on failure no file of m (complete or partial) is left in
+ * local_dir. */
+int bk_sftp_fetch(const bk_sftp_conf_t *conf, const char *remote_dir, const bk_manifest_t *m,
+                  const char *local_dir,
+                  void (*progress)(void *opaque, uint64_t done, uint64_t total), void *opaque,
+                  char *errstr, size_t errstr_size);
+
+/* A session: one connection (TCP, SSH, SFTP, checked and logged in as above) for several
+ * calls, so that fetching many small snapshots does not pay a handshake each. A fetch on a
+ * session runs its first worker on the session's connection and opens the others (if
+ * conf->parallel asks for more). After a failure that broke the connection, every call
+ * fails at once ("... was lost"): disconnect and connect again. Not for two threads at
+ * once. */
+typedef struct bk_sftp_session_s bk_sftp_session_t;
+bk_sftp_session_t *bk_sftp_connect(const bk_sftp_conf_t *conf, char *errstr, size_t errstr_size);
+void bk_sftp_disconnect(bk_sftp_session_t *s);
+int bk_sftp_session_read_small(bk_sftp_session_t *s, const char *remote_path, size_t max,
+                               char **buf, size_t *len, char *errstr, size_t errstr_size);
+int bk_sftp_session_fetch(bk_sftp_session_t *s, const char *remote_dir, const bk_manifest_t *m,
+                          const char *local_dir,
+                          void (*progress)(void *opaque, uint64_t done, uint64_t total),
+                          void *opaque, char *errstr, size_t errstr_size);
+
+#endif

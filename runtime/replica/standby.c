@@ -1,0 +1,583 @@
+/* standby.c - standby replicas: changelog tailing into the tasks' RocksDB. */
+#include "replica/standby.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "engine/kafka.h"
+#include "base/log.h"
+#include "engine/store.h"
+#include "engine/taskdb.h"
+
+#define REPORT_MS 1000     /* progress to the callback */
+#define LOG_EVERY_MS 10000 /* a line of lags in the log */
+
+/* One logged store of one task: a changelog partition to tail. */
+typedef struct {
+    bk_store_t *st; /* NULL while the task's DB is not open yet (open_dbs: fresh) */
+    int store;      /* index into the plan's stores */
+    const char *topic;
+    int32_t partition;
+    int task;   /* index into the runner's tasks */
+    int64_t lo; /* the changelog's start when the runner began */
+    int64_t hi; /* its end, as the latest fetch saw it */
+    int64_t goal; /* its end when the runner began; -1 once applied up to there */
+} item_t;
+
+struct bk_standby_s {
+    const bk_plan_t *plan;
+    const bk_conf_t *conf;
+    bk_task_id_t *tasks;
+    int32_t *ids;
+    int ntasks;
+    bk_standby_progress_cb cb;
+    void *opaque;
+    bk_taskdb_pool_t *pool; /* where DBs come from and go back to (taskdb.h), or NULL */
+    /* Cold bootstrap (bk_standby_set_bootstrap): per task the node's mode, and for a task
+     * handed to it the lag reported meanwhile (-1: tailed here). */
+    int boot_on;
+    int64_t boot_min;
+    int *boot_mode;
+    int64_t *boot_lag;
+    bk_standby_boot_cb boot_cb;
+    void *boot_opaque;
+
+    bk_db_t **dbs;        /* [ntasks], NULL for a task without a logged store */
+    char *fresh;          /* [ntasks] 1: no state on disk yet, DB opened only if kept here */
+    item_t *items;
+    int nitems;
+    int64_t *applied;     /* [ntasks] records applied since the start */
+    int64_t *applied_ms;  /* [ntasks] when the last one was applied (monotonic), 0: never */
+    rd_kafka_t *consumer;
+
+    pthread_t tid;
+    int started;
+    volatile int stop;
+    volatile int done;
+    int failed;
+    char err[1024];
+    int64_t t0; /* when the runner began (monotonic ms) */
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
+                             const bk_task_id_t *tasks, const int32_t *ids, int ntasks,
+                             bk_standby_progress_cb cb, void *opaque)
+{
+    bk_standby_t *sb = calloc(1, sizeof(*sb));
+    sb->plan = plan;
+    sb->conf = conf;
+    sb->ntasks = ntasks;
+    sb->tasks = calloc((size_t)ntasks + 1, sizeof(*sb->tasks));
+    sb->ids = calloc((size_t)ntasks + 1, sizeof(*sb->ids));
+    if (ntasks > 0) {
+        memcpy(sb->tasks, tasks, (size_t)ntasks * sizeof(*tasks));
+        memcpy(sb->ids, ids, (size_t)ntasks * sizeof(*ids));
+    }
+    sb->cb = cb;
+    sb->opaque = opaque;
+    sb->dbs = calloc((size_t)ntasks + 1, sizeof(*sb->dbs));
+    sb->fresh = calloc((size_t)ntasks + 1, 1);
+    sb->items = calloc((size_t)(ntasks * plan->nstores) + 1, sizeof(*sb->items));
+    sb->applied = calloc((size_t)ntasks + 1, sizeof(int64_t));
+    sb->applied_ms = calloc((size_t)ntasks + 1, sizeof(int64_t));
+    sb->boot_mode = calloc((size_t)ntasks + 1, sizeof(int));
+    sb->boot_lag = malloc(((size_t)ntasks + 1) * sizeof(int64_t));
+    for (int t = 0; t < ntasks; t++) {
+        sb->boot_lag[t] = -1;
+    }
+    return sb;
+}
+
+/* Whether task t may go to cold bootstrap and has no directory yet: a fresh replica. Its
+ * DB is opened only once assign() keeps it here: creating 32 empty DBs (their fsyncs) only
+ * to close them again cost a fresh node's cold bootstrap ~400 ms (scripts/bench/bootstrap).
+ * A pooled DB always has its directory, so it is never taken for fresh. */
+static int is_fresh(const bk_standby_t *sb, int t)
+{
+    char dir[4096];
+    struct stat st;
+    if (!sb->boot_on ||
+        (sb->boot_mode[t] != BK_STANDBY_BOOT_AUTO && sb->boot_mode[t] != BK_STANDBY_BOOT_FORCE)) {
+        return 0;
+    }
+    bk_plan_task_dir(sb->plan, sb->conf, sb->tasks[t].sub, sb->tasks[t].partition, dir,
+                     sizeof(dir));
+    return stat(dir, &st) != 0;
+}
+
+/* Opens the DB of task t and points its items at its stores. */
+static int open_db(bk_standby_t *sb, int t, bk_store_t **store_of)
+{
+    int logged;
+    sb->dbs[t] = bk_taskdb_open(sb->pool, sb->plan, sb->conf, sb->tasks[t], store_of, &logged,
+                                sb->err, sizeof(sb->err));
+    if (!sb->dbs[t]) {
+        return sb->err[0] ? -1 : 0;
+    }
+    for (int i = 0; i < sb->nitems; i++) {
+        if (sb->items[i].task == t) {
+            sb->items[i].st = store_of[sb->items[i].store];
+        }
+    }
+    return 0;
+}
+
+/* Opens the DB of every task that has a logged store (but fresh ones, see is_fresh) and
+ * lists its changelogs. */
+static int open_dbs(bk_standby_t *sb)
+{
+    const bk_plan_t *plan = sb->plan;
+    bk_store_t **store_of = calloc((size_t)plan->nstores + 1, sizeof(*store_of));
+    int rc = 0;
+
+    for (int t = 0; t < sb->ntasks && rc == 0; t++) {
+        int logged = 0;
+        for (int s = 0; s < plan->nstores; s++) {
+            logged += plan->stores[s].sub == sb->tasks[t].sub && plan->stores[s].logged;
+        }
+        if (logged == 0) {
+            continue; /* stateless or unlogged: nothing to keep warm */
+        }
+        if (sb->boot_on && sb->boot_mode[t] == BK_STANDBY_BOOT_BUSY) {
+            sb->boot_lag[t] = INT64_C(1) << 40; /* being built elsewhere: far behind */
+            continue;
+        }
+        for (int s = 0; s < plan->nstores; s++) {
+            if (plan->stores[s].sub == sb->tasks[t].sub && plan->stores[s].logged) {
+                sb->items[sb->nitems++] = (item_t){NULL, s, plan->stores[s].changelog,
+                                                   sb->tasks[t].partition, t, 0, 0, -1};
+            }
+        }
+        sb->fresh[t] = (char)is_fresh(sb, t);
+        if (!sb->fresh[t]) {
+            rc = open_db(sb, t, store_of);
+        }
+    }
+    free(store_of);
+    return rc;
+}
+
+/* Why task t should be built by cold bootstrap rather than from its changelogs, or NULL:
+ * its changelog lost records it needs (a gap: replaying would leave it wrong), it has more
+ * to replay than bootstrap_min_records, or the node asked. Fills why. */
+static const char *boot_reason(bk_standby_t *sb, int t, char *why, size_t size)
+{
+    int64_t replay = 0;
+    int mode = sb->boot_mode[t];
+    if (!sb->boot_on || mode == BK_STANDBY_BOOT_NEVER) {
+        return NULL;
+    }
+    for (int i = 0; i < sb->nitems; i++) {
+        const item_t *it = &sb->items[i];
+        int64_t next;
+        if (it->task != t) {
+            continue; /* (an earlier task's store may be closed already) */
+        }
+        next = it->st ? bk_store_changelog_next(it->st) : -1;
+        if (next >= 0 && next < it->lo) {
+            snprintf(why, size, "changelog %s [%d] starts at offset %lld but the store needs "
+                     "%lld", it->topic, (int)it->partition, (long long)it->lo, (long long)next);
+            return why;
+        }
+        replay += it->hi - (next < 0 ? it->lo : next);
+    }
+    if (sb->boot_mode[t] == BK_STANDBY_BOOT_FORCE) {
+        snprintf(why, size, "asked for");
+        return why;
+    }
+    if (mode == BK_STANDBY_BOOT_AUTO && sb->boot_min > 0 && replay > sb->boot_min) {
+        snprintf(why, size, "%lld changelog record(s) to replay (bootstrap_min_records %lld)",
+                 (long long)replay, (long long)sb->boot_min);
+        return why;
+    }
+    return NULL;
+}
+
+/* Reads every changelog's offsets, hands the tasks cold bootstrap should build to the node
+ * (their DBs closed: the bootstrap replaces their directories), and assigns the other
+ * changelog partitions at the offset each store needs. */
+static int assign(bk_standby_t *sb)
+{
+    rd_kafka_topic_partition_list_t *list =
+        rd_kafka_topic_partition_list_new(sb->nitems ? sb->nitems : 1);
+    rd_kafka_resp_err_t err = 0;
+    const char **topics = calloc((size_t)sb->nitems + 1, sizeof(*topics));
+    int32_t *parts = calloc((size_t)sb->nitems + 1, sizeof(*parts));
+    int64_t *los = calloc((size_t)sb->nitems + 1, sizeof(*los));
+    int64_t *his = calloc((size_t)sb->nitems + 1, sizeof(*his));
+    int w = 0;
+
+    for (int i = 0; i < sb->nitems; i++) {
+        topics[i] = sb->items[i].topic;
+        parts[i] = sb->items[i].partition;
+    }
+    err = bk_kafka_watermarks(sb->consumer, topics, parts, sb->nitems, los, his, 10000);
+    if (err) {
+        snprintf(sb->err, sizeof(sb->err), "standby: cannot read the offsets of %d changelog "
+                 "partition(s): %s", sb->nitems, rd_kafka_err2str(err));
+    }
+    for (int i = 0; !err && i < sb->nitems; i++) {
+        sb->items[i].lo = los[i];
+        sb->items[i].hi = his[i];
+    }
+    for (int t = 0; !err && t < sb->ntasks; t++) {
+        char why[512];
+        int64_t lag = 0;
+        if ((!sb->dbs[t] && !sb->fresh[t]) || !boot_reason(sb, t, why, sizeof(why))) {
+            continue;
+        }
+        for (int i = 0; i < sb->nitems; i++) {
+            if (sb->items[i].task == t) {
+                lag += sb->items[i].hi - sb->items[i].lo;
+            }
+        }
+        sb->boot_lag[t] = lag > 0 ? lag : 1;
+        bk_log_info("standby %d_%d: cold bootstrap: %s", sb->tasks[t].sub,
+                    sb->tasks[t].partition, why);
+        bk_taskdb_release(NULL, sb->tasks[t], sb->dbs[t], 0);
+        sb->dbs[t] = NULL;
+        sb->fresh[t] = 0;
+        if (sb->boot_cb) {
+            sb->boot_cb(sb->boot_opaque, sb->ids[t], why);
+        }
+    }
+    /* fresh tasks kept here after all: their DBs now */
+    if (!err) {
+        bk_store_t **store_of = calloc((size_t)sb->plan->nstores + 1, sizeof(*store_of));
+        for (int t = 0; t < sb->ntasks && !err; t++) {
+            if (sb->fresh[t]) {
+                sb->fresh[t] = 0;
+                err = open_db(sb, t, store_of) != 0 ? RD_KAFKA_RESP_ERR__FAIL : 0;
+            }
+        }
+        free(store_of);
+    }
+    for (int i = 0; !err && i < sb->nitems; i++) {
+        if (sb->dbs[sb->items[i].task]) {
+            sb->items[w++] = sb->items[i];
+        }
+    }
+    if (!err) {
+        sb->nitems = w;
+    }
+    for (int i = 0; !err && i < sb->nitems; i++) {
+        item_t *it = &sb->items[i];
+        int64_t next = bk_store_changelog_next(it->st), start;
+        const bk_task_id_t *task = &sb->tasks[it->task];
+        start = next < 0 ? it->lo : next;
+        if (next >= 0 && next < it->lo) {
+            /* As in restore.c: the changelog lost what this replica needs and cold bootstrap
+             * is off (or failed): say so loudly. */
+            bk_log_error("standby %d_%d: changelog %s [%d] starts at offset %lld but the store "
+                         "needs %lld: %lld update(s) are lost to this replica",
+                         task->sub, task->partition, it->topic, (int)it->partition,
+                         (long long)it->lo, (long long)next, (long long)(it->lo - next));
+            start = it->lo;
+        }
+        if (next < 0 && start >= it->hi && it->hi > 0) {
+            bk_store_acked(it->st, it->hi - 1); /* empty from here: at the end */
+        }
+        it->goal = start < it->hi ? it->hi : -1;
+        bk_log_info("standby %d_%d store %s: tailing %s [%d] from offset %lld, %lld behind",
+                    task->sub, task->partition, bk_store_name(it->st), it->topic,
+                    (int)it->partition, (long long)start, (long long)(it->hi - start));
+        rd_kafka_topic_partition_list_add(list, it->topic, it->partition)->offset = start;
+    }
+    if (!err && sb->nitems > 0 && rd_kafka_assign(sb->consumer, list) != 0) {
+        snprintf(sb->err, sizeof(sb->err), "standby: cannot assign the changelog partitions");
+        err = RD_KAFKA_RESP_ERR__FAIL;
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    free(topics);
+    free(parts);
+    free(los);
+    free(his);
+    return err ? -1 : 0;
+}
+
+static item_t *find(bk_standby_t *sb, const char *topic, int32_t partition, item_t *hint)
+{
+    if (hint && hint->partition == partition && strcmp(hint->topic, topic) == 0) {
+        return hint;
+    }
+    for (int i = 0; i < sb->nitems; i++) {
+        if (sb->items[i].partition == partition && strcmp(sb->items[i].topic, topic) == 0) {
+            return &sb->items[i];
+        }
+    }
+    return NULL;
+}
+
+/* Position of a store: the next offset it needs. */
+static int64_t position(const item_t *it)
+{
+    int64_t next = bk_store_changelog_next(it->st);
+    return next < 0 ? it->lo : next;
+}
+
+/* Reports every task's offset and lag; with `log_it`, also one line in the log. */
+static void report(bk_standby_t *sb, int log_it)
+{
+    char line[2048];
+    int len = 0;
+    int64_t now = mono_ms();
+
+    for (int i = 0; i < sb->nitems; i++) {
+        int64_t lo, hi;
+        if (rd_kafka_get_watermark_offsets(sb->consumer, sb->items[i].topic,
+                                           sb->items[i].partition, &lo, &hi) == 0 &&
+            hi >= 0) {
+            sb->items[i].hi = hi;
+        }
+    }
+    for (int t = 0; t < sb->ntasks; t++) {
+        int64_t lag = 0, offset = -1;
+        for (int i = 0; i < sb->nitems; i++) {
+            const item_t *it = &sb->items[i];
+            if (it->task == t) {
+                int64_t pos = position(it);
+                lag += it->hi > pos ? it->hi - pos : 0;
+                if (offset < 0) {
+                    offset = bk_store_changelog_next(it->st);
+                }
+            }
+        }
+        if (sb->boot_lag[t] >= 0) {
+            lag = sb->boot_lag[t]; /* being built by cold bootstrap: not warm at all */
+        }
+        if (sb->cb) {
+            sb->cb(sb->opaque, sb->ids[t], offset, lag);
+        }
+        if (log_it && sb->dbs[t] && len < (int)sizeof(line) - 100) {
+            if (sb->applied_ms[t]) {
+                len += snprintf(line + len, sizeof(line) - (size_t)len,
+                                "%s%d_%d lag %lld (last applied %.1f s ago)", len ? ", " : "",
+                                sb->tasks[t].sub, sb->tasks[t].partition, (long long)lag,
+                                (double)(now - sb->applied_ms[t]) / 1000.0);
+            } else {
+                len += snprintf(line + len, sizeof(line) - (size_t)len,
+                                "%s%d_%d lag %lld (nothing applied yet)", len ? ", " : "",
+                                sb->tasks[t].sub, sb->tasks[t].partition, (long long)lag);
+            }
+        }
+    }
+    if (log_it && len > 0) {
+        bk_log_info("standbys: %s", line);
+    }
+}
+
+/* Makes what was applied durable and says so in the checkpoint files. */
+static int checkpoint(bk_standby_t *sb)
+{
+    for (int i = 0; i < sb->nitems; i++) {
+        if (bk_store_restore_flush(sb->items[i].st, sb->err, sizeof(sb->err)) != 0) {
+            return -1;
+        }
+    }
+    for (int t = 0; t < sb->ntasks; t++) {
+        if (sb->dbs[t] && bk_db_checkpoint(sb->dbs[t], sb->err, sizeof(sb->err)) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Says when a task's replica applied its changelogs up to where they ended when the runner
+ * began: how long building (or catching up) a replica from its changelog took
+ * (scripts/bench/bootstrap reads it). */
+static void caught_up(bk_standby_t *sb, int t, int64_t now)
+{
+    for (int i = 0; i < sb->nitems; i++) {
+        if (sb->items[i].task == t && sb->items[i].goal >= 0) {
+            return;
+        }
+    }
+    bk_log_info("standby %d_%d: caught up: %lld changelog record(s) applied in %lld ms",
+                sb->tasks[t].sub, sb->tasks[t].partition, (long long)sb->applied[t],
+                (long long)(now - sb->t0));
+}
+
+static int tail(bk_standby_t *sb)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(sb->consumer);
+    rd_kafka_message_t *msgs[1000];
+    int64_t interval = bk_conf_int(sb->conf, BK_CONF_COMMIT_INTERVAL_MS);
+    int64_t last_ckpt = mono_ms(), last_report = 0, last_log = mono_ms();
+    item_t *hint = NULL;
+    int rc = 0;
+
+    while (!sb->stop && rc == 0) {
+        /* drain; block for one record only when idle (restore.c says why) */
+        ssize_t got = rd_kafka_consume_batch_queue(q, 0, msgs, 1000);
+        if (got == 0) {
+            got = rd_kafka_consume_batch_queue(q, 100, msgs, 1);
+        }
+        int64_t now = mono_ms();
+        for (ssize_t i = 0; i < got; i++) {
+            rd_kafka_message_t *m = msgs[i];
+            if (m->err) {
+                if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                    bk_log_warn("standby: %s", rd_kafka_message_errstr(m));
+                }
+            } else if (rc == 0 &&
+                       (hint = find(sb, rd_kafka_topic_name(m->rkt), m->partition, hint))) {
+                if (bk_store_restore_apply(hint->st, m->key, m->key_len, m->payload, m->len,
+                                           m->offset, sb->err, sizeof(sb->err)) != 0) {
+                    rc = -1;
+                } else {
+                    sb->applied[hint->task]++;
+                    sb->applied_ms[hint->task] = now;
+                    if (m->offset + 1 > hint->hi) {
+                        hint->hi = m->offset + 1;
+                    }
+                    if (hint->goal >= 0 && m->offset + 1 >= hint->goal) {
+                        hint->goal = -1;
+                        caught_up(sb, hint->task, now);
+                    }
+                }
+            }
+            rd_kafka_message_destroy(m);
+        }
+        if (rc == 0 && now - last_ckpt >= interval) {
+            rc = checkpoint(sb);
+            last_ckpt = now;
+        }
+        if (now - last_report >= REPORT_MS) {
+            int log_it = now - last_log >= LOG_EVERY_MS;
+            report(sb, log_it);
+            last_report = now;
+            if (log_it) {
+                last_log = now;
+            }
+        }
+    }
+    rd_kafka_queue_destroy(q);
+    return rc;
+}
+
+static void *standby_main(void *arg)
+{
+    bk_standby_t *sb = arg;
+    char cid[160];
+    int rc;
+
+    bk_log_set_thread_name("standby");
+    sb->t0 = mono_ms();
+    snprintf(cid, sizeof(cid), "%s-standby", sb->plan->id);
+    rc = open_dbs(sb);
+    if (rc == 0 && sb->nitems > 0) {
+        sb->consumer = bk_kafka_new(sb->conf, BK_KAFKA_CONSUMER, cid, sb, NULL, sb->err,
+                                    sizeof(sb->err));
+        rc = sb->consumer ? assign(sb) : -1;
+    }
+    if (rc == 0 && sb->nitems > 0) {
+        report(sb, 1);
+        rc = tail(sb);
+    } else if (rc == 0) {
+        report(sb, 0); /* nothing logged: every task is as warm as it can be */
+        while (!sb->stop) {
+            struct timespec tick = {0, 50 * 1000 * 1000};
+            nanosleep(&tick, NULL);
+        }
+    }
+    if (rc == 0) {
+        rc = checkpoint(sb);
+    }
+    if (rc != 0) {
+        bk_log_error("standby replicas stopped: %s", sb->err);
+        sb->failed = 1;
+    } else if (sb->nitems > 0) {
+        report(sb, 1);
+    }
+    for (int t = 0; t < sb->ntasks; t++) {
+        if (sb->applied[t] > 0) {
+            bk_log_info("standby %d_%d: applied %lld changelog record(s) while standby",
+                        sb->tasks[t].sub, sb->tasks[t].partition, (long long)sb->applied[t]);
+        }
+    }
+    if (sb->consumer) {
+        rd_kafka_assign(sb->consumer, NULL);
+        rd_kafka_consumer_close(sb->consumer);
+        rd_kafka_destroy(sb->consumer);
+        sb->consumer = NULL;
+    }
+    for (int t = 0; t < sb->ntasks; t++) {
+        bk_taskdb_release(sb->pool, sb->tasks[t], sb->dbs[t], !sb->failed);
+        sb->dbs[t] = NULL;
+    }
+    sb->done = 1;
+    return NULL;
+}
+
+void bk_standby_set_pool(bk_standby_t *sb, struct bk_taskdb_pool_s *pool)
+{
+    sb->pool = pool;
+}
+
+void bk_standby_set_bootstrap(bk_standby_t *sb, const int *modes, bk_standby_boot_cb cb,
+                              void *opaque)
+{
+    sb->boot_opaque = opaque;
+    sb->boot_on = bk_conf_str(sb->conf, BK_CONF_SSH_KEY) != NULL;
+    sb->boot_min = bk_conf_int(sb->conf, BK_CONF_BOOTSTRAP_MIN_RECORDS);
+    sb->boot_cb = cb;
+    for (int t = 0; t < sb->ntasks; t++) {
+        sb->boot_mode[t] = modes ? modes[t] : BK_STANDBY_BOOT_AUTO;
+    }
+}
+
+int bk_standby_start(bk_standby_t *sb)
+{
+    if (pthread_create(&sb->tid, NULL, standby_main, sb) != 0) {
+        return -1;
+    }
+    sb->started = 1;
+    return 0;
+}
+
+int bk_standby_stop(bk_standby_t *sb)
+{
+    if (!sb) {
+        return 0;
+    }
+    sb->stop = 1;
+    if (sb->started) {
+        pthread_join(sb->tid, NULL);
+        sb->started = 0;
+    }
+    return sb->failed ? -1 : 0;
+}
+
+int bk_standby_done(const bk_standby_t *sb)
+{
+    return sb->done;
+}
+
+void bk_standby_destroy(bk_standby_t *sb)
+{
+    if (!sb) {
+        return;
+    }
+    bk_standby_stop(sb);
+    free(sb->tasks);
+    free(sb->ids);
+    free(sb->dbs);
+    free(sb->fresh);
+    free(sb->items);
+    free(sb->applied);
+    free(sb->applied_ms);
+    free(sb->boot_mode);
+    free(sb->boot_lag);
+    free(sb);
+}

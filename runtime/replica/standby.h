@@ -1,0 +1,67 @@
+/* standby.h - the standby replicas of one node: warm copies of other nodes' task state.
+ *
+ * One thread ("standby") with one consumer tails the changelog partitions of every logged
+ * store of its tasks into the tasks' own RocksDB (the same directory an active of the task
+ * uses on this node, <state_dir>/<app>/<sub>_<partition>), and checkpoints what it applied
+ * every commit interval, so that the replica survives a restart of its node and an active
+ * started here later (a promotion) replays only what the standby had not applied yet.
+ * About once a second it reports each task's changelog position and lag (records behind
+ * the changelogs' end) to a callback, which the node feeds to the membership's heartbeats:
+ * the leader then promotes the most caught-up replica when an active's node dies.
+ *
+ * A node never holds one task both active and standby (assign.h's node rule), and starts
+ * an active of a task only after its standby runner has stopped (and closed the DB).
+ * @locality bk_standby_* from one thread (the node's); the callback runs on the standby
+ * thread. */
+#ifndef BK_STANDBY_H
+#define BK_STANDBY_H
+
+#include <stdint.h>
+
+#include "base/conf.h"
+#include "engine/plan.h"
+#include "engine/thread.h"
+
+typedef struct bk_standby_s bk_standby_t;
+
+/* A task's progress: `task` is the caller's id of it (as given to bk_standby_new),
+ * `offset` the next changelog offset of its first logged store (-1: nothing applied yet),
+ * `lag` the records all its changelogs hold beyond what was applied. */
+typedef void (*bk_standby_progress_cb)(void *opaque, int32_t task, int64_t offset, int64_t lag);
+
+/* Creates (does not start) the runner of `tasks` (copied), whose caller ids are `ids`
+ * (copied). Tasks without a logged store are reported with lag 0 and otherwise ignored.
+ * plan and conf must outlive it. */
+bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
+                             const bk_task_id_t *tasks, const int32_t *ids, int ntasks,
+                             bk_standby_progress_cb cb, void *opaque);
+/* DBs come from this pool (taskdb.h) and go back to it; call before bk_standby_start. */
+struct bk_taskdb_pool_s;
+void bk_standby_set_pool(bk_standby_t *sb, struct bk_taskdb_pool_s *pool);
+/* Cold bootstrap (docs/bootstrap.md; on when ssh_key is set). At start the runner reads its
+ * changelogs' offsets and hands to cb (on the standby thread) each task that cold
+ * bootstrap should build instead: its changelog lost what the task's state needs, or it
+ * has more than bootstrap_min_records to replay, or its mode is FORCE. Such a task's DB is
+ * closed and it is reported with the changelog's length as lag until the node restarts the
+ * runner (after the bootstrap installed the snapshot, or failed). modes[ntasks] (copied;
+ * NULL: all AUTO) as below. Call before bk_standby_start. */
+enum {
+    BK_STANDBY_BOOT_AUTO = 0,  /* any reason above */
+    BK_STANDBY_BOOT_FORCE = 1, /* asked for */
+    BK_STANDBY_BOOT_NEVER = 2, /* a bootstrap failed: restore from the changelog */
+    BK_STANDBY_BOOT_GAP = 3,   /* just bootstrapped: only a gap makes it bootstrap again */
+    BK_STANDBY_BOOT_BUSY = 4   /* a bootstrap of it is under way: do not open its DB */
+};
+typedef void (*bk_standby_boot_cb)(void *opaque, int32_t task, const char *why);
+void bk_standby_set_bootstrap(bk_standby_t *sb, const int *modes, bk_standby_boot_cb cb,
+                              void *opaque);
+
+int bk_standby_start(bk_standby_t *sb);
+/* Asks the thread to stop, waits: it applies what it has, checkpoints and closes the DBs.
+ * Returns 0, or -1 if the runner failed at some point (it logged why). */
+int bk_standby_stop(bk_standby_t *sb);
+/* True once the thread ended by itself (a failure) or after a stop. */
+int bk_standby_done(const bk_standby_t *sb);
+void bk_standby_destroy(bk_standby_t *sb);
+
+#endif
