@@ -22,8 +22,9 @@ PKGS := rdkafka luajit rocksdb libssh2 libmicrohttpd libxxhash
 CFLAGS ?= $(OPT) -g
 ALL_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -pthread -MMD -MP $(SANFLAGS) \
               -Iruntime -I$(B) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-# -Wl,-E exports the bk_ffi_* functions that Lua reaches through FFI.
-ALL_LDFLAGS := $(LDFLAGS) -pthread -Wl,-E $(SANFLAGS)
+# Lua reaches the bk_ffi_* functions through FFI (dlsym on the binary): export those and
+# nothing else (runtime/exports).
+ALL_LDFLAGS := $(LDFLAGS) -pthread -Wl,--dynamic-list=runtime/exports $(SANFLAGS)
 LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -ldl
 
 # runtime/ has a folder per layer (runtime/README.md); includes name the layer: "base/log.h".
@@ -32,7 +33,8 @@ OBJS := $(patsubst runtime/%.c,$(B)/%.o,$(SRCS)) $(B)/embed.o
 LUA_SRCS := $(shell find lua -name '*.lua' | sort)
 # lua/beck/init.lua -> beck, lua/beck/internal/x.lua -> beck.internal.x
 lua_mod = $(subst /,.,$(patsubst %/init,%,$(patsubst lua/%.lua,%,$(1))))
-EMBED_ARGS := $(foreach f,$(LUA_SRCS),$(call lua_mod,$(f))=$(f)) beck.internal.cdef=$(B)/cdef.lua
+EMBED_ARGS := $(foreach f,$(LUA_SRCS),$(call lua_mod,$(f))=$(f)) beck.internal.cdef=$(B)/cdef.lua \
+              beck.internal.cdef_spec=$(B)/cdef_spec.lua
 
 .PHONY: all build lib deps test demo bench install clean format
 
@@ -46,7 +48,7 @@ build: $(B)/beck
 	@mkdir -p bin
 	@cmp -s $(B)/beck bin/beck || { cp $(B)/beck bin/beck.tmp && mv -f bin/beck.tmp bin/beck; }
 
-$(B)/beck: $(OBJS)
+$(B)/beck: $(OBJS) runtime/exports
 	$(CC) $(ALL_LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
 
 # The runtime without its commands, for benchmarks that drive its modules directly
@@ -63,12 +65,16 @@ $(B)/%.o: runtime/%.c | $(B)
 $(B)/embed.o: $(B)/embed.c
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-# The FFI declarations Lua uses are cut out of runtime/base/ffi.h, never copied by hand.
+# The FFI declarations Lua uses are cut out of runtime/base/ffi.h (beck's Lua) and
+# runtime/base/ffi_spec.h (specs only), never copied by hand.
 $(B)/cdef.lua: runtime/base/ffi.h | $(B)
 	@{ echo 'return [==['; sed -n '/BK_FFI_CDEF_BEGIN/,/BK_FFI_CDEF_END/p' $< | sed '1d;$$d'; echo ']==]'; } > $@
 
-$(B)/embed.c: $(B)/embed-tool $(LUA_SRCS) $(B)/cdef.lua Makefile
-	$(B)/embed-tool $@ $(EMBED_ARGS)
+$(B)/cdef_spec.lua: runtime/base/ffi_spec.h | $(B)
+	@{ echo 'return [==['; sed -n '/BK_FFI_CDEF_BEGIN/,/BK_FFI_CDEF_END/p' $< | sed '1d;$$d'; echo ']==]'; } > $@
+
+$(B)/embed.c: $(B)/embed-tool $(LUA_SRCS) $(B)/cdef.lua $(B)/cdef_spec.lua Makefile
+	$(B)/embed-tool $@ $(EMBED_ARGS) || { rm -f $@; exit 1; }
 
 $(B)/embed-tool: tools/embed.c | $(B)
 	$(CC) -O1 -Wall -Wextra -o $@ $<

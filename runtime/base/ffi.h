@@ -1,7 +1,9 @@
-/* ffi.h - everything Lua reaches through LuaJIT's FFI, in one place.
+/* ffi.h - what beck's own Lua (lua/beck/) reaches through LuaJIT's FFI: the record path of
+ * a stream thread, its stores, and the test driver's stores behind beck.testing.
  *
- * These are the per-record paths (STYLE.md 4-5): plain exported functions of
- * scalars and pointers, an int status, never a call back into Lua. The part
+ * Plain exported functions of scalars and pointers, an int status, never a call back into
+ * Lua (STYLE.md 4-5); each is defined by the module named beside it. What only specs
+ * drive is in ffi_spec.h. bin/beck exports bk_ffi_* and nothing else (runtime/exports). The part
  * between the CDEF markers is cut out by the Makefile and embedded as the Lua
  * module beck.internal.cdef, so the declarations Lua uses are this header's
  * own; it must therefore stay plain C declarations (no macros, no includes). */
@@ -96,78 +98,8 @@ const char *bk_ffi_driver_error(bk_driver_t *d);
 void bk_ffi_driver_free(bk_driver_t *d);
 /* Wall clock in ms since the epoch. */
 int64_t bk_ffi_clock_ms(void);
-/* Kafka's partitioner (murmur2, as the Java client) and beck's key group. */
+/* Kafka's partitioner (murmur2, as the Java client's). */
 int32_t bk_ffi_hash_partition(const char *key, size_t key_len, int32_t partitions);
-int32_t bk_ffi_hash_key_group(const char *key, size_t key_len);
-/* -- Assignor (assign.h) and its published form (assigncodec.h) -------------------------
- * For specs: build an assignor input a call at a time, compute, read the result; build,
- * encode, decode, diff and apply published assignments. Not on any per-record path.
- * Member and slot indices are 0-based; -1 is "none". Errors: bk_ffi_assign_error(b), or
- * *err pointing at thread-local text valid until the next call. Buffers from encode and
- * delta are freed with bk_ffi_assigncodec_buf_free(). */
-typedef struct bk_assign_builder_s bk_assign_builder_t;
-typedef struct bk_assigncodec_s bk_assigncodec_t;
-/* Assignor (assign.h): ntasks tasks, `standbys` standbys each (K). */
-bk_assign_builder_t *bk_ffi_assign_new(int32_t ntasks, int32_t standbys);
-/* Returns the member's index, or BK_FFI_ERR. rack and endpoint may be NULL. */
-int32_t bk_ffi_assign_add_member(bk_assign_builder_t *b, const char *id, const char *rack,
-                                 const char *endpoint, int32_t threads);
-int bk_ffi_assign_set_prev(bk_assign_builder_t *b, int32_t task, int32_t active,
-                           const int32_t *standby, int32_t n);
-int bk_ffi_assign_add_lag(bk_assign_builder_t *b, int32_t task, int32_t member, int64_t lag);
-/* Warm-up (assign.h): on, and the acceptable recovery lag. */
-int bk_ffi_assign_set_warmup(bk_assign_builder_t *b, int on, int64_t acceptable_lag);
-int bk_ffi_assign_compute(bk_assign_builder_t *b);
-/* After a compute: tasks held on a caught-up replica while another warms up. */
-int32_t bk_ffi_assign_warmups(const bk_assign_builder_t *b);
-/* After a compute: actives [ntasks], standbys [ntasks * *k], and the movement figures. */
-const int32_t *bk_ffi_assign_active(const bk_assign_builder_t *b);
-const int32_t *bk_ffi_assign_standby(const bk_assign_builder_t *b, int32_t *k);
-int bk_ffi_assign_stats(const bk_assign_builder_t *b, int32_t *moved, int32_t *min_moved,
-                        int32_t *orphaned, int32_t *promoted);
-const char *bk_ffi_assign_error(const bk_assign_builder_t *b);
-void bk_ffi_assign_free(bk_assign_builder_t *b);
-/* Published assignments (assigncodec.h). */
-bk_assigncodec_t *bk_ffi_assigncodec_new(int32_t nnodes, int32_t ntasks, int32_t k,
-                                         uint64_t epoch, uint64_t base_epoch);
-int bk_ffi_assigncodec_set_node(bk_assigncodec_t *ac, int32_t slot, const char *id,
-                                const char *rack, const char *endpoint, const char **err);
-int bk_ffi_assigncodec_set_task(bk_assigncodec_t *ac, int32_t task, int32_t active,
-                                const int32_t *standby, int32_t n);
-int bk_ffi_assigncodec_validate(const bk_assigncodec_t *ac, const char **err);
-int bk_ffi_assigncodec_encode(const bk_assigncodec_t *ac, char **buf, size_t *len,
-                              const char **err);
-int bk_ffi_assigncodec_delta(const bk_assigncodec_t *prev, const bk_assigncodec_t *next,
-                             char **buf, size_t *len, const char **err);
-void bk_ffi_assigncodec_buf_free(char *buf);
-int bk_ffi_assigncodec_peek(const char *buf, size_t len, int32_t *kind, uint64_t *epoch,
-                            uint64_t *base_epoch, const char **err);
-bk_assigncodec_t *bk_ffi_assigncodec_decode(const char *buf, size_t len, const char **err);
-bk_assigncodec_t *bk_ffi_assigncodec_apply(const bk_assigncodec_t *prev, const char *buf,
-                                           size_t len, const char **err);
-int bk_ffi_assigncodec_equal(const bk_assigncodec_t *a, const bk_assigncodec_t *b);
-void bk_ffi_assigncodec_info(const bk_assigncodec_t *ac, int32_t *nnodes, int32_t *ntasks,
-                             int32_t *k, uint64_t *epoch, uint64_t *base_epoch);
-const char *bk_ffi_assigncodec_node(const bk_assigncodec_t *ac, int32_t slot,
-                                    const char **rack, const char **endpoint);
-int32_t bk_ffi_assigncodec_task(const bk_assigncodec_t *ac, int32_t task, int32_t *standby);
-bk_assigncodec_t *bk_ffi_assigncodec_from_assign(const bk_assigncodec_t *prev,
-                                                 bk_assign_builder_t *b, uint64_t epoch,
-                                                 const char **err);
-int bk_ffi_assigncodec_to_prev(const bk_assigncodec_t *ac, bk_assign_builder_t *b);
-void bk_ffi_assigncodec_free(bk_assigncodec_t *ac);
-/* -- Snapshots (snapshot.h), for specs ---------------------------------------------------
- * *err points at thread-local text valid until the next call. */
-/* Parses the manifest in file in_path and, unless out_path is NULL, writes it to out_path
- * with bk_manifest_write. The number of files it lists, or BK_FFI_ERR. */
-int bk_ffi_snapshot_manifest_rewrite(const char *in_path, const char *out_path,
-                                     const char **err);
-/* Parses fetched_dir's manifest and installs fetched_dir as task_dir (bk_snapshot_install). */
-int bk_ffi_snapshot_install(const char *fetched_dir, const char *task_dir, const char **err);
-/* bk_snapshot_sweep: how many snapshots were removed. */
-int bk_ffi_snapshot_sweep(const char *root, int64_t ttl_ms, int64_t now_ms);
-int bk_ffi_snapshot_file_xxh3(const char *path, uint64_t *xxh3, uint64_t *size,
-                              const char **err);
 /* BK_FFI_CDEF_END */
 
 #endif

@@ -53,8 +53,3 @@ int32_t bk_ffi_hash_partition(const char *key, size_t key_len, int32_t partition
 {
     return bk_hash_partition(key, key_len, partitions);
 }
-
-int32_t bk_ffi_hash_key_group(const char *key, size_t key_len)
-{
-    return bk_hash_key_group(key, key_len);
-}

@@ -65,3 +65,20 @@ void bk_log(bk_log_level_t level, const char *fmt, ...)
         /* nowhere left to report it */
     }
 }
+
+/* A name from outside, fit to quote in an error: at most 64 bytes, controls as '?'. */
+const char *bk_log_shown(const char *s, char *buf, size_t size)
+{
+    size_t i = 0;
+    for (; s[i] && i + 4 < size && i < 64; i++) {
+        unsigned char c = (unsigned char)s[i];
+        buf[i] = c < 0x20 || c >= 0x7f ? '?' : (char)c;
+    }
+    if (s[i]) {
+        buf[i++] = '.';
+        buf[i++] = '.';
+        buf[i++] = '.';
+    }
+    buf[i] = '\0';
+    return buf;
+}

@@ -4,6 +4,8 @@
 #ifndef BK_LOG_H
 #define BK_LOG_H
 
+#include <stddef.h>
+
 typedef enum { BK_LOG_ERROR = 0, BK_LOG_WARN, BK_LOG_INFO, BK_LOG_DEBUG } bk_log_level_t;
 
 void bk_log_set_level(bk_log_level_t level);
@@ -19,5 +21,9 @@ void bk_log(bk_log_level_t level, const char *fmt, ...) __attribute__((format(pr
 #define bk_log_warn(...) bk_log(BK_LOG_WARN, __VA_ARGS__)
 #define bk_log_info(...) bk_log(BK_LOG_INFO, __VA_ARGS__)
 #define bk_log_debug(...) bk_log(BK_LOG_DEBUG, __VA_ARGS__)
+
+/* Text from outside (a file name, a key), fit to quote in a message: at most 64 bytes,
+ * control bytes as '?', "..." when cut. Returns buf. */
+const char *bk_log_shown(const char *s, char *buf, size_t size);
 
 #endif

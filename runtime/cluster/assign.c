@@ -9,7 +9,7 @@
  * docs/assignment.md explains each step and its bound. */
 #include "cluster/assign.h"
 
-#include "base/ffi.h"
+#include "base/ffi_spec.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "replica/sftp.h"
-#include "replica/snapshot.h"
+#include "engine/manifest.h"
 
-#define BK_FETCH_MANIFEST_MAX (64u << 20) /* BK_SNAPSHOT_MAX_FILES lines fit */
+#define BK_FETCH_MANIFEST_MAX (64u << 20) /* BK_MANIFEST_MAX_FILES lines fit */
 
 static void usage(FILE *out)
 {
@@ -184,7 +184,7 @@ int bk_cmd_fetch_main(int argc, char **argv)
     }
 
     prog.start = now_s();
-    snprintf(path, sizeof(path), "%s/%s", remote_dir, BK_SNAPSHOT_MANIFEST);
+    snprintf(path, sizeof(path), "%s/%s", remote_dir, BK_MANIFEST_NAME);
     if (bk_sftp_read_small(&conf, path, BK_FETCH_MANIFEST_MAX, &text, &len, errstr,
                            sizeof(errstr)) != 0) {
         fprintf(stderr, "beck fetch: %s\n", errstr);

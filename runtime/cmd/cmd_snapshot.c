@@ -11,7 +11,7 @@
 
 #include "base/conf.h"
 #include "engine/plan.h"
-#include "replica/snapshot.h"
+#include "engine/snapshot.h"
 #include "engine/store.h"
 #include "engine/vm.h"
 
@@ -164,7 +164,7 @@ int bk_cmd_snapshot_main(int argc, char **argv)
     printf("%s\nid %s\nfiles %d\nbytes %llu\n", dir, m.id, m.nfiles,
            (unsigned long long)m.total_bytes);
     for (int i = 0; i < m.nstores; i++) {
-        const bk_snapshot_store_t *s = &m.stores[i];
+        const bk_manifest_store_t *s = &m.stores[i];
         printf("store %s changelog %s %d next %lld inputs %d", s->name, s->changelog,
                (int)s->partition, (long long)s->next, s->ninputs);
         for (int j = 0; j < s->ninputs; j++) {

@@ -15,6 +15,9 @@
  * it, so it is called from a named Lua chunk rather than straight from C. */
 static const char runner[] =
     "local output = ...\n"
+    /* Declared once per VM here: busted reloads spec files, FFI declarations outlive them. */
+    "require 'beck.internal.runtime'\n"
+    "require 'ffi'.cdef(require 'beck.internal.cdef_spec')\n"
     "package.path = './?.lua;./?/init.lua;' .. package.path\n"
     "require 'busted.runner'({ standalone = false, output = output })\n";
 

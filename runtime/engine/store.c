@@ -14,6 +14,7 @@
 
 #include "base/ffi.h"
 #include "base/hash.h"
+#include "base/fs.h"
 #include "base/log.h"
 
 #define KG_BYTES 2
@@ -125,22 +126,6 @@ static const char *prefixed(bk_store_t *st, const char *key, size_t klen, size_t
 
 /* -- Open and close ----------------------------------------------------- */
 
-int bk_store_mkdirs(const char *path)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
-                return -1;
-            }
-            *p = '/';
-        }
-    }
-    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* Lines "<store> <next changelog offset> [<n> <input offset>...]" after the header. */
 static void read_checkpoint(bk_db_t *db)
 {
@@ -194,7 +179,7 @@ bk_db_t *bk_db_open(const char *dir, const bk_store_spec_t *specs, int nspecs, c
     int n = 0;
 
     db->dir = strdup(dir);
-    if (bk_store_mkdirs(dir) != 0) {
+    if (bk_fs_mkdirs(dir) != 0) {
         snprintf(errstr, errstr_size, "cannot create state directory %s: %s", dir,
                  strerror(errno));
         goto fail;

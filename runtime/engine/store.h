@@ -36,8 +36,6 @@ typedef struct bk_store_spec_s {
 bk_db_t *bk_db_open(const char *dir, const bk_store_spec_t *specs, int nspecs, char *errstr,
                     size_t errstr_size);
 void bk_db_close(bk_db_t *db);
-/* Creates path and its missing parents (0755). 0, or -1 with errno. */
-int bk_store_mkdirs(const char *path);
 int bk_db_store_count(const bk_db_t *db);
 bk_store_t *bk_db_store(bk_db_t *db, int i);
 

@@ -16,7 +16,7 @@
 #include "engine/restore.h"
 #include "engine/store.h"
 #include "base/log.h"
-#include "replica/snapshot.h"
+#include "engine/snapshot.h"
 #include "engine/taskdb.h"
 #include "engine/vm.h"
 

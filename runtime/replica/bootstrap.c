@@ -11,13 +11,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "base/log.h"
 #include "replica/sftp.h"
-#include "replica/snapshot.h"
+#include "engine/snapshot.h"
+#include "replica/install.h"
 #include "replica/standby.h"
 #include "engine/taskdb.h"
 
-#define MANIFEST_MAX (64u << 20) /* a manifest of BK_SNAPSHOT_MAX_FILES lines fits */
+#define MANIFEST_MAX (64u << 20) /* a manifest of BK_MANIFEST_MAX_FILES lines fits */
 #define SWEEP_MS 10000
 
 enum { J_IDLE = 0, J_WANTED, J_REQUESTED, J_FETCHING, J_ENDED };
@@ -328,13 +330,13 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
         snprintf(j->err, sizeof(j->err), "%s made no snapshot of it (see its log)", x->from);
         return;
     }
-    if (!bk_snapshot_name_ok(j->snap)) {
+    if (!bk_manifest_name_ok(j->snap)) {
         snprintf(j->err, sizeof(j->err), "snapshot id '%.200s' from %s is not a safe name: "
                  "refused", j->snap, x->from);
         return;
     }
     snprintf(dir, sizeof(dir), "%s/%s", x->root, j->snap);
-    snprintf(path, sizeof(path), "%s/%s", dir, BK_SNAPSHOT_MANIFEST);
+    snprintf(path, sizeof(path), "%s/%s", dir, BK_MANIFEST_NAME);
     bk_plan_task_dir(b->env.plan, conf, b->env.tasks[j->task].sub,
                      b->env.tasks[j->task].partition, taskdir, sizeof(taskdir));
     /* beside the task's directory (install renames it into place), hidden from dump */
@@ -358,7 +360,7 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
      * task that goes to cold bootstrap) */
     snprintf(appdir, sizeof(appdir), "%s/%s", bk_conf_str(conf, BK_CONF_STATE_DIR),
              b->env.plan->id);
-    if (bk_store_mkdirs(appdir) != 0 || mkdir(local, 0755) != 0) {
+    if (bk_fs_mkdirs(appdir) != 0 || mkdir(local, 0755) != 0) {
         snprintf(j->err, sizeof(j->err), "cannot create %.900s: %s", local, strerror(errno));
         goto done;
     }
@@ -366,7 +368,7 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
     bk_log_info("bootstrap %s: fetching snapshot %s from %s (%s:%d): %d file(s), %.1f MB", name,
                 m.id, x->from, x->host, x->port, m.nfiles, (double)m.total_bytes / 1e6);
     if (bk_sftp_session_fetch(ss, dir, &m, local, progress, j, j->err, sizeof(j->err)) != 0 ||
-        bk_snapshot_install(&m, local, taskdir, j->err, sizeof(j->err)) != 0) {
+        bk_install_snapshot(&m, local, taskdir, j->err, sizeof(j->err)) != 0) {
         goto done;
     }
     made = 0; /* it is the task's directory now */
@@ -766,7 +768,7 @@ static void serve(bk_bootstrap_t *b)
             if (s->tasks[i] == r.id && !s->got[i]) {
                 s->got[i] = 1;
                 found = 1;
-                if (id && bk_snapshot_name_ok(id + 1)) {
+                if (id && bk_manifest_name_ok(id + 1)) {
                     snprintf(s->ids[i], sizeof(s->ids[i]), "%s", id + 1);
                 }
                 break;

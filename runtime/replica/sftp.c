@@ -648,7 +648,7 @@ static int fetch_file(bk_sftp_worker_t *w, int i, char *buf, size_t bufsize, XXH
 {
     bk_sftp_fetch_t *fetch = w->fetch;
     bk_sftp_conn_t *conn = &w->conn;
-    const bk_snapshot_file_t *f = &fetch->m->files[i];
+    const bk_manifest_file_t *f = &fetch->m->files[i];
     LIBSSH2_SFTP_ATTRIBUTES a;
     LIBSSH2_SFTP_HANDLE *h = NULL;
     char remote[4096], part[4096], final[4096], eb[128];
@@ -656,7 +656,7 @@ static int fetch_file(bk_sftp_worker_t *w, int i, char *buf, size_t bufsize, XXH
     ssize_t r;
     int fd = -1, rc = -1;
 
-    if (!bk_snapshot_name_ok(f->name)) {
+    if (!bk_manifest_name_ok(f->name)) {
         err_set(errstr, n, "manifest file name '%s' is not a safe file name: refused", f->name);
         return -1;
     }

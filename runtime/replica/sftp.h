@@ -2,7 +2,7 @@
  * (libssh2) from the active's host, as its own OpenSSH sshd serves them.
  *
  * Security: the host key must be in known_hosts (no trust on first use); public-key
- * authentication only; every name is checked with bk_snapshot_name_ok; a remote file must
+ * authentication only; every name is checked with bk_manifest_name_ok; a remote file must
  * be a regular file (lstat: no symlink) of the manifest's size and XXH3-64. Files are
  * written as NAME.part and renamed when complete and verified. It does not open or install
  * the snapshot (bk_snapshot_install does) and keeps no state between calls. */
@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "replica/snapshot.h"
+#include "engine/manifest.h"
 
 typedef struct bk_sftp_conf_s {
     const char *host; /* name or address of the active's host */

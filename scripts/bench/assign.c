@@ -26,8 +26,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "assign.h"
-#include "assigncodec.h"
+#include "cluster/assign.h"
+#include "cluster/assigncodec.h"
 
 #define KS_TOPIC_LEN 24 /* e.g. "orders-enriched-by-store" */
 

@@ -33,9 +33,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "conf.h"
-#include "log.h"
-#include "member.h"
+#include "base/conf.h"
+#include "base/log.h"
+#include "cluster/member.h"
 
 typedef struct opts {
     const char *mode, *app, *node, *rack;

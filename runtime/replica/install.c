@@ -1,0 +1,244 @@
+/* install.c - check a fetched snapshot and make it a task's DB (install.h). */
+#include "replica/install.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/ffi_spec.h"
+#include "base/fs.h"
+#include "base/log.h"
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+/* -- Install --------------------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Every entry of fetched_dir is a regular file the manifest lists (or the manifest). */
+static int check_entries(const bk_manifest_t *m, const char *fetched_dir, char *errstr,
+                         size_t errstr_size)
+{
+    const char **names = malloc(((size_t)m->nfiles + 1) * sizeof(*names));
+    DIR *d = opendir(fetched_dir);
+    struct dirent *e;
+    int rc = 0;
+    char nb[80];
+
+    if (!d) {
+        snprintf(errstr, errstr_size, "cannot list %s: %s", fetched_dir, strerror(errno));
+        free(names);
+        return -1;
+    }
+    for (int i = 0; i < m->nfiles; i++) {
+        names[i] = m->files[i].name;
+    }
+    qsort(names, (size_t)m->nfiles, sizeof(*names), cmp_str);
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        char path[4096];
+        struct stat sb;
+        const char *key = e->d_name;
+        if (strcmp(key, ".") == 0 || strcmp(key, "..") == 0) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s/%s", fetched_dir, key);
+        if (lstat(path, &sb) != 0) {
+            snprintf(errstr, errstr_size, "%s: %s", bk_log_shown(key, nb, sizeof(nb)), strerror(errno));
+            rc = -1;
+        } else if (S_ISLNK(sb.st_mode)) {
+            snprintf(errstr, errstr_size, "%s: a symbolic link: refused",
+                     bk_log_shown(key, nb, sizeof(nb)));
+            rc = -1;
+        } else if (!S_ISREG(sb.st_mode)) {
+            snprintf(errstr, errstr_size, "%s: not a regular file: refused",
+                     bk_log_shown(key, nb, sizeof(nb)));
+            rc = -1;
+        } else if (strcmp(key, BK_MANIFEST_NAME) != 0 &&
+                   !bsearch(&key, names, (size_t)m->nfiles, sizeof(*names), cmp_str)) {
+            snprintf(errstr, errstr_size, "%s: not in the manifest: refused",
+                     bk_log_shown(key, nb, sizeof(nb)));
+            rc = -1;
+        }
+    }
+    closedir(d);
+    free(names);
+    return rc;
+}
+
+/* Size and checksum of every listed file; each is synced, for the install to be durable. */
+static int check_files(const bk_manifest_t *m, const char *fetched_dir, char *errstr,
+                       size_t errstr_size)
+{
+    for (int i = 0; i < m->nfiles; i++) {
+        const bk_manifest_file_t *f = &m->files[i];
+        char path[4096], err[512];
+        uint64_t h, size;
+        int fd, rc;
+
+        if (!bk_manifest_name_ok(f->name) || strcmp(f->name, "rocksdb") == 0 ||
+            strcmp(f->name, "checkpoint") == 0 || strcmp(f->name, "checkpoint.tmp") == 0 ||
+            strcmp(f->name, BK_MANIFEST_NAME) == 0) {
+            /* the last ones are the task directory's own: no RocksDB file has those names */
+            snprintf(errstr, errstr_size, "%s: not a name a snapshot file can have: refused",
+                     bk_log_shown(f->name, err, sizeof(err)));
+            return -1;
+        }
+        snprintf(path, sizeof(path), "%s/%s", fetched_dir, f->name);
+        fd = bk_fs_open_regular(path, f->name, err, sizeof(err));
+        if (fd < 0) {
+            snprintf(errstr, errstr_size, "%s: refused", err);
+            return -1;
+        }
+        rc = bk_fs_hash_fd(fd, &h, &size, err, sizeof(err));
+        if (rc != 0) {
+            snprintf(errstr, errstr_size, "%s: %s", f->name, err);
+        } else if (size != f->size) {
+            snprintf(errstr, errstr_size, "%s: %llu bytes, expected %llu: refused", f->name,
+                     (unsigned long long)size, (unsigned long long)f->size);
+            rc = -1;
+        } else if (h != f->xxh3) {
+            snprintf(errstr, errstr_size, "%s: checksum %016llx, expected %016llx: refused",
+                     f->name, (unsigned long long)h, (unsigned long long)f->xxh3);
+            rc = -1;
+        } else if (fsync(fd) != 0) {
+            snprintf(errstr, errstr_size, "%s: cannot sync: %s", f->name, strerror(errno));
+            rc = -1;
+        }
+        close(fd);
+        if (rc != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* fetched_dir becomes a task directory: its files move to rocksdb/ and the checkpoint file
+ * is written beside. Only fetched_dir changes. */
+static int lay_out(const bk_manifest_t *m, const char *fetched_dir, char *errstr,
+                   size_t errstr_size)
+{
+    char db[3072];
+    bk_checkpoint_line_t *lines;
+    int n = 0, rc;
+
+    snprintf(db, sizeof(db), "%s/rocksdb", fetched_dir);
+    if (mkdir(db, 0755) != 0) {
+        snprintf(errstr, errstr_size, "cannot create %s: %s", db, strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < m->nfiles; i++) {
+        char from[4096], to[4096];
+        snprintf(from, sizeof(from), "%s/%s", fetched_dir, m->files[i].name);
+        snprintf(to, sizeof(to), "%s/%s", db, m->files[i].name);
+        if (rename(from, to) != 0) {
+            snprintf(errstr, errstr_size, "cannot move %s to %s: %s", from, to, strerror(errno));
+            return -1;
+        }
+    }
+    bk_fs_sync_dir(db);
+    lines = calloc((size_t)m->nstores + 1, sizeof(*lines));
+    for (int i = 0; i < m->nstores; i++) {
+        const bk_manifest_store_t *s = &m->stores[i];
+        if (s->next >= 0) { /* as bk_db_checkpoint: no line while the offset is unknown */
+            assert(s->ninputs >= 0 && s->ninputs <= BK_STORE_MAX_INPUTS);
+            lines[n].store = s->name;
+            lines[n].next = s->next;
+            lines[n].ninputs = s->ninputs;
+            lines[n].inputs = s->inputs;
+            n++;
+        }
+    }
+    rc = bk_db_checkpoint_file_write(fetched_dir, lines, n, errstr, errstr_size);
+    free(lines);
+    return rc;
+}
+
+int bk_install_snapshot(const bk_manifest_t *m, const char *fetched_dir, const char *task_dir,
+                        char *errstr, size_t errstr_size)
+{
+    static int seq; /* trash names of one process */
+    char parent[4096], trash[4096];
+    const char *base = strrchr(task_dir, '/');
+    int had_task;
+
+    /* task directories are named after their task (bk_plan_task_dir) */
+    if (strcmp(base ? base + 1 : task_dir, m->task) != 0) {
+        snprintf(errstr, errstr_size, "a snapshot of task %s cannot become %s: refused", m->task,
+                 task_dir);
+        return -1;
+    }
+    if (check_entries(m, fetched_dir, errstr, errstr_size) != 0 ||
+        check_files(m, fetched_dir, errstr, errstr_size) != 0 ||
+        lay_out(m, fetched_dir, errstr, errstr_size) != 0) {
+        return -1;
+    }
+    bk_fs_parent(task_dir, parent, sizeof(parent));
+    if (bk_fs_mkdirs(parent) != 0) {
+        snprintf(errstr, errstr_size, "cannot create %s: %s", parent, strerror(errno));
+        return -1;
+    }
+    /* the swap: task_dir aside, fetched_dir in its place, the old one removed */
+    had_task = exists(task_dir);
+    snprintf(trash, sizeof(trash), "%s.trash-%d-%d", task_dir, (int)getpid(),
+             __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+    if (had_task && rename(task_dir, trash) != 0) {
+        snprintf(errstr, errstr_size, "cannot move %s aside to %s: %s", task_dir, trash,
+                 strerror(errno));
+        return -1;
+    }
+    if (rename(fetched_dir, task_dir) != 0) {
+        snprintf(errstr, errstr_size, "cannot rename %s to %s: %s", fetched_dir, task_dir,
+                 strerror(errno));
+        if (had_task && rename(trash, task_dir) != 0) {
+            bk_log_warn("snapshot: cannot move %s back to %s: %s", trash, task_dir,
+                        strerror(errno));
+        }
+        return -1;
+    }
+    bk_fs_sync_dir(parent);
+    if (had_task && bk_fs_rm_tree(trash) != 0) {
+        bk_log_warn("snapshot: installed %s, but cannot remove the old state in %s: %s", task_dir,
+                    trash, strerror(errno));
+    }
+    return 0;
+}
+
+
+/* -- FFI: for specs (ffi_spec.h) ------------------------------------------------------- */
+
+static __thread char ffi_err[1024];
+
+int bk_ffi_snapshot_install(const char *fetched_dir, const char *task_dir, const char **err)
+{
+    char path[4096], *text;
+    size_t len;
+    bk_manifest_t m;
+    int rc;
+
+    *err = ffi_err;
+    snprintf(path, sizeof(path), "%s/%s", fetched_dir, BK_MANIFEST_NAME);
+    if (bk_fs_read_all(path, BK_MANIFEST_MAX_BYTES, &text, &len, ffi_err, sizeof(ffi_err)) != 0) {
+        return BK_FFI_ERR;
+    }
+    rc = bk_manifest_parse(text, len, &m, ffi_err, sizeof(ffi_err));
+    free(text);
+    if (rc != 0) {
+        return BK_FFI_ERR;
+    }
+    rc = bk_install_snapshot(&m, fetched_dir, task_dir, ffi_err, sizeof(ffi_err));
+    bk_manifest_free(&m);
+    return rc == 0 ? BK_FFI_OK : BK_FFI_ERR;
+}
