@@ -23,11 +23,8 @@ typedef struct bk_store_s bk_store_t; /* one store of one task */
 typedef struct bk_store_spec_s {
     const char *name;
     int logged; /* has a changelog */
-    int window; /* keys are [4-byte length][record key][...] (lua/beck/dsl/window.lua,
-                 * or [ff ff ff ff][8 bytes][length][record key][...] for its index):
-                 * the key group is the record key's, so a window store moves with
-                 * the record keys' groups and a scan of one record key seeks one
-                 * group */
+    int window; /* a window store: its keys have base/keys.h's window layout and sit
+                 * under their record key's group */
 } bk_store_spec_t;
 
 /* Opens (creating as needed) the DB in dir with a column family per spec and

@@ -1,0 +1,279 @@
+/* changelog.c - a store's changelog read back: restore and standby apply its records,
+ * commit and abort markers settle them, and a takeover repairs the keys of records it
+ * dropped (store.h; docs/state.md, Markers). */
+#include "engine/store.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <rocksdb/c.h>
+
+#include "base/ffi.h"
+#include "base/fs.h"
+#include "base/log.h"
+#include "engine/store_internal.h"
+
+#define RESTORE_BATCH 1000
+
+/* -- Restore -------------------------------------------------------------- */
+
+/* "beck-commit 1 <n> <o>..." or "beck-abort 1 <n> <o>...": 1 commit, 0 abort, -1 not a
+ * marker. Offsets into offs[BK_STORE_MAX_INPUTS], their count into *n. */
+static int parse_marker(const void *value, size_t vlen, int64_t *offs, int *n)
+{
+    char buf[512], *p, *end;
+    int kind;
+    long long cnt;
+    if (vlen < 12 || vlen >= sizeof(buf) || memcmp(value, "beck-", 5) != 0) {
+        return -1;
+    }
+    memcpy(buf, value, vlen);
+    buf[vlen] = '\0';
+    if (strncmp(buf, "beck-commit 1 ", 14) == 0) {
+        kind = 1;
+        p = buf + 14;
+    } else if (strncmp(buf, "beck-abort 1 ", 13) == 0) {
+        kind = 0;
+        p = buf + 13;
+    } else {
+        return -1;
+    }
+    cnt = strtoll(p, &end, 10);
+    if (end == p || cnt < 0 || cnt > BK_STORE_MAX_INPUTS) {
+        return -1;
+    }
+    for (int i = 0; i < cnt; i++) {
+        p = end;
+        offs[i] = strtoll(p, &end, 10);
+        if (end == p) {
+            return -1;
+        }
+    }
+    *n = (int)cnt;
+    return kind;
+}
+
+/* A changelog record into a write batch: a put, or a delete for a tombstone. */
+static void batch_write(rocksdb_writebatch_t *b, bk_store_t *st, const char *pk, size_t plen,
+                        const void *value, size_t vlen)
+{
+    if (value) {
+        rocksdb_writebatch_put_cf(b, st->cf, pk, plen, value, vlen);
+    } else {
+        rocksdb_writebatch_delete_cf(b, st->cf, pk, plen);
+    }
+}
+
+static int write_pending(bk_store_t *st, char *errstr, size_t errstr_size)
+{
+    char *err = NULL;
+    if (!st->pending || st->npending == 0) {
+        return 0;
+    }
+    rocksdb_write(st->db->rdb, st->db->wopts, st->pending, &err);
+    if (err) {
+        snprintf(errstr, errstr_size, "cannot write the state store in %s: %s", st->db->dir,
+                 err);
+        free(err);
+        return -1;
+    }
+    rocksdb_writebatch_clear(st->pending);
+    st->npending = 0;
+    st->pkeys_len = 0;
+    return 0;
+}
+
+static void drop_pending(bk_store_t *st)
+{
+    if (st->pending) {
+        rocksdb_writebatch_clear(st->pending);
+    }
+    st->npending = 0;
+    st->pkeys_len = 0;
+}
+
+static void remember_key(bk_store_t *st, const void *key, size_t klen)
+{
+    uint32_t len = (uint32_t)klen;
+    if (st->pkeys_len + sizeof(len) + klen > st->pkeys_cap) {
+        st->pkeys_cap = (st->pkeys_len + sizeof(len) + klen) * 2 + 256;
+        st->pkeys = realloc(st->pkeys, st->pkeys_cap);
+    }
+    memcpy(st->pkeys + st->pkeys_len, &len, sizeof(len));
+    memcpy(st->pkeys + st->pkeys_len + sizeof(len), key, klen);
+    st->pkeys_len += sizeof(len) + klen;
+}
+
+int bk_store_is_marker(const void *key, size_t klen)
+{
+    return !key || (klen == sizeof(BK_STORE_MARKER_KEY) - 1 &&
+                    memcmp(key, BK_STORE_MARKER_KEY, klen) == 0);
+}
+
+int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const void *value,
+                           size_t vlen, int64_t offset, char *errstr, size_t errstr_size)
+{
+    size_t plen;
+    const char *pk;
+    int64_t offs[BK_STORE_MAX_INPUTS];
+    int n = 0, kind;
+
+    if (bk_store_is_marker(key, klen) && value &&
+        (kind = parse_marker(value, vlen, offs, &n)) >= 0) {
+        /* what came before a marker is settled: legacy direct writes go first */
+        if (bk_store_restore_flush(st, errstr, errstr_size) != 0) {
+            return -1;
+        }
+        if (kind == 1 && write_pending(st, errstr, errstr_size) != 0) {
+            return -1;
+        }
+        drop_pending(st);
+        st->marked = 1;
+        st->ninput = n;
+        memcpy(st->input, offs, (size_t)n * sizeof(*offs));
+        st->next = offset + 1;
+        return 0;
+    }
+    if (!key) {
+        return 0; /* a record without a key is none of ours */
+    }
+    pk = bk_store_prefixed(st, key, klen, &plen);
+    if (st->marked || st->ninput > 0) {
+        /* wait for the commit marker that says these records' input was committed */
+        if (!st->pending) {
+            st->pending = rocksdb_writebatch_create();
+        }
+        batch_write(st->pending, st, pk, plen, value, vlen);
+        st->npending++;
+        remember_key(st, key, klen);
+        return 0;
+    }
+    /* a changelog written before markers existed: every record counts */
+    if (!st->restore_batch) {
+        st->restore_batch = rocksdb_writebatch_create();
+    }
+    batch_write(st->restore_batch, st, pk, plen, value, vlen);
+    st->next = offset + 1;
+    if (rocksdb_writebatch_count(st->restore_batch) >= RESTORE_BATCH) {
+        return bk_store_restore_flush(st, errstr, errstr_size);
+    }
+    return 0;
+}
+
+int64_t bk_store_restore_pending(const bk_store_t *st)
+{
+    return st->npending;
+}
+
+int bk_store_restore_resolve(bk_store_t *st, const int64_t *committed, int n, char *errstr,
+                             size_t errstr_size)
+{
+    int ahead = 0;
+    if (st->npending == 0) {
+        return 0;
+    }
+    if (st->ninput != n) {
+        ahead = 1; /* cannot compare: keep what was written, as before markers */
+    } else {
+        for (int i = 0; i < n; i++) {
+            ahead |= committed[i] > st->input[i];
+        }
+    }
+    if (!ahead) {
+        size_t keys = st->pkeys_len;
+        drop_pending(st);
+        st->pkeys_len = keys; /* kept for bk_store_repair */
+        st->repair = 1;
+        return 0;
+    }
+    if (write_pending(st, errstr, errstr_size) != 0) {
+        return -1;
+    }
+    st->ninput = n;
+    memcpy(st->input, committed, (size_t)n * sizeof(*committed));
+    return 1;
+}
+
+void bk_store_set_input(bk_store_t *st, const int64_t *offsets, int n)
+{
+    if (n > BK_STORE_MAX_INPUTS) {
+        n = 0;
+    }
+    st->ninput = n;
+    memcpy(st->input, offsets, (size_t)n * sizeof(*offsets));
+}
+
+
+int bk_store_write_marker(bk_store_t *st, int commit, const int64_t *offsets, int n)
+{
+    char buf[512];
+    int len;
+    if (!st->logged || !st->changelog || n > BK_STORE_MAX_INPUTS) {
+        return BK_FFI_OK;
+    }
+    len = snprintf(buf, sizeof(buf), "%s 1 %d", commit ? "beck-commit" : "beck-abort", n);
+    for (int i = 0; i < n; i++) {
+        len += snprintf(buf + len, sizeof(buf) - (size_t)len, " %lld", (long long)offsets[i]);
+    }
+    return bk_store_log_write(st, BK_STORE_MARKER_KEY, sizeof(BK_STORE_MARKER_KEY) - 1, buf, (size_t)len,
+                     0);
+}
+
+int bk_store_repair(bk_store_t *st, int64_t *written)
+{
+    size_t off = 0;
+    *written = 0;
+    if (!st->repair) {
+        return BK_FFI_OK;
+    }
+    while (off < st->pkeys_len) {
+        uint32_t klen;
+        const char *key, *pk;
+        char *v, *err = NULL;
+        size_t plen, vlen = 0;
+        int rc;
+        memcpy(&klen, st->pkeys + off, sizeof(klen));
+        key = st->pkeys + off + sizeof(klen);
+        off += sizeof(klen) + klen;
+        pk = bk_store_prefixed(st, key, klen, &plen);
+        v = rocksdb_get_cf(st->db->rdb, st->db->ropts, st->cf, pk, plen, &vlen, &err);
+        if (err) {
+            snprintf(st->err, sizeof(st->err), "store %s: get failed: %s", st->name, err);
+            free(err);
+            return BK_FFI_ERR;
+        }
+        rc = bk_store_log_write(st, key, klen, v, v ? vlen : 0, 0);
+        free(v);
+        if (rc != BK_FFI_OK) {
+            return rc;
+        }
+        (*written)++;
+    }
+    st->pkeys_len = 0;
+    st->repair = 0;
+    return BK_FFI_OK;
+}
+
+int bk_store_restore_flush(bk_store_t *st, char *errstr, size_t errstr_size)
+{
+    char *err = NULL;
+    if (!st->restore_batch || rocksdb_writebatch_count(st->restore_batch) == 0) {
+        return 0;
+    }
+    rocksdb_write(st->db->rdb, st->db->wopts, st->restore_batch, &err);
+    if (err) {
+        snprintf(errstr, errstr_size, "cannot write the state store in %s: %s", st->db->dir,
+                 err);
+        free(err);
+        return -1;
+    }
+    rocksdb_writebatch_clear(st->restore_batch);
+    return 0;
+}
+

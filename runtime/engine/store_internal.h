@@ -1,0 +1,96 @@
+/* store_internal.h - the insides of a task's DB and its stores, shared by the files of the
+ * store layer only: db.c (open, commit, checkpoint), store.c (reads and writes of the
+ * record path), changelog.c (restore, markers, repair) and iter.c (scans). Nothing else
+ * includes it. Every field belongs to the task's owning stream thread, or to the standby
+ * runner's thread for a DB it tails (taskdb.h hands a DB to one thread at a time). */
+#ifndef BK_STORE_INTERNAL_H
+#define BK_STORE_INTERNAL_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <rocksdb/c.h>
+
+#include "base/hash.h"
+#include "base/keys.h"
+#include "engine/store.h"
+
+#define KG_BYTES 2
+
+struct bk_store_s {
+    bk_db_t *db;
+    char *name;
+    int logged;
+    int window;
+    rocksdb_column_family_handle_t *cf;
+    rd_kafka_t *producer;
+    rd_kafka_topic_t *changelog;
+    char *topic; /* the changelog's name when set without a producer (offline tools) */
+    int32_t partition;
+    int64_t next;      /* next changelog offset reflected, -1 unknown */
+    int open_iters;    /* writes are refused while > 0 (they would move the batch) */
+    rocksdb_writebatch_t *restore_batch;
+    /* Restore and standby: changelog records after the last commit marker, applied when the
+     * next commit marker arrives and dropped by an abort marker (docs/state.md, Markers). */
+    rocksdb_writebatch_t *pending;
+    int64_t npending;
+    /* The changelog keys of the pending records ([u32 length][bytes]...): when a takeover
+     * drops them, each is written again with its committed value (bk_store_repair), so
+     * that the log cleaner, which keeps a key's newest record, never keeps a dropped one. */
+    char *pkeys;
+    size_t pkeys_len, pkeys_cap;
+    int repair; /* pkeys hold the keys of dropped records, to be repaired */
+    int marked; /* a marker was read: records wait for theirs from now on */
+    /* The input offsets (next to read, -1: none) that the state corresponds to: from the
+     * checkpoint, the last marker applied, or the active's commit. ninput 0: unknown. */
+    int64_t input[BK_STORE_MAX_INPUTS];
+    int ninput;
+    char *kbuf, *vbuf; /* prefixed key; last value read */
+    size_t kcap, vcap;
+    char err[512];
+};
+
+struct bk_db_s {
+    char *dir;
+    rocksdb_t *rdb;
+    rocksdb_options_t *opts;
+    rocksdb_readoptions_t *ropts;
+    rocksdb_writeoptions_t *wopts_sync, *wopts;
+    rocksdb_writebatch_wi_t *batch;
+    rocksdb_column_family_handle_t **cfs; /* every family opened, default first */
+    int ncfs;
+    int nstores;
+    bk_store_t *stores;
+    /* A write or sync failed: RocksDB must not be asked again (after a
+     * failed sync its WAL writer asserts), the node is stopping. */
+    char failed[512];
+};
+
+/* The key group of a store key: a window store's keys are under their record key's. */
+static inline int bk_store_group_of(const bk_store_t *st, const char *key, size_t klen)
+{
+    return bk_keys_group(key, klen, st->window);
+}
+
+/* [group hi][group lo][key...] into st->kbuf. */
+static inline const char *bk_store_prefixed(bk_store_t *st, const char *key, size_t klen,
+                                            size_t *out_len)
+{
+    int g = bk_store_group_of(st, key, klen);
+    if (klen + KG_BYTES > st->kcap) {
+        st->kcap = (klen + KG_BYTES) * 2;
+        st->kbuf = realloc(st->kbuf, st->kcap);
+    }
+    st->kbuf[0] = (char)(g >> 8);
+    st->kbuf[1] = (char)(g & 0xff);
+    memcpy(st->kbuf + KG_BYTES, key, klen);
+    *out_len = klen + KG_BYTES;
+    return st->kbuf;
+}
+
+/* Produces one record to the store's changelog (a no-op for a store without one); blocks
+ * while the producer's queue is full. BK_FFI_OK, or BK_FFI_ERR with st->err. */
+int bk_store_log_write(bk_store_t *st, const char *key, size_t klen, const char *value,
+                       size_t vlen, int64_t timestamp);
+
+#endif
