@@ -12,6 +12,19 @@
 #include "base/ffi.h" /* the status codes BK_FFI_OK, BK_FFI_ERR */
 
 /* BK_FFI_CDEF_BEGIN */
+/* -- Reconcile (cluster/reconcile.h) ----------------------------------------------------
+ * bk_reconcile_diff over plain arrays: the node's now (running, standing, was_standby
+ * [ntasks], updated in place to the new one) and the view (epoch, lost, want = its running,
+ * want_sb = its standby, waiting, release). counts[0..3] = changed, log_unchanged,
+ * stop_actives, stop_standbys; counts[4..11] = the lengths of keep, release, revoked,
+ * forget, standbys, promoted, gained, running, whose elements follow one another in out
+ * (at least 11 * (ntasks + 1) elements). */
+int bk_ffi_reconcile(int32_t ntasks, const int32_t *running, int32_t nrunning,
+                     const int32_t *standing, int32_t nstanding, uint8_t *was_standby,
+                     uint64_t logged_epoch, uint64_t epoch, int lost, const int32_t *want,
+                     int32_t nwant, const int32_t *want_sb, int32_t nwant_sb,
+                     const int32_t *waiting, int32_t nwaiting, const int32_t *release,
+                     int32_t nrelease, int32_t *out, int32_t *counts);
 /* -- Assignor (assign.h) and its published form (assigncodec.h) -------------------------
  * For specs: build an assignor input a call at a time, compute, read the result; build,
  * encode, decode, diff and apply published assignments. Not on any per-record path.

@@ -12,6 +12,7 @@
 #include <lua.h>
 
 #include "base/conf.h"
+#include "base/task.h"
 
 typedef struct bk_plan_topic_s {
     char *name;
@@ -57,11 +58,7 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
                         size_t errstr_size);
 void bk_plan_destroy(bk_plan_t *plan);
 
-/* A task: the partition `partition` of subtopology `sub`. */
-typedef struct bk_task_id_s {
-    int sub;
-    int partition;
-} bk_task_id_t;
+/* A task: bk_task_id_t (base/task.h). */
 
 /* The stores of subtopology `sub`'s tasks: fills specs[] (names borrowed from the plan) and
  * idx[] (their plan store indices), each of room plan->nstores; returns how many. */

@@ -1,0 +1,209 @@
+/* topics.c - the topics an app needs: found, created, their configs checked (topics.h). */
+#include "engine/topics.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "engine/kafka.h"
+
+static int read_counts(rd_kafka_t *rk, const char **names, int n, int *counts, char *err,
+                       size_t errsz)
+{
+    return bk_kafka_partitions(rk, names, n, counts, 10000, err, errsz);
+}
+
+/* A changelog made by someone else may delete what a replica needs: say so. A key-value
+ * store's changelog without compaction loses keys not updated within its retention; a
+ * changelog deleting by time or size loses state unless a snapshot covers it. */
+static void warn_changelog_configs(rd_kafka_t *rk, const bk_plan_store_t *st)
+{
+    const char *names[] = {"cleanup.policy", "retention.ms", "retention.bytes"};
+    char values[3][BK_KAFKA_CONFIG_MAX], err[256];
+    if (bk_kafka_topic_configs(rk, st->changelog, names, 3, values, 10000, err, sizeof(err)) !=
+        0) {
+        bk_log_warn("cannot check the configs of changelog %s: %s", st->changelog, err);
+        return;
+    }
+    if (!strstr(values[0], "compact")) {
+        bk_log_warn("changelog %s of store %s has cleanup.policy=%s: a replica restoring it "
+                    "misses every key not written within retention.ms=%s (beck creates "
+                    "changelogs compact, docs/kafka.md)",
+                    st->changelog, st->name, values[0], values[1]);
+    } else if (strstr(values[0], "delete") && !st->window) {
+        bk_log_warn("changelog %s of store %s has cleanup.policy=%s (retention.ms=%s, "
+                    "retention.bytes=%s): a replica restoring it misses every key not written "
+                    "within the retention (docs/kafka.md)",
+                    st->changelog, st->name, values[0], values[1], values[2]);
+    }
+}
+
+/* A changelog has one partition per task of its store's subtopology; an
+ * existing one with fewer could not hold every task's records. */
+static int ensure_changelogs(const bk_plan_t *plan, rd_kafka_t *rk, int dev_port, int rf,
+                             char *err, size_t errsz)
+{
+    for (int s = 0; s < plan->nstores; s++) {
+        const bk_plan_store_t *st = &plan->stores[s];
+        int want = plan->subs[st->sub].partitions, have = 0;
+        if (!st->logged) {
+            continue;
+        }
+        if (read_counts(rk, (const char **)&st->changelog, 1, &have, err, errsz) != 0) {
+            return -1;
+        }
+        if (have == 0) {
+            /* A key-value store needs every key's newest record forever: compact. A window
+             * store's records are worth its retention only: compact,delete with that
+             * retention and a day more, as Kafka Streams gives its window changelogs. */
+            char retention[32];
+            const char *kv[] = {"cleanup.policy", "compact", NULL};
+            const char *win[] = {"cleanup.policy", "compact,delete", "retention.ms", retention,
+                                 NULL};
+            snprintf(retention, sizeof(retention), "%lld",
+                     (long long)st->retention_ms + 24LL * 3600 * 1000);
+            if (bk_kafka_create_topic(rk, dev_port, st->changelog, want, rf,
+                                      st->window && st->retention_ms > 0 ? win : kv, err,
+                                      errsz) != 0) {
+                snprintf(err + strlen(err), errsz - strlen(err),
+                         " (the changelog of store %s)", st->name);
+                return -1;
+            }
+            for (int tries = 0; tries < 100 && have == 0; tries++) {
+                if (read_counts(rk, (const char **)&st->changelog, 1, &have, err, errsz) != 0) {
+                    return -1;
+                }
+                if (have == 0) {
+                    usleep(100 * 1000);
+                }
+            }
+        }
+        if (have < want) {
+            snprintf(err, errsz, "changelog %s of store %s has %d partitions, the store's tasks "
+                     "need %d", st->changelog, st->name, have, want);
+            return -1;
+        }
+        if (dev_port <= 0) {
+            warn_changelog_configs(rk, st);
+        }
+    }
+    return 0;
+}
+
+/* Finds every topic's partition count, creating what the app may create:
+ * sinks and the dead-letter topic always, sources only on a dev broker (on a
+ * real cluster the input is someone else's to create). */
+int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, int dev_port,
+                     char *err, size_t errsz)
+{
+    int n = plan->ntopics + 1, rc = -1, maxp = 0, created = 0;
+    const char **names = calloc((size_t)n, sizeof(char *));
+    int *counts = calloc((size_t)n, sizeof(int));
+    const char *dlq = strcmp(bk_conf_str(conf, BK_CONF_ON_ERROR), "dlq") == 0
+                          ? bk_conf_str(conf, BK_CONF_DLQ_TOPIC)
+                          : NULL;
+    int defp = (int)bk_conf_int(conf, BK_CONF_PARTITIONS);
+    int rf = (int)bk_conf_int(conf, BK_CONF_REPLICATION_FACTOR);
+
+    for (int i = 0; i < plan->ntopics; i++) {
+        names[i] = plan->topics[i].name;
+    }
+    names[plan->ntopics] = dlq;
+    if (!dlq) {
+        n--;
+    }
+    if (read_counts(rk, names, n, counts, err, errsz) != 0) {
+        goto done;
+    }
+    for (int i = 0; i < plan->ntopics; i++) {
+        if (!plan->topics[i].source || plan->topics[i].internal || counts[i] > 0) {
+            continue;
+        }
+        if (dev_port <= 0) {
+            snprintf(err, errsz, "source topic %s does not exist", names[i]);
+            goto done;
+        }
+        if (bk_kafka_create_topic(rk, dev_port, names[i], defp, rf, NULL, err, errsz) != 0) {
+            goto done;
+        }
+        counts[i] = defp;
+        created = 1;
+    }
+    for (int i = 0; i < plan->ntopics; i++) {
+        if (plan->topics[i].source && !plan->topics[i].internal && counts[i] > maxp) {
+            maxp = counts[i];
+        }
+    }
+    /* Outputs get the input's width unless the user set `partitions`. */
+    if (bk_conf_source(conf, BK_CONF_PARTITIONS) == BK_CONF_FROM_DEFAULT && maxp > 0) {
+        defp = maxp;
+    }
+    for (int i = 0; i < n; i++) {
+        int want = i < plan->ntopics && plan->topics[i].want > 0 ? plan->topics[i].want : defp;
+        /* An internal topic read beside external ones (a join after a
+         * repartition) must be as wide as they are: tasks pair partitions. */
+        if (i < plan->ntopics && plan->topics[i].internal && plan->topics[i].want <= 0) {
+            const bk_plan_sub_t *sub = &plan->subs[plan->topics[i].sub];
+            for (int j = 0; j < sub->ntopics; j++) {
+                const bk_plan_topic_t *o = &plan->topics[sub->topics[j]];
+                if (!o->internal && counts[sub->topics[j]] > 0) {
+                    want = counts[sub->topics[j]];
+                }
+            }
+        }
+        if (counts[i] > 0) {
+            continue;
+        }
+        if (bk_kafka_create_topic(rk, dev_port, names[i], want, rf, NULL, err, errsz) != 0) {
+            goto done;
+        }
+        created = 1;
+    }
+    /* Wait until metadata shows what was created. */
+    for (int tries = 0; created && tries < 100; tries++) {
+        int missing = 0;
+        if (read_counts(rk, names, n, counts, err, errsz) != 0) {
+            goto done;
+        }
+        for (int i = 0; i < n; i++) {
+            missing += counts[i] == 0;
+        }
+        if (!missing) {
+            break;
+        }
+        usleep(100 * 1000);
+    }
+    for (int i = 0; i < plan->ntopics; i++) {
+        if (counts[i] == 0) {
+            snprintf(err, errsz, "topic %s did not appear in the cluster's metadata", names[i]);
+            goto done;
+        }
+        plan->topics[i].partitions = counts[i];
+    }
+    for (int s = 0; s < plan->nsubs; s++) {
+        bk_plan_sub_t *sub = &plan->subs[s];
+        sub->partitions = plan->topics[sub->topics[0]].partitions;
+        for (int j = 1; j < sub->ntopics; j++) {
+            const bk_plan_topic_t *a = &plan->topics[sub->topics[0]];
+            const bk_plan_topic_t *b = &plan->topics[sub->topics[j]];
+            if (a->partitions != b->partitions) {
+                snprintf(err, errsz,
+                         "topics %s (%d partitions) and %s (%d) feed one subtopology, so they "
+                         "must have as many partitions",
+                         a->name, a->partitions, b->name, b->partitions);
+                goto done;
+            }
+        }
+    }
+    if (ensure_changelogs(plan, rk, dev_port, rf, err, errsz) != 0) {
+        goto done;
+    }
+    rc = 0;
+done:
+    free(names);
+    free(counts);
+    return rc;
+}

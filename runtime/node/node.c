@@ -1,0 +1,506 @@
+/* node.c - one node of an app: alone, or as a member of its cluster (node.h). */
+#include "node/node.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/task.h"
+#include "cluster/member.h"
+#include "cluster/reconcile.h"
+#include "engine/crew.h"
+#include "engine/hooks.h"
+#include "engine/taskdb.h"
+#include "replica/bootstrap.h"
+#include "replica/standby.h"
+
+static void active_progress(void *opaque, int32_t task, int64_t offset)
+{
+    bk_member_set_progress(opaque, task, offset, 0);
+}
+
+static void standby_progress(void *opaque, int32_t task, int64_t offset, int64_t lag)
+{
+    bk_member_set_progress(opaque, task, offset, lag);
+}
+
+/* Every task of the app, numbered subtopology by subtopology. */
+static bk_task_id_t *all_tasks(const bk_plan_t *plan, int *ntasks)
+{
+    bk_task_id_t *tasks;
+    int n = 0;
+    for (int s = 0; s < plan->nsubs; s++) {
+        n += plan->subs[s].partitions;
+    }
+    tasks = calloc((size_t)n + 1, sizeof(*tasks));
+    n = 0;
+    for (int s = 0; s < plan->nsubs; s++) {
+        for (int p = 0; p < plan->subs[s].partitions; p++) {
+            tasks[n++] = (bk_task_id_t){s, p};
+        }
+    }
+    *ntasks = n;
+    return tasks;
+}
+
+/* One signal stops the node cleanly, a second aborts it. Returns 1 on a
+ * stop request. */
+static int wait_signal(const sigset_t *set, int *signals)
+{
+    struct timespec tick = {0, 100 * 1000 * 1000};
+    int sig = sigtimedwait(set, NULL, &tick);
+    if (sig <= 0 || sig == SIGUSR2) {
+        return 0;
+    }
+    if (++*signals > 1) {
+        bk_log_error("second signal: aborting without commit");
+        _exit(130);
+    }
+    bk_log_info("signal %d: finishing records in hand, committing, closing", sig);
+    return 1;
+}
+
+/* Every task's name ("0_3"), in the app's task order. */
+static char **task_names(const bk_task_id_t *tasks, int ntasks)
+{
+    char **names = calloc((size_t)ntasks + 1, sizeof(char *));
+    for (int i = 0; i < ntasks; i++) {
+        names[i] = malloc(BK_TASK_NAME_MAX);
+        bk_task_name(tasks[i], names[i]);
+    }
+    return names;
+}
+
+static void free_names(char **names, int ntasks)
+{
+    for (int i = 0; i < ntasks; i++) {
+        free(names[i]);
+    }
+    free(names);
+}
+
+/* The task names at `which` (indices into names). */
+static const char **pick_names(char **names, const int32_t *which, int n)
+{
+    const char **out = calloc((size_t)n + 1, sizeof(*out));
+    for (int i = 0; i < n; i++) {
+        out[i] = names[which[i]];
+    }
+    return out;
+}
+
+static void call_hook(bk_hooks_t *hooks, const char *name, char **names, const int32_t *which,
+                      int n)
+{
+    const char **list = pick_names(names, which, n);
+    bk_hooks_tasks(hooks, name, list, n);
+    free(list);
+}
+
+/* Alone: this node takes every task of its app. */
+static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
+                     const sigset_t *set)
+{
+    int ntasks, signals = 0, failed;
+    bk_task_id_t *tasks = all_tasks(plan, &ntasks);
+    char **names = task_names(tasks, ntasks);
+    int32_t *every = calloc((size_t)ntasks + 1, sizeof(int32_t));
+    bk_crew_t crew;
+
+    for (int i = 0; i < ntasks; i++) {
+        every[i] = i;
+    }
+    call_hook(hooks, "on_assign", names, every, ntasks);
+    bk_crew_start(&crew, plan, conf, tasks, ntasks, NULL, NULL);
+    for (;;) {
+        int done;
+        if (wait_signal(set, &signals)) {
+            crew.flags.stop = 1;
+        }
+        done = bk_crew_done(&crew);
+        if (done == crew.nthreads) {
+            break;
+        }
+        if (done > 0 && !crew.flags.stop) {
+            crew.flags.stop = 1; /* a thread ended by itself: stop the node */
+        }
+    }
+    failed = bk_crew_stop(&crew);
+    call_hook(hooks, "on_revoke", names, every, ntasks);
+    bk_log_info("app %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered", plan->id,
+                failed ? " after a failure" : "", (unsigned long long)crew.total.in,
+                (unsigned long long)crew.total.out, (unsigned long long)crew.total.skipped,
+                (unsigned long long)crew.total.dlq);
+    free_names(names, ntasks);
+    free(every);
+    free(tasks);
+    return failed ? 1 : 0;
+}
+
+/* "0_1 0_4 ..." into buf, cut with "..." when it does not fit. */
+static const char *list_names(char **names, const int32_t *which, int n, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        size_t need = strlen(names[which[i]]) + 1;
+        if (len + need + 4 >= size) {
+            snprintf(buf + len, size - len, "...");
+            break;
+        }
+        len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? " " : "", names[which[i]]);
+    }
+    return buf;
+}
+
+/* What a cluster node runs: its active crew and its standby runner. */
+typedef struct member_node_s {
+    bk_plan_t *plan;
+    const bk_conf_t *conf;
+    bk_hooks_t *hooks;
+    bk_member_t *member;
+    bk_task_id_t *tasks;
+    char **names;
+    int ntasks;
+    bk_crew_t crew;
+    int32_t *running, *standing, *scratch;
+    bk_reconcile_actions_t actions; /* apply_view's, kept to spare allocations */
+    int nrun, nstand;
+    uint64_t logged_epoch; /* the last epoch a line was logged for */
+    bk_taskdb_pool_t *pool; /* DBs kept open from one crew to the next */
+    bk_bootstrap_t *boot;   /* cold bootstrap, both sides */
+    uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
+    bk_standby_t *standby;
+    bk_thread_stats_t total;
+} member_node_t;
+
+static void standby_boot(void *opaque, int32_t task, const char *why)
+{
+    bk_bootstrap_want(opaque, task, why);
+}
+
+/* The active's side of cold bootstrap: the thread of the crew that runs `task`. */
+static int crew_ask(void *opaque, int32_t task, const char *req)
+{
+    bk_crew_t *crew = opaque;
+    for (int t = 0; t < crew->nthreads; t++) {
+        if (bk_thread_request_snapshot(crew->threads[t], task, req) == 0) {
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int crew_take(void *opaque, bk_thread_snapshot_t *out)
+{
+    bk_crew_t *crew = opaque;
+    for (int t = 0; t < crew->nthreads; t++) {
+        if (bk_thread_take_snapshot(crew->threads[t], out)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void start_standby(member_node_t *mn, const int32_t *which, int n)
+{
+    bk_task_id_t *tt = calloc((size_t)n + 1, sizeof(*tt));
+    for (int i = 0; i < n; i++) {
+        tt[i] = mn->tasks[which[i]];
+        mn->standing[i] = which[i];
+    }
+    mn->nstand = n;
+    if (n == 0) {
+        free(tt);
+        return;
+    }
+    mn->standby = bk_standby_new(mn->plan, mn->conf, tt, which, n, standby_progress, mn->member);
+    free(tt);
+    bk_standby_set_pool(mn->standby, mn->pool);
+    if (mn->boot) {
+        int *modes = calloc((size_t)n + 1, sizeof(*modes));
+        for (int i = 0; modes && i < n; i++) {
+            modes[i] = bk_bootstrap_mode(mn->boot, which[i]);
+        }
+        bk_standby_set_bootstrap(mn->standby, modes, standby_boot, mn->boot);
+        free(modes);
+    }
+    if (bk_standby_start(mn->standby) != 0) {
+        bk_log_error("cannot start the standby thread");
+        bk_standby_destroy(mn->standby);
+        mn->standby = NULL;
+    }
+}
+
+static void stop_standby(member_node_t *mn)
+{
+    if (mn->standby) {
+        bk_standby_stop(mn->standby);
+        bk_standby_destroy(mn->standby);
+        mn->standby = NULL;
+    }
+}
+
+/* Applies a new view: reconcile.h says what to do, this does it in its order (actives
+ * commit and close first, standbys checkpoint, releases are published, then the new
+ * standbys and actives start). Returns 1 if an active failed while stopping. */
+static int apply_view(member_node_t *mn, const bk_member_view_t *view)
+{
+    bk_reconcile_now_t now = {mn->ntasks, mn->running,  mn->nrun,
+                              mn->standing, mn->nstand, mn->was_sb,
+                              mn->logged_epoch};
+    bk_reconcile_actions_t *a = &mn->actions;
+    char run_list[1024], sb_list[1024];
+
+    bk_reconcile_diff(view, &now, a);
+    if (!a->changed) {
+        if (a->log_unchanged) {
+            /* the same line as for a change, so that a reader of any node's log sees
+             * every epoch it applied (scripts/bench/failover waits for one epoch on all) */
+            mn->logged_epoch = view->epoch;
+            bk_log_info("epoch %llu: running %d task(s), %d waiting for their release, %d "
+                        "standby (running [%s], standby [%s]), unchanged",
+                        (unsigned long long)view->epoch, mn->nrun, view->nwaiting, mn->nstand,
+                        list_names(mn->names, mn->running, mn->nrun, run_list, sizeof(run_list)),
+                        list_names(mn->names, mn->standing, mn->nstand, sb_list,
+                                   sizeof(sb_list)));
+        }
+        return 0;
+    }
+    mn->logged_epoch = view->epoch;
+    int64_t t0 = bk_clock_mono_ms(), t1, t2;
+    if (a->stop_actives) {
+        int failed = bk_crew_stop(&mn->crew);
+        bk_crew_add_stats(&mn->total, &mn->crew.total);
+        if (failed) {
+            return 1;
+        }
+    }
+    t1 = bk_clock_mono_ms();
+    if (a->stop_standbys) {
+        stop_standby(mn);
+    }
+    t2 = bk_clock_mono_ms();
+    if (t2 - t0 >= 50) {
+        bk_log_info("epoch %llu: stopping took %lld ms (stream threads %lld, standbys %lld)",
+                    (unsigned long long)view->epoch, (long long)(t2 - t0), (long long)(t1 - t0),
+                    (long long)(t2 - t1));
+    }
+    {
+        bk_task_id_t *keep = calloc((size_t)a->nkeep + 1, sizeof(*keep));
+        for (int i = 0; keep && i < a->nkeep; i++) {
+            keep[i] = mn->tasks[a->keep[i]];
+        }
+        bk_taskdb_pool_keep(mn->pool, keep, keep ? a->nkeep : 0);
+        free(keep);
+    }
+    if (a->nrelease > 0 &&
+        bk_member_released(mn->member, view->epoch, a->release, a->nrelease) != 0) {
+        bk_log_warn("could not publish the release of %d task(s)", a->nrelease);
+    }
+    call_hook(mn->hooks, "on_revoke", mn->names, a->revoked, a->nrevoked);
+    for (int i = 0; i < a->nforget; i++) {
+        bk_member_set_progress(mn->member, a->forget[i], 0, -1);
+    }
+    if (a->stop_standbys) {
+        bk_bootstrap_keep(mn->boot, a->standbys, a->nstandbys);
+        start_standby(mn, a->standbys, a->nstandbys);
+    }
+    for (int i = 0; i < a->npromoted; i++) {
+        bk_log_info("task %s: promoted from standby to active in epoch %llu",
+                    mn->names[a->promoted[i]], (unsigned long long)view->epoch);
+        bk_hooks_task(mn->hooks, "on_promote", mn->names[a->promoted[i]]);
+    }
+    memcpy(mn->was_sb, a->was_standby, (size_t)mn->ntasks);
+    if (a->stop_actives) {
+        bk_task_id_t *mine = calloc((size_t)a->nrunning + 1, sizeof(*mine));
+        bk_crew_cluster_t cl = {view->epoch, a->running, active_progress, mn->member};
+        bk_bootstrap_settle(mn->boot, a->running, a->nrunning);
+        call_hook(mn->hooks, "on_assign", mn->names, a->gained, a->ngained);
+        mn->nrun = a->nrunning;
+        for (int i = 0; i < a->nrunning; i++) {
+            mn->running[i] = a->running[i];
+            mine[i] = mn->tasks[a->running[i]];
+            bk_member_set_progress(mn->member, a->running[i], -1, 0);
+        }
+        bk_log_info("epoch %llu: running %d task(s), %d waiting for their release, %d standby "
+                    "(running [%s], standby [%s])",
+                    (unsigned long long)view->epoch, mn->nrun, view->nwaiting, mn->nstand,
+                    list_names(mn->names, a->running, a->nrunning, run_list, sizeof(run_list)),
+                    list_names(mn->names, mn->standing, mn->nstand, sb_list, sizeof(sb_list)));
+        bk_crew_start(&mn->crew, mn->plan, mn->conf, mine, a->nrunning, &cl, mn->pool);
+        free(mine);
+    } else {
+        bk_log_info("epoch %llu: %d standby task(s) [%s]", (unsigned long long)view->epoch,
+                    mn->nstand,
+                    list_names(mn->names, mn->standing, mn->nstand, sb_list, sizeof(sb_list)));
+    }
+    return 0;
+}
+
+static pthread_t main_thread;
+
+static void wake_main(void *opaque)
+{
+    (void)opaque;
+    pthread_kill(main_thread, SIGUSR2);
+}
+
+/* In a cluster (--cluster): the tasks come from the app's membership
+ * (member.h). A change of this node's active tasks restarts its crew: the old
+ * one commits and closes, the tasks given up are released for their new
+ * owners, and the new crew starts the tasks the view says are ours to run. A
+ * change of its standby tasks restarts the standby runner (standby.h). */
+static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int dev_port,
+                      const sigset_t *set)
+{
+    int signals = 0, failed = 0;
+    member_node_t mn;
+    bk_member_conf_t mc;
+    bk_member_view_t view;
+    char err[1024];
+
+    memset(&mn, 0, sizeof(mn));
+    mn.plan = plan;
+    mn.conf = conf;
+    mn.hooks = hooks;
+    mn.tasks = all_tasks(plan, &mn.ntasks);
+    mn.names = task_names(mn.tasks, mn.ntasks);
+    mn.running = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
+    mn.standing = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
+    mn.scratch = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
+    mn.was_sb = calloc((size_t)mn.ntasks + 1, 1);
+    memset(&mc, 0, sizeof(mc));
+    mc.conf = conf;
+    mc.app_id = plan->id;
+    mc.node_id = bk_conf_str(conf, BK_CONF_NODE_ID);
+    mc.rack = bk_conf_str(conf, BK_CONF_RACK);
+    mc.endpoint = bk_conf_str(conf, BK_CONF_ENDPOINT);
+    mc.threads = (int32_t)bk_conf_int(conf, BK_CONF_THREADS);
+    mc.ntasks = mn.ntasks;
+    mc.task_names = (const char *const *)mn.names;
+    mc.standbys = (int32_t)bk_conf_int(conf, BK_CONF_STANDBYS);
+    /* Warm-up (KIP-441): with standbys, a task stays where its state is warm while the
+     * node balance chose catches up; the leader's probes move it once it has. */
+    mc.warmup = mc.standbys > 0;
+    mc.acceptable_lag = bk_conf_int(conf, BK_CONF_RECOVERY_LAG);
+    mc.probe_interval_ms = (int)bk_conf_int(conf, BK_CONF_PROBE_MS);
+    mc.heartbeat_interval_ms = (int)bk_conf_int(conf, BK_CONF_HEARTBEAT_MS);
+    mc.session_timeout_ms = (int)bk_conf_int(conf, BK_CONF_SESSION_MS);
+    mc.dev_port = dev_port > 0 ? dev_port : -1;
+    /* a new view wakes the main thread at once instead of at its next 100 ms tick */
+    main_thread = pthread_self();
+    mc.on_change = wake_main;
+    memset(&view, 0, sizeof(view));
+    bk_crew_start(&mn.crew, plan, conf, NULL, 0, NULL, NULL);
+    mn.pool = bk_taskdb_pool_new();
+    if (bk_reconcile_actions_new(&mn.actions, mn.ntasks) != 0) {
+        bk_log_error("cannot join app %s: out of memory", plan->id);
+        failed = 1;
+        goto done;
+    }
+    mn.member = bk_member_new(&mc, err, sizeof(err));
+    if (!mn.member || bk_member_start(mn.member, err, sizeof(err)) != 0) {
+        bk_log_error("cannot join app %s: %s", plan->id, err);
+        failed = 1;
+        goto done;
+    }
+    {
+        bk_bootstrap_env_t env = {plan,      conf,     mn.member, mc.node_id, mn.ntasks,
+                                  mn.tasks,  mn.names, crew_ask,  crew_take,  &mn.crew,
+                                  hooks,     mn.pool};
+        mn.boot = bk_bootstrap_new(&env);
+    }
+    bk_log_info("app %s: node %s (rack %s) joining, %d standby replica(s) per task%s", plan->id,
+                mc.node_id, mc.rack ? mc.rack : "-", (int)mc.standbys,
+                bk_conf_str(conf, BK_CONF_SSH_KEY) ? ", cold bootstrap on" : "");
+    for (;;) {
+        if (wait_signal(set, &signals)) {
+            break;
+        }
+        if (mn.crew.nthreads > 0 && bk_crew_done(&mn.crew) > 0) {
+            bk_log_error("a stream thread stopped: leaving the app");
+            failed = 1;
+            break;
+        }
+        if (mn.standby && bk_standby_done(mn.standby)) {
+            /* it logged why; the replicas are dropped until the next change */
+            stop_standby(&mn);
+            mn.nstand = 0;
+        }
+        if (bk_bootstrap_poll(mn.boot, &view) && mn.standby && !view.lost) {
+            /* a bootstrap ended (or was asked for): the runner picks up the new state */
+            memcpy(mn.scratch, mn.standing, (size_t)mn.nstand * sizeof(int32_t));
+            stop_standby(&mn);
+            start_standby(&mn, mn.scratch, mn.nstand);
+        }
+        if (bk_member_poll(mn.member, &view) == 0) {
+            continue;
+        }
+        if (view.error) {
+            bk_log_error("membership failed: %s", view.error);
+            failed = 1;
+            break;
+        }
+        if (view.lost && (mn.crew.nthreads > 0 || mn.standby)) {
+            bk_log_error("lost the control plane: stopping every task");
+        }
+        if (apply_view(&mn, &view) != 0) {
+            failed = 1;
+            break;
+        }
+    }
+    failed |= bk_crew_stop(&mn.crew);
+    bk_crew_add_stats(&mn.total, &mn.crew.total);
+    stop_standby(&mn);
+    call_hook(hooks, "on_revoke", mn.names, mn.running, mn.nrun);
+    if (bk_member_stop(mn.member, 1) != 0) {
+        bk_log_warn("the leave notice was not delivered: the others wait for the session "
+                    "timeout");
+    }
+
+done:
+    if (mn.crew.threads) {
+        bk_crew_stop(&mn.crew);
+    }
+    stop_standby(&mn);
+    bk_bootstrap_destroy(mn.boot);
+    bk_taskdb_pool_destroy(mn.pool);
+    bk_log_info("app %s: node %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered",
+                plan->id, mc.node_id, failed ? " after a failure" : "",
+                (unsigned long long)mn.total.in, (unsigned long long)mn.total.out,
+                (unsigned long long)mn.total.skipped, (unsigned long long)mn.total.dlq);
+    bk_member_view_clear(&view);
+    bk_member_destroy(mn.member);
+    free_names(mn.names, mn.ntasks);
+    free(mn.running);
+    free(mn.standing);
+    free(mn.scratch);
+    bk_reconcile_actions_free(&mn.actions);
+    free(mn.was_sb);
+    free(mn.tasks);
+    return failed ? 1 : 0;
+}
+
+int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int dev_port)
+{
+    sigset_t set;
+    /* Signals go to this thread only (sigtimedwait); threads started later
+     * inherit the mask. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR2); /* wake-up: the membership's view changed */
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    if (bk_conf_int(conf, BK_CONF_CLUSTER)) {
+        return run_member(plan, conf, hooks, dev_port, &set);
+    }
+    return run_alone(plan, conf, hooks, &set);
+}
+

@@ -1,0 +1,19 @@
+/* node.h - one node of an app, once `beck run` (cmd/cmd_run.c) has loaded its topology and
+ * made its topics. Alone (no --cluster), it runs every task of the app on one crew of
+ * stream threads (engine/crew.h). In a cluster, it joins the app's membership
+ * (cluster/member.h) and, on each new view, applies what cluster/reconcile.h says: its
+ * crew, its standby runner (replica/standby.h), cold bootstrap (replica/bootstrap.h), the
+ * pool of open DBs (engine/taskdb.h) and the node's hooks. It runs on the process's main
+ * thread until SIGINT/SIGTERM (a second signal aborts) or a failure. */
+#ifndef BK_NODE_H
+#define BK_NODE_H
+
+#include "base/conf.h"
+#include "engine/hooks.h"
+#include "engine/plan.h"
+
+/* dev_port: the dev broker's control port, or 0 on real Kafka. Returns the process exit
+ * status: 0 clean stop, 1 failure. */
+int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int dev_port);
+
+#endif
