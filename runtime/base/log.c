@@ -2,24 +2,27 @@
 #include "base/log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
-static volatile int log_level = BK_LOG_INFO;
+/* Set at start-up, read by every thread: relaxed is enough (a late reader logs one line
+ * at the old level). */
+static atomic_int log_level = BK_LOG_INFO;
 static __thread char thread_name[24] = "main";
 static const char *level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
 
 void bk_log_set_level(bk_log_level_t level)
 {
-    log_level = level;
+    atomic_store_explicit(&log_level, (int)level, memory_order_relaxed);
 }
 
 bk_log_level_t bk_log_get_level(void)
 {
-    return (bk_log_level_t)log_level;
+    return (bk_log_level_t)atomic_load_explicit(&log_level, memory_order_relaxed);
 }
 
 int bk_log_parse_level(const char *name)
@@ -46,7 +49,7 @@ void bk_log(bk_log_level_t level, const char *fmt, ...)
     va_list ap;
     int n;
 
-    if ((int)level > log_level) {
+    if ((int)level > atomic_load_explicit(&log_level, memory_order_relaxed)) {
         return;
     }
     gettimeofday(&tv, NULL);

@@ -8,6 +8,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "base/task.h"
 #include "base/conf.h"
 #include "engine/kafka.h"
 #include "cluster/member.h"
@@ -27,8 +28,8 @@ static void usage(FILE *out)
 
 static int valid_task(const char *t)
 {
-    int s, p, n = 0;
-    return sscanf(t, "%d_%d%n", &s, &p, &n) == 2 && t[n] == '\0' && s >= 0 && p >= 0;
+    bk_task_id_t id;
+    return bk_task_parse(t, &id) == 0;
 }
 
 int bk_cmd_bootstrap_main(int argc, char **argv)

@@ -8,6 +8,7 @@
 
 #include <rocksdb/c.h>
 
+#include "base/task.h"
 #include "base/keys.h"
 
 static void usage(FILE *out)
@@ -150,9 +151,9 @@ int bk_cmd_dump_main(int argc, char **argv)
         return 1;
     } else {
         while ((e = readdir(d)) != NULL) {
-            int sub, part, end = 0;
+            bk_task_id_t id;
             /* task directories only ("S_P"): not snapshots/ or a fetch in progress */
-            if (sscanf(e->d_name, "%d_%d%n", &sub, &part, &end) != 2 || e->d_name[end]) {
+            if (bk_task_parse(e->d_name, &id) != 0) {
                 continue;
             }
             if (dump_task(dir, e->d_name, store, &bad) != 0) {

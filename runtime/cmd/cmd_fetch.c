@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "replica/sftp.h"
 #include "engine/manifest.h"
 
@@ -36,21 +37,14 @@ static void usage(FILE *out)
             bk_sftp_parallel_default());
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-typedef struct bk_fetchcmd_progress_s {
+typedef struct fetch_progress_s {
     double start;
-} bk_fetchcmd_progress_t;
+} fetch_progress_t;
 
 static void progress_line(void *opaque, uint64_t done, uint64_t total)
 {
-    bk_fetchcmd_progress_t *p = opaque;
-    double t = now_s() - p->start;
+    fetch_progress_t *p = opaque;
+    double t = bk_clock_mono_s() - p->start;
     double rate = t > 0 ? (double)done / t : 0;
     double left = rate > 0 ? (double)(total - done) / rate : 0;
 
@@ -126,7 +120,7 @@ int bk_cmd_fetch_main(int argc, char **argv)
     size_t len = 0;
     bk_manifest_t m;
     int have_m = 0, made_dest = 0, rc = 1, e;
-    bk_fetchcmd_progress_t prog;
+    fetch_progress_t prog;
     double t;
 
     for (int i = 1; i < argc; i++) {
@@ -183,7 +177,7 @@ int bk_cmd_fetch_main(int argc, char **argv)
         made_dest = 1;
     }
 
-    prog.start = now_s();
+    prog.start = bk_clock_mono_s();
     snprintf(path, sizeof(path), "%s/%s", remote_dir, BK_MANIFEST_NAME);
     if (bk_sftp_read_small(&conf, path, BK_FETCH_MANIFEST_MAX, &text, &len, errstr,
                            sizeof(errstr)) != 0) {
@@ -200,7 +194,7 @@ int bk_cmd_fetch_main(int argc, char **argv)
         fprintf(stderr, "beck fetch: %s\n", errstr);
         goto out;
     }
-    t = now_s() - prog.start;
+    t = bk_clock_mono_s() - prog.start;
     printf("fetched %d files, %llu bytes in %.0f ms, %.1f MB/s\n", m.nfiles,
            (unsigned long long)m.total_bytes, t * 1e3,
            t > 0 ? (double)m.total_bytes / t / 1e6 : 0.0);

@@ -9,6 +9,7 @@
 
 #include <rocksdb/c.h>
 
+#include "base/task.h"
 #include "base/conf.h"
 #include "engine/plan.h"
 #include "engine/snapshot.h"
@@ -101,7 +102,8 @@ int bk_cmd_snapshot_main(int argc, char **argv)
     bk_db_t *db = NULL;
     bk_manifest_t m;
     struct stat sb;
-    int sub, partition, used = 0, n = 0, rc = 1;
+    int n = 0, rc = 1;
+    bk_task_id_t id;
 
     for (int i = 1; i < argc; i++) {
         const char **slot;
@@ -126,8 +128,7 @@ int bk_cmd_snapshot_main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (sscanf(task, "%d_%d%n", &sub, &partition, &used) != 2 || task[used] || sub < 0 ||
-        partition < 0) {
+    if (bk_task_parse(task, &id) != 0) {
         fprintf(stderr, "beck snapshot: --task takes SUBTOPOLOGY_PARTITION, as 0_3\n");
         return 2;
     }
@@ -143,7 +144,7 @@ int bk_cmd_snapshot_main(int argc, char **argv)
         fprintf(stderr, "beck snapshot: no state of task %s in %s\n", task, task_dir);
         return 1;
     }
-    n = task_stores(topology, app, task_dir, sub, &specs, &changelogs, err, sizeof(err));
+    n = task_stores(topology, app, task_dir, id.sub, &specs, &changelogs, err, sizeof(err));
     if (n < 0) {
         fprintf(stderr, "beck snapshot: %s\n", err);
         goto out;
@@ -155,7 +156,7 @@ int bk_cmd_snapshot_main(int argc, char **argv)
         goto out;
     }
     for (int i = 0; i < n; i++) {
-        bk_store_set_changelog_topic(bk_db_store(db, i), changelogs[i], partition);
+        bk_store_set_changelog_topic(bk_db_store(db, i), changelogs[i], id.partition);
     }
     if (bk_snapshot_make(db, task, root, &m, dir, sizeof(dir), err, sizeof(err)) != 0) {
         fprintf(stderr, "beck snapshot: %s\n", err);

@@ -4,6 +4,8 @@
  * which is what the members' rules use, not to this host's clock. */
 #define _GNU_SOURCE
 
+#include "base/clock.h"
+#include "base/task.h"
 #include "cmd/cmd_status.h"
 
 #include <inttypes.h>
@@ -174,7 +176,8 @@ static char **bk_status_names(bk_plan_t *plan, const bk_conf_t *conf, int32_t nt
     n = 0;
     for (int s = 0; names && s < plan->nsubs; s++) {
         for (int p = 0; p < plan->subs[s].partitions; p++) {
-            if (asprintf(&names[n], "%d_%d", s, p) < 0) {
+            char name[BK_TASK_NAME_MAX];
+            if (!(names[n] = strdup(bk_task_name((bk_task_id_t){s, p}, name)))) {
                 names[n] = NULL;
                 snprintf(err, sizeof(err), "out of memory");
                 goto fail;
@@ -553,13 +556,6 @@ static void bk_status_print_json(const bk_member_view_t *v, const char *app, con
 
 /* -- Main ---------------------------------------------------------------------------------- */
 
-static int64_t bk_status_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int bk_cmd_status_main(int argc, char **argv)
 {
     bk_status_opts_t o = {.timeout_ms = BK_STATUS_TIMEOUT_MS};
@@ -617,7 +613,7 @@ int bk_cmd_status_main(int argc, char **argv)
     mc.node_id = "status";
     mc.session_timeout_ms = o.session_ms;
     mc.observe = 1;
-    deadline = bk_status_now_ms() + o.timeout_ms;
+    deadline = bk_clock_mono_ms() + o.timeout_ms;
     member = bk_member_new(&mc, err, sizeof(err));
     if (!member || bk_member_start(member, err, sizeof(err)) != 0) {
         fprintf(stderr, "beck status: app %s: %s\n", app, err);
@@ -634,7 +630,7 @@ int bk_cmd_status_main(int argc, char **argv)
         if (view.caught_up) {
             break;
         }
-        if (bk_status_now_ms() > deadline) {
+        if (bk_clock_mono_ms() > deadline) {
             fprintf(stderr,
                     "beck status: cannot read %s to its end within %d ms (read %" PRId64
                     " records)\n",

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,7 +170,7 @@ static int lay_out(const bk_manifest_t *m, const char *fetched_dir, char *errstr
 int bk_install_snapshot(const bk_manifest_t *m, const char *fetched_dir, const char *task_dir,
                         char *errstr, size_t errstr_size)
 {
-    static int seq; /* trash names of one process */
+    static atomic_int seq; /* trash names of one process */
     char parent[4096], trash[4096];
     const char *base = strrchr(task_dir, '/');
     int had_task;
@@ -193,7 +194,7 @@ int bk_install_snapshot(const bk_manifest_t *m, const char *fetched_dir, const c
     /* the swap: task_dir aside, fetched_dir in its place, the old one removed */
     had_task = exists(task_dir);
     snprintf(trash, sizeof(trash), "%s.trash-%d-%d", task_dir, (int)getpid(),
-             __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+             atomic_fetch_add_explicit(&seq, 1, memory_order_relaxed) + 1);
     if (had_task && rename(task_dir, trash) != 0) {
         snprintf(errstr, errstr_size, "cannot move %s aside to %s: %s", task_dir, trash,
                  strerror(errno));
