@@ -1,8 +1,7 @@
-/* cmd_run.h - `beck run`: one node of an app. Loads the topology, connects to the
- * cluster (or hosts an embedded dev broker), creates the topics the app needs,
- * splits its tasks over the stream threads and runs them until SIGINT/SIGTERM
- * (a second signal aborts) or a failure. Membership across nodes is the
- * cluster issue's; today a node takes every task of its app. */
+/* cmd_run.h - `beck run TOPOLOGY.lua`: one node of an app. Reads the settings, loads the
+ * topology and the node's hooks, connects to Kafka (or hosts an embedded dev broker),
+ * creates the topics the app needs (engine/topics.h), then runs the node (node/node.h):
+ * alone it takes every task; with --cluster it takes what the app's membership gives it. */
 #ifndef BK_CMD_RUN_H
 #define BK_CMD_RUN_H
 
