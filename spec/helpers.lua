@@ -941,4 +941,27 @@ function helpers.kvs(records)
   return list
 end
 
+-- -- Disk faults ---------------------------------------------------------------
+
+-- The environment that makes a node's disk below dir read-only (fault "erofs") or full
+-- after `bytes` written (fault "enospc"): spec/fixtures/faultfs.c, built here once per run
+-- and preloaded into the node (into build/, which outlives a spec's temporary directories: a
+-- missing preload is only a warning to the loader, and the fault would silently not be
+-- there). No mount, no root.
+local faultfs_so
+function helpers.faultfs(dir, fault, bytes)
+  if not faultfs_so then
+    local so = io.popen("pwd"):read("*l") .. "/build/spec/faultfs.so"
+    local st, _, err = helpers.run({ "sh", "-c", "mkdir -p build/spec && cc -shared -fPIC -O1 " ..
+                                     "-Wall -Wextra -o " .. so .. " spec/fixtures/faultfs.c -ldl" },
+                                   { name = "cc" })
+    assert(st == 0, "cannot build spec/fixtures/faultfs.c: " .. tostring(err))
+    faultfs_so = so
+  end
+  -- (under make test SAN=1, ASan wants to be the first library; this one only wraps libc)
+  return { LD_PRELOAD = faultfs_so, BECK_FAULT_DIR = dir, BECK_FAULT = fault,
+           BECK_FAULT_BYTES = bytes and tostring(bytes) or false,
+           ASAN_OPTIONS = "verify_asan_link_order=0:" .. (os.getenv("ASAN_OPTIONS") or "") }
+end
+
 return helpers

@@ -185,38 +185,28 @@ describe("state", function()
                      "the store's tasks need 4", node:log())
     end)
 
-    -- A small tmpfs stands for a full or read-only disk (root only).
-    local function mount_tmpfs(size, ro)
-      local dir = helpers.tmpdir() .. "/mnt"
-      os.execute("mkdir -p '" .. dir .. "'")
-      local st = helpers.run({ "mount", "-t", "tmpfs", "-o", "size=" .. size ..
-                               (ro and ",ro" or ""), "tmpfs", dir })
-      if st ~= 0 then return nil end
-      return dir
-    end
-
+    -- A read-only or a full disk below a state directory: spec/fixtures/faultfs.c, preloaded
+    -- into the node, fails its file calls there as such a disk would (EROFS, ENOSPC).
     it("refuses a read-only state directory with a clear error", function()
-      local dir = mount_tmpfs("1m", true)
-      if not dir then return pending("cannot mount a tmpfs here") end
-      finally(function() helpers.run({ "umount", dir }) end)
+      local dir = helpers.tmpdir() .. "/state"
       local broker = helpers.start_broker { topics = { "in:2" } }
       local node = helpers.start_node("spec/fixtures/keep_all.lua",
-                                      { "-b", broker.bootstrap, "--state-dir", dir })
+                                      { "-b", broker.bootstrap, "--state-dir", dir },
+                                      { env = helpers.faultfs(dir, "erofs") })
       assert.equal(1, node:wait(30))
       assert.matches("cannot create state directory " .. dir:gsub("%p", "%%%0"), node:log())
       assert.matches("Read%-only file system", node:log())
     end)
 
     it("stops without committing past what is durable when the disk is full", function()
-      local dir = mount_tmpfs("2m", false)
-      if not dir then return pending("cannot mount a tmpfs here") end
-      finally(function() helpers.run({ "umount", dir }) end)
+      local dir = helpers.tmpdir() .. "/state"
       local broker = helpers.start_broker { topics = { "in:1" } }
       local recs = {}
       for i = 1, 20000 do recs[i] = { string.format("key-%06d", i), string.rep("x", 300) } end
       helpers.produce(broker.bootstrap, "in", recs, { timeout = 60 })
       local node = helpers.start_node("spec/fixtures/keep_all.lua",
-                                      { "-b", broker.bootstrap, "--state-dir", dir })
+                                      { "-b", broker.bootstrap, "--state-dir", dir },
+                                      { env = helpers.faultfs(dir, "enospc", 2 * 1024 * 1024) })
       assert.equal(1, node:wait(60))
       local log = node:log()
       assert.matches("not committing input offsets", log)
