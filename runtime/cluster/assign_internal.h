@@ -1,0 +1,57 @@
+/* assign_internal.h - the assignor's working state, shared by assign.c (ranking,
+ * candidates, warm-up, actives, the entry point) and assign_standby.c (standby placement)
+ * only. One computation runs on one thread; nothing here is shared between computations. */
+#ifndef BK_ASSIGN_INTERNAL_H
+#define BK_ASSIGN_INTERNAL_H
+
+#include <stdint.h>
+
+#include "cluster/assign.h"
+
+/* Lag keys of candidates: a reported lag is >= 0 and sorts first. */
+#define LAG_UNKNOWN (INT64_MAX - 1) /* a previous standby without a report: some state */
+#define LAG_NONE INT64_MAX          /* no state at all */
+#define NO_SLOT (-2)                /* mark_task(): skip no standby slot */
+
+/* A member that holds (or held) state of a task, with its lag key. */
+typedef struct cand {
+    int32_t task;
+    int32_t member; /* rank */
+    int64_t lag;
+    int32_t reported; /* only while merging */
+    int32_t shed;     /* only while sorting the pool: 0 orphan, 1 shed */
+} cand_t;
+
+/* The working state of one computation; every member index in it is a rank. */
+typedef struct asg {
+    int32_t M, T, R, K; /* members, tasks, distinct racks, standbys per task (K') */
+    int64_t C;          /* total threads */
+    int32_t *order;     /* [M] rank -> input index */
+    int32_t *rank;      /* [M] input index -> rank */
+    int32_t *threads;   /* [M] */
+    int32_t *rack;      /* [M] rack id, 0..R-1, ordered by rack name */
+    int32_t *prev;      /* [T] previous active (rank) when present, else -1 */
+    int32_t *cstart;    /* [T+1] candidates of task t: cands[cstart[t] .. cstart[t+1]) */
+    cand_t *cands;      /* by task, then by rank */
+    int32_t *active;    /* [T] */
+    int32_t *standby;   /* [T*K], -1 = empty, filled from the left */
+    int32_t *acount;    /* [M] */
+    int32_t *scount;    /* [M] */
+    int32_t *lo, *hi;   /* [M] quota of the phase at hand */
+    int32_t *mstamp;    /* [M] scratch marks: member is a replica of the task at hand */
+    int32_t *rstamp;    /* [R] scratch marks: rack is used by the task at hand */
+    int32_t stamp;
+    int32_t *pair; /* [M*M] or NULL: pair[x*M + m] = standbys on m of x's actives */
+} asg_t;
+
+/* Up to this many members the standby fill counts pairs (4 MiB at most). */
+#define PAIR_MAX_MEMBERS 1024
+
+int bk_assign_cand_lag_cmp(const void *pa, const void *pb);
+int64_t bk_assign_lag_of(const asg_t *a, int32_t t, int32_t m);
+int64_t bk_assign_set_quota(asg_t *a, int64_t total);
+int bk_assign_lighter(int32_t x, int32_t cx, int32_t rx, int32_t y, int32_t cy, int32_t ry);
+/* Places every task's standbys (docs/assignment.md, Standbys). 0, or -1 out of memory. */
+int bk_assign_standbys(asg_t *a);
+
+#endif
