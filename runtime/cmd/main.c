@@ -8,7 +8,7 @@
 #include <luajit.h>
 
 #include "cmd/cmd_bootstrap.h"
-#include "devbroker/broker.h"
+#include "cmd/cmd_broker.h"
 #include "cmd/cmd_describe.h"
 #include "cmd/cmd_dump.h"
 #include "cmd/cmd_fetch.h"
@@ -54,7 +54,7 @@ int main(int argc, char **argv)
         return bk_cmd_run_main(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "broker") == 0) {
-        return bk_broker_main(argc - 1, argv + 1);
+        return bk_cmd_broker_main(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "status") == 0) {
         return bk_cmd_status_main(argc - 1, argv + 1);

@@ -26,10 +26,6 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
-#define BK_BROKER_MAX_BROKERS 64
-#define BK_BROKER_MAX_PARTITIONS 10000
-#define BK_BROKER_TOPIC_MAX 249 /* Kafka's limit on topic name length */
-#define BK_BROKER_RACK_MAX 64
 /* Longest command line accepted; CREATE with a 249-character name needs ~270. */
 #define BK_BROKER_LINE_MAX 1024
 /* A connection that sends nothing for this long is closed, because connections
@@ -80,9 +76,9 @@ struct bk_broker_s {
 
 /* -- Logging ------------------------------------------------------------------------------- */
 
-static void bk_broker_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void bk_broker_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-static void bk_broker_log(const char *fmt, ...)
+void bk_broker_log(const char *fmt, ...)
 {
     char line[1024];
     va_list ap;
@@ -121,7 +117,7 @@ static void bk_broker_rdkafka_log_none(const rd_kafka_t *rk, int level, const ch
 /* -- Validation ---------------------------------------------------------------------------- */
 
 /* Kafka's rule: 1..249 characters of [A-Za-z0-9._-], and not "." or "..". */
-static int bk_broker_topic_valid(const char *topic)
+int bk_broker_topic_valid(const char *topic)
 {
     size_t len = strlen(topic);
 
@@ -138,7 +134,7 @@ static int bk_broker_topic_valid(const char *topic)
 }
 
 /* Parses a whole decimal string into [min, max]; 0 on success. */
-static int bk_broker_parse_int(const char *s, int min, int max, int *out)
+int bk_broker_parse_int(const char *s, int min, int max, int *out)
 {
     char *end;
     long v;
@@ -156,7 +152,7 @@ static int bk_broker_parse_int(const char *s, int min, int max, int *out)
 }
 
 /* Checks a comma-separated rack list ("a,b,c"): no empty or over-long names. */
-static int bk_broker_racks_valid(const char *csv, char *errstr, size_t errstr_size)
+int bk_broker_racks_valid(const char *csv, char *errstr, size_t errstr_size)
 {
     const char *p = csv;
 
@@ -427,7 +423,7 @@ int bk_broker_control_port(const bk_broker_t *broker)
 
 /* A SIGINT or SIGTERM that is pending (blocked, as bk_broker_main keeps them),
  * taken off: its number, or 0 when there is none. */
-static int bk_broker_signalled(const sigset_t *sigs)
+int bk_broker_signalled(const sigset_t *sigs)
 {
     static const struct timespec no_wait = {0, 0};
     int sig = sigtimedwait(sigs, NULL, &no_wait);
@@ -440,8 +436,8 @@ static int bk_broker_signalled(const sigset_t *sigs)
  * it, so that `beck broker` stops within a second even while it creates a
  * topic of thousands of partitions. The topic is then left half-led, which
  * does not matter to a broker that is about to go. */
-static int bk_broker_topic_create(bk_broker_t *broker, const char *topic, int partitions,
-                                  const sigset_t *stop, int *sig, char *errstr, size_t errstr_size)
+int bk_broker_create_topic_until(bk_broker_t *broker, const char *topic, int partitions,
+                                 const sigset_t *stop, int *sig, char *errstr, size_t errstr_size)
 {
     rd_kafka_resp_err_t err;
     int existing;
@@ -506,7 +502,7 @@ static int bk_broker_topic_create(bk_broker_t *broker, const char *topic, int pa
 int bk_broker_create_topic(bk_broker_t *broker, const char *topic, int partitions, char *errstr,
                            size_t errstr_size)
 {
-    return bk_broker_topic_create(broker, topic, partitions, NULL, NULL, errstr, errstr_size);
+    return bk_broker_create_topic_until(broker, topic, partitions, NULL, NULL, errstr, errstr_size);
 }
 
 int bk_broker_set_down(bk_broker_t *broker, int broker_id, int down, char *errstr,
@@ -859,191 +855,4 @@ void bk_broker_destroy(bk_broker_t *broker)
     pthread_mutex_destroy(&broker->call_lock);
     pthread_mutex_destroy(&broker->meta_lock);
     free(broker);
-}
-
-/* -- CLI ----------------------------------------------------------------------------------- */
-
-static void bk_broker_usage(FILE *out)
-{
-    fprintf(out,
-            "usage: beck broker [--brokers N] [--racks a,b,c] [--topic NAME:PARTITIONS]...\n"
-            "\n"
-            "Runs a Kafka dev cluster (librdkafka's mock cluster) until SIGINT or SIGTERM.\n"
-            "Prints the bootstrap address as the first line of stdout, then\n"
-            "'control 127.0.0.1:PORT', the control channel (see docs/dev-broker.md).\n"
-            "\n"
-            "  --brokers N             number of brokers, ids 1..N (default 1, at most %d)\n"
-            "  --racks a,b,c           racks assigned to the brokers round-robin\n"
-            "  --topic NAME:PARTITIONS create a topic before printing the address;\n"
-            "                          may be repeated\n"
-            "  --help                  this text\n"
-            "\n"
-            "Not for production: limited retention (5 MiB or 100,000 batches per\n"
-            "partition), no compaction, no CreateTopics, transactions not enforced.\n",
-            BK_BROKER_MAX_BROKERS);
-}
-
-/* Returns the value of option argv[*i] ("--opt V" or "--opt=V"), advancing *i,
- * or NULL when it does not match `name` (sets *missing when it lacks a value). */
-static const char *bk_broker_opt(int argc, char **argv, int *i, const char *name, int *missing)
-{
-    const char *arg = argv[*i];
-    size_t len = strlen(name);
-
-    if (strncmp(arg, name, len) != 0) {
-        return NULL;
-    }
-    if (arg[len] == '=') {
-        return arg + len + 1;
-    }
-    if (arg[len] != '\0') {
-        return NULL;
-    }
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
-/* A --topic NAME:PARTITIONS option, checked before the cluster starts. */
-typedef struct {
-    char *name; /* malloc'd */
-    int partitions;
-} bk_broker_topic_spec_t;
-
-/* Splits "NAME:PARTITIONS" at its last colon; 0, or -1 when malformed. */
-static int bk_broker_parse_topic_spec(const char *arg, bk_broker_topic_spec_t *spec)
-{
-    const char *colon = strrchr(arg, ':');
-
-    if (!colon ||
-        bk_broker_parse_int(colon + 1, 1, BK_BROKER_MAX_PARTITIONS, &spec->partitions) != 0) {
-        return -1;
-    }
-    spec->name = strndup(arg, (size_t)(colon - arg));
-    if (!spec->name || !bk_broker_topic_valid(spec->name)) {
-        free(spec->name);
-        spec->name = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-/* argv[0] is the subcommand's name ("broker"); options start at argv[1]. */
-int bk_broker_main(int argc, char **argv)
-{
-    char errstr[512];
-    bk_broker_topic_spec_t *specs;
-    int nspecs = 0;
-    int brokers = 1;
-    const char *racks = NULL;
-    bk_broker_t *broker = NULL;
-    sigset_t sigs, old_sigs;
-    int sig = 0;
-    int started = 0;
-    int status = 2;
-
-    specs = calloc((size_t)argc + 1, sizeof(*specs)); /* at most one --topic per argument */
-    if (!specs) {
-        bk_broker_log("out of memory");
-        return 1;
-    }
-
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int missing = 0;
-
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            bk_broker_usage(stdout);
-            status = 0;
-            goto done;
-        } else if ((v = bk_broker_opt(argc, argv, &i, "--brokers", &missing))) {
-            if (bk_broker_parse_int(v, 1, BK_BROKER_MAX_BROKERS, &brokers) != 0) {
-                bk_broker_log("invalid --brokers '%s': a number 1..%d", v, BK_BROKER_MAX_BROKERS);
-                goto done;
-            }
-        } else if (!missing && (v = bk_broker_opt(argc, argv, &i, "--racks", &missing))) {
-            if (!bk_broker_racks_valid(v, errstr, sizeof(errstr))) {
-                bk_broker_log("invalid --racks: %s", errstr);
-                goto done;
-            }
-            racks = v;
-        } else if (!missing && (v = bk_broker_opt(argc, argv, &i, "--topic", &missing))) {
-            /* Checked now, before anything starts, so that a typo is a usage error. */
-            if (bk_broker_parse_topic_spec(v, &specs[nspecs]) != 0) {
-                bk_broker_log("invalid --topic '%s': want NAME:PARTITIONS, NAME 1..%d characters "
-                              "of [A-Za-z0-9._-], PARTITIONS 1..%d",
-                              v, BK_BROKER_TOPIC_MAX, BK_BROKER_MAX_PARTITIONS);
-                goto done;
-            }
-            nspecs++;
-        } else if (missing) {
-            bk_broker_log("option %s needs a value (see beck broker --help)", argv[i]);
-            goto done;
-        } else {
-            bk_broker_log("unknown argument '%s' (see beck broker --help)", argv[i]);
-            goto done;
-        }
-    }
-
-    /* Block the signals before any thread starts so that every thread inherits
-     * the mask and only sigwait() below receives them. */
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, &old_sigs);
-
-    /* A signal during start-up is looked for between its steps, each of
-     * which is short (ms), so that a stop never waits for the whole start. */
-    status = 1;
-    broker = bk_broker_new(brokers, racks, errstr, sizeof(errstr));
-    if (!broker) {
-        bk_broker_log("%s", errstr);
-        goto restore;
-    }
-    for (int i = 0; i < nspecs; i++) {
-        if ((sig = bk_broker_signalled(&sigs)) != 0) {
-            goto stop;
-        }
-        if (bk_broker_topic_create(broker, specs[i].name, specs[i].partitions, &sigs, &sig, errstr,
-                                   sizeof(errstr)) != 0) {
-            if (sig) {
-                goto stop;
-            }
-            bk_broker_log("--topic %s:%d: %s", specs[i].name, specs[i].partitions, errstr);
-            goto restore;
-        }
-    }
-    if ((sig = bk_broker_signalled(&sigs)) != 0) {
-        goto stop; /* not printing an address that is about to go */
-    }
-
-    /* The first line is the whole contract for scripts: `read -r bootstrap`. */
-    printf("%s\ncontrol 127.0.0.1:%d\n", bk_broker_bootstrap(broker),
-           bk_broker_control_port(broker));
-    if (fflush(stdout) != 0) {
-        bk_broker_log("cannot write to stdout: %s", strerror(errno));
-        goto restore;
-    }
-    bk_broker_log("%d broker(s) at %s, control port %d", brokers, bk_broker_bootstrap(broker),
-                  bk_broker_control_port(broker));
-    started = 1;
-
-    while (sigwait(&sigs, &sig) != 0) {
-    }
-stop:
-    bk_broker_log("stopping on %s%s", sig == SIGINT ? "SIGINT" : "SIGTERM",
-                  started ? "" : " while starting");
-    status = 0;
-
-restore:
-    bk_broker_destroy(broker);
-    pthread_sigmask(SIG_SETMASK, &old_sigs, NULL);
-done:
-    for (int i = 0; i < nspecs; i++) {
-        free(specs[i].name);
-    }
-    free(specs);
-    return status;
 }

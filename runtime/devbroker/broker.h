@@ -11,8 +11,14 @@
 #ifndef BK_BROKER_H
 #define BK_BROKER_H
 
+#include <signal.h>
+
 #include <stddef.h>
 
+#define BK_BROKER_MAX_BROKERS 64
+#define BK_BROKER_MAX_PARTITIONS 10000
+#define BK_BROKER_TOPIC_MAX 249 /* Kafka's limit on topic name length */
+#define BK_BROKER_RACK_MAX 64
 #define BK_BROKER_CTL_PREFIX "__beck_devbroker-ctl-"
 
 typedef struct bk_broker_s bk_broker_t;
@@ -40,13 +46,22 @@ int bk_broker_set_down(bk_broker_t *broker, int broker_id, int down, char *errst
 
 void bk_broker_destroy(bk_broker_t *broker);
 
-/* `beck broker [--brokers N] [--racks a,b,c] [--topic NAME:PARTITIONS]...`:
- * prints the bootstrap address as its first line and runs until SIGINT or
- * SIGTERM, which also stop it while it is starting (within milliseconds).
- * argv[0] is the subcommand ("broker"), options follow. Blocks SIGINT and
- * SIGTERM in the calling thread before starting any thread, so call it before
- * the process has other threads. Returns the process exit status: 0 (after a
- * signal), 1 (cluster failed to start) or 2 (usage error). */
-int bk_broker_main(int argc, char **argv);
+/* bk_broker_create_topic(), stopping between partitions when one of the blocked signals in
+ * `stop` (NULL: none) is pending: then -1 with *sig set to it, so that `beck broker` stops
+ * within a second even while it creates a topic of thousands of partitions. */
+int bk_broker_create_topic_until(bk_broker_t *broker, const char *topic, int partitions,
+                                 const sigset_t *stop, int *sig, char *errstr, size_t errstr_size);
+/* A SIGINT or SIGTERM that is pending (blocked), taken off: its number, or 0 for none. */
+int bk_broker_signalled(const sigset_t *sigs);
+
+/* Checks for `beck broker`'s arguments (cmd/cmd_broker.c). */
+/* Kafka's rule: 1..249 characters of [A-Za-z0-9._-], and not "." or "..". */
+int bk_broker_topic_valid(const char *topic);
+/* Parses a whole decimal string into [min, max]; 0 on success. */
+int bk_broker_parse_int(const char *s, int min, int max, int *out);
+/* A comma-separated rack list ("a,b,c"): no empty or over-long names. 1 when valid. */
+int bk_broker_racks_valid(const char *csv, char *errstr, size_t errstr_size);
+/* A line "beck broker: ..." on stderr, written at once. */
+void bk_broker_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif
