@@ -20,6 +20,9 @@ typedef struct bk_task_id_s {
 /* Writes "S_P" into buf (at least BK_TASK_NAME_MAX bytes) and returns buf, so that it can
  * sit in a printf argument list. */
 const char *bk_task_name(bk_task_id_t task, char *buf);
+/* The name of task t in a buffer that lives until the end of the enclosing block, for a
+ * printf argument list: bk_log_info("task %s: ...", BK_TASK_NAME(t)). */
+#define BK_TASK_NAME(t) bk_task_name((t), (char[BK_TASK_NAME_MAX]){0})
 /* Parses "S_P" (two non-negative decimal numbers, nothing else). 0, or -1. */
 int bk_task_parse(const char *name, bk_task_id_t *out);
 

@@ -223,9 +223,9 @@ int bk_plan_sub_stores(const bk_plan_t *plan, int sub, bk_store_spec_t *specs, i
     return n;
 }
 
-void bk_plan_task_dir(const bk_plan_t *plan, const bk_conf_t *conf, int sub, int partition,
-                      char *buf, size_t size)
+void bk_plan_task_dir(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t task, char *buf,
+                      size_t size)
 {
-    snprintf(buf, size, "%s/%s/%d_%d", bk_conf_str(conf, BK_CONF_STATE_DIR), plan->id, sub,
-             partition);
+    snprintf(buf, size, "%s/%s/%s", bk_conf_str(conf, BK_CONF_STATE_DIR), plan->id,
+             BK_TASK_NAME(task));
 }

@@ -65,9 +65,9 @@ void bk_plan_destroy(bk_plan_t *plan);
 struct bk_store_spec_s;
 int bk_plan_sub_stores(const bk_plan_t *plan, int sub, struct bk_store_spec_s *specs, int *idx);
 
-/* The state directory of task (sub, partition): <state_dir>/<app>/<sub>_<partition>. */
-void bk_plan_task_dir(const bk_plan_t *plan, const bk_conf_t *conf, int sub, int partition,
-                      char *buf, size_t size);
+/* The state directory of a task: <state_dir>/<app>/<task name> (base/task.h). */
+void bk_plan_task_dir(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t task, char *buf,
+                      size_t size);
 
 /* Where a node keeps the snapshots it makes for cold bootstrap: <state_dir>/<app>/snapshots
  * (snapshot.h, bootstrap.h). */

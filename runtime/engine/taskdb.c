@@ -94,15 +94,15 @@ bk_db_t *bk_taskdb_open(bk_taskdb_pool_t *pool, const bk_plan_t *plan, const bk_
         store_of[s] = NULL;
     }
     if (n < 0) {
-        snprintf(errstr, errstr_size, "task %d_%d: out of memory", task.sub, task.partition);
+        snprintf(errstr, errstr_size, "task %s: out of memory", BK_TASK_NAME(task));
     } else if (n > 0) {
         db = take(pool, task);
         if (!db) {
             char dir[4096], err[900];
-            bk_plan_task_dir(plan, conf, task.sub, task.partition, dir, sizeof(dir));
+            bk_plan_task_dir(plan, conf, task, dir, sizeof(dir));
             db = bk_db_open(dir, specs, n, err, sizeof(err));
             if (!db) {
-                snprintf(errstr, errstr_size, "task %d_%d: %s", task.sub, task.partition, err);
+                snprintf(errstr, errstr_size, "task %s: %s", BK_TASK_NAME(task), err);
             }
         }
         for (int i = 0; db && i < n; i++) {

@@ -337,8 +337,7 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
     }
     snprintf(dir, sizeof(dir), "%s/%s", x->root, j->snap);
     snprintf(path, sizeof(path), "%s/%s", dir, BK_MANIFEST_NAME);
-    bk_plan_task_dir(b->env.plan, conf, b->env.tasks[j->task].sub,
-                     b->env.tasks[j->task].partition, taskdir, sizeof(taskdir));
+    bk_plan_task_dir(b->env.plan, conf, b->env.tasks[j->task], taskdir, sizeof(taskdir));
     /* beside the task's directory (install renames it into place), hidden from dump */
     snprintf(local, sizeof(local), "%s/%s/.bootstrap-%s", bk_conf_str(conf, BK_CONF_STATE_DIR),
              b->env.plan->id, name);

@@ -10,6 +10,7 @@
 
 #include "engine/kafka.h"
 #include "base/log.h"
+#include "base/task.h"
 #include "engine/store.h"
 #include "engine/taskdb.h"
 
@@ -111,8 +112,7 @@ static int is_fresh(const bk_standby_t *sb, int t)
         (sb->boot_mode[t] != BK_STANDBY_BOOT_AUTO && sb->boot_mode[t] != BK_STANDBY_BOOT_FORCE)) {
         return 0;
     }
-    bk_plan_task_dir(sb->plan, sb->conf, sb->tasks[t].sub, sb->tasks[t].partition, dir,
-                     sizeof(dir));
+    bk_plan_task_dir(sb->plan, sb->conf, sb->tasks[t], dir, sizeof(dir));
     return stat(dir, &st) != 0;
 }
 
@@ -243,8 +243,7 @@ static int assign(bk_standby_t *sb)
             }
         }
         sb->boot_lag[t] = lag > 0 ? lag : 1;
-        bk_log_info("standby %d_%d: cold bootstrap: %s", sb->tasks[t].sub,
-                    sb->tasks[t].partition, why);
+        bk_log_info("standby %s: cold bootstrap: %s", BK_TASK_NAME(sb->tasks[t]), why);
         bk_taskdb_release(NULL, sb->tasks[t], sb->dbs[t], 0);
         sb->dbs[t] = NULL;
         sb->fresh[t] = 0;
@@ -279,9 +278,9 @@ static int assign(bk_standby_t *sb)
         if (next >= 0 && next < it->lo) {
             /* As in restore.c: the changelog lost what this replica needs and cold bootstrap
              * is off (or failed): say so loudly. */
-            bk_log_error("standby %d_%d: changelog %s [%d] starts at offset %lld but the store "
+            bk_log_error("standby %s: changelog %s [%d] starts at offset %lld but the store "
                          "needs %lld: %lld update(s) are lost to this replica",
-                         task->sub, task->partition, it->topic, (int)it->partition,
+                         BK_TASK_NAME(*task), it->topic, (int)it->partition,
                          (long long)it->lo, (long long)next, (long long)(it->lo - next));
             start = it->lo;
         }
@@ -289,8 +288,8 @@ static int assign(bk_standby_t *sb)
             bk_store_acked(it->st, it->hi - 1); /* empty from here: at the end */
         }
         it->goal = start < it->hi ? it->hi : -1;
-        bk_log_info("standby %d_%d store %s: tailing %s [%d] from offset %lld, %lld behind",
-                    task->sub, task->partition, bk_store_name(it->st), it->topic,
+        bk_log_info("standby %s store %s: tailing %s [%d] from offset %lld, %lld behind",
+                    BK_TASK_NAME(*task), bk_store_name(it->st), it->topic,
                     (int)it->partition, (long long)start, (long long)(it->hi - start));
         rd_kafka_topic_partition_list_add(list, it->topic, it->partition)->offset = start;
     }
@@ -362,13 +361,13 @@ static void report(bk_standby_t *sb, int log_it)
         if (log_it && sb->dbs[t] && len < (int)sizeof(line) - 100) {
             if (sb->applied_ms[t]) {
                 len += snprintf(line + len, sizeof(line) - (size_t)len,
-                                "%s%d_%d lag %lld (last applied %.1f s ago)", len ? ", " : "",
-                                sb->tasks[t].sub, sb->tasks[t].partition, (long long)lag,
+                                "%s%s lag %lld (last applied %.1f s ago)", len ? ", " : "",
+                                BK_TASK_NAME(sb->tasks[t]), (long long)lag,
                                 (double)(now - sb->applied_ms[t]) / 1000.0);
             } else {
                 len += snprintf(line + len, sizeof(line) - (size_t)len,
-                                "%s%d_%d lag %lld (nothing applied yet)", len ? ", " : "",
-                                sb->tasks[t].sub, sb->tasks[t].partition, (long long)lag);
+                                "%s%s lag %lld (nothing applied yet)", len ? ", " : "",
+                                BK_TASK_NAME(sb->tasks[t]), (long long)lag);
             }
         }
     }
@@ -403,8 +402,8 @@ static void caught_up(bk_standby_t *sb, int t, int64_t now)
             return;
         }
     }
-    bk_log_info("standby %d_%d: caught up: %lld changelog record(s) applied in %lld ms",
-                sb->tasks[t].sub, sb->tasks[t].partition, (long long)sb->applied[t],
+    bk_log_info("standby %s: caught up: %lld changelog record(s) applied in %lld ms",
+                BK_TASK_NAME(sb->tasks[t]), (long long)sb->applied[t],
                 (long long)(now - sb->t0));
 }
 
@@ -502,8 +501,8 @@ static void *standby_main(void *arg)
     }
     for (int t = 0; t < sb->ntasks; t++) {
         if (sb->applied[t] > 0) {
-            bk_log_info("standby %d_%d: applied %lld changelog record(s) while standby",
-                        sb->tasks[t].sub, sb->tasks[t].partition, (long long)sb->applied[t]);
+            bk_log_info("standby %s: applied %lld changelog record(s) while standby",
+                        BK_TASK_NAME(sb->tasks[t]), (long long)sb->applied[t]);
         }
     }
     if (sb->consumer) {

@@ -1,0 +1,237 @@
+/* thread_commit.c - a stream thread's commit (at-least-once: thread.h gives the order),
+ * the commit markers written into its changelogs, the progress it reports, and the
+ * snapshot mailbox through which cold bootstrap asks it for snapshots. Runs on the stream
+ * thread, except bk_thread_request_snapshot and bk_thread_take_snapshot (any thread, under
+ * snap_lock). */
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <librdkafka/rdkafka.h>
+
+#include "base/clock.h"
+#include "base/ffi.h"
+#include "base/log.h"
+#include "base/task.h"
+#include "engine/kafka.h"
+#include "engine/restore.h"
+#include "engine/snapshot.h"
+#include "engine/store.h"
+#include "engine/taskdb.h"
+#include "engine/thread_internal.h"
+#include "engine/vm.h"
+
+static void report_progress(bk_thread_t *thr)
+{
+    if (!thr->progress) {
+        return;
+    }
+    for (int t = 0; t < thr->ntasks; t++) {
+        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[t].sub];
+        int tp = sub->ntopics > 0 ? thr->tp_of[sub->topics[0]][thr->tasks[t].partition] : -1;
+        thr->progress(thr->progress_opaque, thr->ids[t], tp >= 0 ? thr->tp_next[tp] : -1);
+    }
+}
+
+/* After an offset commit: a commit marker in each changelog of each task whose input moved,
+ * so that standbys and restores apply the writes before it (store.h, Markers). */
+static int write_markers(bk_thread_t *thr)
+{
+    for (int t = 0; t < thr->ntasks; t++) {
+        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[t].sub];
+        int64_t offs[BK_STORE_MAX_INPUTS];
+        int dirty = 0, n;
+        if (!thr->dbs[t]) {
+            continue;
+        }
+        for (int j = 0; j < sub->ntopics; j++) {
+            int tp = thr->tp_of[sub->topics[j]][thr->tasks[t].partition];
+            dirty |= tp >= 0 && thr->tp_dirty[tp];
+        }
+        if (!dirty) {
+            continue;
+        }
+        n = bk_thread_task_inputs(thr, t, offs);
+        for (int s = 0; s < thr->plan->nstores; s++) {
+            bk_store_t *st = thr->store_of[t][s];
+            if (st && bk_store_logged(st) && bk_store_write_marker(st, 1, offs, n) != 0) {
+                bk_log_error("%s: %s", thr->name, bk_ffi_store_error(st));
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* At-least-once: offsets are committed only once everything the records
+ * before them caused has been acknowledged by the brokers. */
+static int commit_steps(bk_thread_t *thr)
+{
+    rd_kafka_topic_partition_list_t *list;
+    rd_kafka_resp_err_t kerr;
+
+    char err[1024];
+
+    /* 1. the record cache: dirty entries to the stores and their changelogs */
+    if (thr->ref_flush != LUA_NOREF) {
+        lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref_flush);
+        if (bk_vm_pcall(thr->L, 0, 0, 1, err, sizeof(err)) != 0) {
+            bk_log_error("%s: flushing the record cache failed: %s; not committing", thr->name,
+                         err);
+            return -1;
+        }
+    }
+    /* 2. the producer: outputs and changelog records acknowledged */
+    while (rd_kafka_outq_len(thr->producer) > 0 && !thr->dr_failed) {
+        rd_kafka_flush(thr->producer, 500);
+    }
+    if (thr->dr_failed) {
+        bk_log_error("%s: %s; not committing input offsets", thr->name, thr->dr_err);
+        return -1;
+    }
+    /* 3. the stores' writes durable, 4. checkpoints of the changelog offsets and of the
+     * input offsets that state corresponds to */
+    for (int t = 0; t < thr->ntasks; t++) {
+        int64_t offs[BK_STORE_MAX_INPUTS];
+        int n = thr->dbs[t] ? bk_thread_task_inputs(thr, t, offs) : 0;
+        for (int s = 0; thr->dbs[t] && s < thr->plan->nstores; s++) {
+            if (thr->store_of[t][s]) {
+                bk_store_set_input(thr->store_of[t][s], offs, n);
+            }
+        }
+        if (thr->dbs[t] && (bk_db_commit(thr->dbs[t], err, sizeof(err)) != 0 ||
+                            bk_db_checkpoint(thr->dbs[t], err, sizeof(err)) != 0)) {
+            bk_log_error("%s: task %s: %s; not committing input offsets", thr->name,
+                         BK_TASK_NAME(thr->tasks[t]), err);
+            return -1;
+        }
+    }
+    /* 5. input offsets */
+    list = rd_kafka_topic_partition_list_new(thr->ntp ? thr->ntp : 1);
+    for (int i = 0; i < thr->ntp; i++) {
+        if (thr->tp_dirty[i]) {
+            rd_kafka_topic_partition_list_add(list, thr->plan->topics[thr->tp_topic[i]].name,
+                                              thr->tp_partition[i])
+                ->offset = thr->tp_next[i];
+        }
+    }
+    if (list->cnt > 0) {
+        kerr = rd_kafka_commit(thr->consumer, list, 0);
+        if (kerr) {
+            /* Not fatal: the next commit carries the same offsets. */
+            bk_log_warn("%s: offset commit failed: %s", thr->name, rd_kafka_err2str(kerr));
+        } else if (write_markers(thr) != 0) {
+            rd_kafka_topic_partition_list_destroy(list);
+            return -1;
+        } else {
+            memset(thr->tp_dirty, 0, (size_t)thr->ntp);
+            thr->stats.commits++;
+            report_progress(thr);
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    return 0;
+}
+
+int bk_thread_commit(bk_thread_t *thr)
+{
+    if (commit_steps(thr) != 0) {
+        thr->commit_failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* Makes the snapshots asked for. Called right after a commit: no write is in a batch, and
+ * the stores' changelog and input offsets are those of that commit. */
+void bk_thread_make_snapshots(bk_thread_t *thr)
+{
+    bk_thread_snapshot_t reqs[BK_THREAD_SNAPSHOTS];
+    int n;
+    char root[4096];
+
+    pthread_mutex_lock(&thr->snap_lock);
+    n = thr->nsnap_req;
+    memcpy(reqs, thr->snap_req, (size_t)n * sizeof(*reqs));
+    thr->nsnap_req = 0;
+    thr->snap_wanted = 0;
+    pthread_mutex_unlock(&thr->snap_lock);
+    bk_plan_snapshot_dir(thr->plan, thr->conf, root, sizeof(root));
+    for (int i = 0; i < n; i++) {
+        bk_thread_snapshot_t *r = &reqs[i];
+        int t = -1;
+        for (int k = 0; k < thr->ntasks; k++) {
+            if (thr->ids && thr->ids[k] == r->id) {
+                t = k;
+            }
+        }
+        r->ok = 0;
+        if (t < 0 || !thr->dbs[t]) {
+            snprintf(r->err, sizeof(r->err), "task not active on this thread, or without state");
+        } else {
+            bk_manifest_t m;
+            char name[32], dir[4096];
+            int64_t t0 = bk_clock_wall_ms();
+            snprintf(name, sizeof(name), "%s", BK_TASK_NAME(thr->tasks[t]));
+            if (bk_snapshot_make(thr->dbs[t], name, root, &m, dir, sizeof(dir), r->err,
+                                 sizeof(r->err)) == 0) {
+                r->ok = 1;
+                if (!realpath(dir, r->dir)) {
+                    snprintf(r->dir, sizeof(r->dir), "%s", dir);
+                }
+                bk_log_info("task %s: snapshot %s for %s: %d file(s), %llu bytes, in %lld ms",
+                            name, m.id, r->req, m.nfiles, (unsigned long long)m.total_bytes,
+                            (long long)(bk_clock_wall_ms() - t0));
+                bk_manifest_free(&m);
+            }
+        }
+        if (!r->ok) {
+            bk_log_warn("%s: snapshot for %s failed: %s", thr->name, r->req, r->err);
+        }
+        pthread_mutex_lock(&thr->snap_lock);
+        if (thr->nsnap_done < BK_THREAD_SNAPSHOTS) {
+            thr->snap_done[thr->nsnap_done++] = *r;
+        }
+        pthread_mutex_unlock(&thr->snap_lock);
+    }
+}
+
+int bk_thread_request_snapshot(bk_thread_t *thr, int32_t id, const char *req)
+{
+    int found = 0, rc = -1;
+    for (int k = 0; k < thr->ntasks; k++) {
+        found |= thr->ids && thr->ids[k] == id;
+    }
+    if (!found) {
+        return -1;
+    }
+    pthread_mutex_lock(&thr->snap_lock);
+    if (thr->nsnap_req < BK_THREAD_SNAPSHOTS) {
+        bk_thread_snapshot_t *r = &thr->snap_req[thr->nsnap_req++];
+        memset(r, 0, sizeof(*r));
+        r->id = id;
+        snprintf(r->req, sizeof(r->req), "%s", req);
+        thr->snap_wanted = 1;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&thr->snap_lock);
+    return rc;
+}
+
+int bk_thread_take_snapshot(bk_thread_t *thr, bk_thread_snapshot_t *out)
+{
+    int got = 0;
+    pthread_mutex_lock(&thr->snap_lock);
+    if (thr->nsnap_done > 0) {
+        *out = thr->snap_done[0];
+        memmove(thr->snap_done, thr->snap_done + 1,
+                (size_t)(thr->nsnap_done - 1) * sizeof(*out));
+        thr->nsnap_done--;
+        got = 1;
+    }
+    pthread_mutex_unlock(&thr->snap_lock);
+    return got;
+}
