@@ -15,6 +15,7 @@
 #include "engine/snapshot.h"
 #include "engine/store.h"
 #include "engine/vm.h"
+#include "engine/db.h"
 
 static void usage(FILE *out)
 {

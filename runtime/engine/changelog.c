@@ -18,6 +18,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "engine/store_internal.h"
+#include "engine/changelog.h"
 
 #define RESTORE_BATCH 1000
 
@@ -110,13 +111,13 @@ static void remember_key(bk_store_t *st, const void *key, size_t klen)
     st->pkeys_len += sizeof(len) + klen;
 }
 
-int bk_store_is_marker(const void *key, size_t klen)
+int bk_changelog_is_marker(const void *key, size_t klen)
 {
-    return !key || (klen == sizeof(BK_STORE_MARKER_KEY) - 1 &&
-                    memcmp(key, BK_STORE_MARKER_KEY, klen) == 0);
+    return !key || (klen == sizeof(BK_CHANGELOG_MARKER_KEY) - 1 &&
+                    memcmp(key, BK_CHANGELOG_MARKER_KEY, klen) == 0);
 }
 
-int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const void *value,
+int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void *value,
                            size_t vlen, int64_t offset, char *errstr, size_t errstr_size)
 {
     size_t plen;
@@ -124,10 +125,10 @@ int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const v
     int64_t offs[BK_STORE_MAX_INPUTS];
     int n = 0, kind;
 
-    if (bk_store_is_marker(key, klen) && value &&
+    if (bk_changelog_is_marker(key, klen) && value &&
         (kind = parse_marker(value, vlen, offs, &n)) >= 0) {
         /* what came before a marker is settled: legacy direct writes go first */
-        if (bk_store_restore_flush(st, errstr, errstr_size) != 0) {
+        if (bk_changelog_flush(st, errstr, errstr_size) != 0) {
             return -1;
         }
         if (kind == 1 && write_pending(st, errstr, errstr_size) != 0) {
@@ -161,17 +162,17 @@ int bk_store_restore_apply(bk_store_t *st, const void *key, size_t klen, const v
     batch_write(st->restore_batch, st, pk, plen, value, vlen);
     st->next = offset + 1;
     if (rocksdb_writebatch_count(st->restore_batch) >= RESTORE_BATCH) {
-        return bk_store_restore_flush(st, errstr, errstr_size);
+        return bk_changelog_flush(st, errstr, errstr_size);
     }
     return 0;
 }
 
-int64_t bk_store_restore_pending(const bk_store_t *st)
+int64_t bk_changelog_pending(const bk_store_t *st)
 {
     return st->npending;
 }
 
-int bk_store_restore_resolve(bk_store_t *st, const int64_t *committed, int n, char *errstr,
+int bk_changelog_resolve(bk_store_t *st, const int64_t *committed, int n, char *errstr,
                              size_t errstr_size)
 {
     int ahead = 0;
@@ -188,7 +189,7 @@ int bk_store_restore_resolve(bk_store_t *st, const int64_t *committed, int n, ch
     if (!ahead) {
         size_t keys = st->pkeys_len;
         drop_pending(st);
-        st->pkeys_len = keys; /* kept for bk_store_repair */
+        st->pkeys_len = keys; /* kept for bk_changelog_repair */
         st->repair = 1;
         return 0;
     }
@@ -210,7 +211,7 @@ void bk_store_set_input(bk_store_t *st, const int64_t *offsets, int n)
 }
 
 
-int bk_store_write_marker(bk_store_t *st, int commit, const int64_t *offsets, int n)
+int bk_changelog_write_marker(bk_store_t *st, int commit, const int64_t *offsets, int n)
 {
     char buf[512];
     int len;
@@ -221,11 +222,11 @@ int bk_store_write_marker(bk_store_t *st, int commit, const int64_t *offsets, in
     for (int i = 0; i < n; i++) {
         len += snprintf(buf + len, sizeof(buf) - (size_t)len, " %lld", (long long)offsets[i]);
     }
-    return bk_store_log_write(st, BK_STORE_MARKER_KEY, sizeof(BK_STORE_MARKER_KEY) - 1, buf, (size_t)len,
+    return bk_store_log_write(st, BK_CHANGELOG_MARKER_KEY, sizeof(BK_CHANGELOG_MARKER_KEY) - 1, buf, (size_t)len,
                      0);
 }
 
-int bk_store_repair(bk_store_t *st, int64_t *written)
+int bk_changelog_repair(bk_store_t *st, int64_t *written)
 {
     size_t off = 0;
     *written = 0;
@@ -260,7 +261,7 @@ int bk_store_repair(bk_store_t *st, int64_t *written)
     return BK_FFI_OK;
 }
 
-int bk_store_restore_flush(bk_store_t *st, char *errstr, size_t errstr_size)
+int bk_changelog_flush(bk_store_t *st, char *errstr, size_t errstr_size)
 {
     char *err = NULL;
     if (!st->restore_batch || rocksdb_writebatch_count(st->restore_batch) == 0) {

@@ -17,6 +17,8 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "engine/store_internal.h"
+#include "engine/db.h"
+#include "engine/changelog.h"
 
 /* -- Open and close ----------------------------------------------------- */
 
@@ -365,7 +367,7 @@ int bk_db_checkpoint_to(bk_db_t *db, const char *dir, char *errstr, size_t errst
     }
     /* Restored records a store counts in its next offset but has not written yet. */
     for (int i = 0; i < db->nstores; i++) {
-        if (bk_store_restore_flush(&db->stores[i], errstr, errstr_size) != 0) {
+        if (bk_changelog_flush(&db->stores[i], errstr, errstr_size) != 0) {
             return -1;
         }
     }

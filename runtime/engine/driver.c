@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "engine/store.h"
+#include "engine/db.h"
 
 struct bk_driver_s {
     int ntasks;

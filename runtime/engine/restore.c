@@ -8,6 +8,7 @@
 
 #include "engine/kafka.h"
 #include "base/log.h"
+#include "engine/changelog.h"
 
 #define STALL_MS 120000
 
@@ -156,7 +157,7 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
             rd_kafka_message_t *m = msgs[i];
             work_t *x = m->err ? NULL : find(w, n, rd_kafka_topic_name(m->rkt), m->partition);
             if (x && !x->done && m->offset < x->end) {
-                if (bk_store_restore_apply(x->item->st, m->key, m->key_len, m->payload, m->len,
+                if (bk_changelog_apply(x->item->st, m->key, m->key_len, m->payload, m->len,
                                            m->offset, errstr, errstr_size) != 0) {
                     for (ssize_t j = i; j < got; j++) {
                         rd_kafka_message_destroy(msgs[j]);
@@ -186,7 +187,7 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
         }
     }
     for (int i = 0; i < n; i++) {
-        if (bk_store_restore_flush(w[i].item->st, errstr, errstr_size) != 0) {
+        if (bk_changelog_flush(w[i].item->st, errstr, errstr_size) != 0) {
             goto done;
         }
     }

@@ -13,6 +13,7 @@
 #include "base/ffi_spec.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "engine/db.h"
 
 #define MAX_NAME 255
 

@@ -18,6 +18,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "engine/store_internal.h"
+#include "engine/changelog.h"
 
 const char *bk_store_name(const bk_store_t *st)
 {
@@ -135,7 +136,7 @@ int bk_store_log_write(bk_store_t *st, const char *key, size_t klen, const char 
 
 static int check_writable(bk_store_t *st, const char *key, size_t klen)
 {
-    if (klen == sizeof(BK_STORE_MARKER_KEY) - 1 && bk_store_is_marker(key, klen)) {
+    if (klen == sizeof(BK_CHANGELOG_MARKER_KEY) - 1 && bk_changelog_is_marker(key, klen)) {
         snprintf(st->err, sizeof(st->err), "store %s: the key \\xffbeck-marker is reserved for "
                  "the changelog's commit markers", st->name);
         return BK_FFI_ERR;

@@ -35,7 +35,7 @@ struct bk_store_s {
     rocksdb_writebatch_t *pending;
     int64_t npending;
     /* The changelog keys of the pending records ([u32 length][bytes]...): when a takeover
-     * drops them, each is written again with its committed value (bk_store_repair), so
+     * drops them, each is written again with its committed value (bk_changelog_repair), so
      * that the log cleaner, which keeps a key's newest record, never keeps a dropped one. */
     char *pkeys;
     size_t pkeys_len, pkeys_cap;

@@ -1,5 +1,6 @@
 /* taskdb.c - opening a task's DB, and the node's pool of open ones (taskdb.h). */
 #include "engine/taskdb.h"
+#include "engine/db.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -23,6 +23,8 @@
 #include "engine/taskdb.h"
 #include "engine/thread_internal.h"
 #include "engine/vm.h"
+#include "engine/db.h"
+#include "engine/changelog.h"
 
 static void report_progress(bk_thread_t *thr)
 {
@@ -57,7 +59,7 @@ static int write_markers(bk_thread_t *thr)
         n = bk_thread_task_inputs(thr, t, offs);
         for (int s = 0; s < thr->plan->nstores; s++) {
             bk_store_t *st = thr->store_of[t][s];
-            if (st && bk_store_logged(st) && bk_store_write_marker(st, 1, offs, n) != 0) {
+            if (st && bk_store_logged(st) && bk_changelog_write_marker(st, 1, offs, n) != 0) {
                 bk_log_error("%s: %s", thr->name, bk_ffi_store_error(st));
                 return -1;
             }

@@ -22,6 +22,8 @@
 #include "engine/taskdb.h"
 #include "engine/thread_internal.h"
 #include "engine/vm.h"
+#include "engine/db.h"
+#include "engine/changelog.h"
 
 void bk_thread_build_tables(bk_thread_t *thr)
 {
@@ -227,8 +229,8 @@ static int settle(bk_thread_t *thr)
             if (!st || !bk_store_logged(st)) {
                 continue;
             }
-            pending = bk_store_restore_pending(st);
-            kept = bk_store_restore_resolve(st, offs, n, thr->err, sizeof(thr->err));
+            pending = bk_changelog_pending(st);
+            kept = bk_changelog_resolve(st, offs, n, thr->err, sizeof(thr->err));
             if (kept < 0) {
                 return -1;
             }
@@ -241,7 +243,7 @@ static int settle(bk_thread_t *thr)
                                  : "dropped: their input was not committed");
             }
             bk_store_set_input(st, offs, n);
-            if (bk_store_write_marker(st, pending == 0 || kept, offs, n) != 0) {
+            if (bk_changelog_write_marker(st, pending == 0 || kept, offs, n) != 0) {
                 snprintf(thr->err, sizeof(thr->err), "%s", bk_ffi_store_error(st));
                 return -1;
             }
@@ -250,8 +252,8 @@ static int settle(bk_thread_t *thr)
                  * commit marker for them: in a compacted changelog a dropped record must
                  * not stay the newest of its key (docs/state.md, Markers) */
                 int64_t repaired;
-                if (bk_store_repair(st, &repaired) != 0 ||
-                    bk_store_write_marker(st, 1, offs, n) != 0) {
+                if (bk_changelog_repair(st, &repaired) != 0 ||
+                    bk_changelog_write_marker(st, 1, offs, n) != 0) {
                     snprintf(thr->err, sizeof(thr->err), "%s", bk_ffi_store_error(st));
                     return -1;
                 }

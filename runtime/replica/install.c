@@ -15,6 +15,7 @@
 #include "base/ffi_spec.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "engine/db.h"
 
 static int exists(const char *path)
 {

@@ -13,6 +13,8 @@
 #include "base/task.h"
 #include "engine/store.h"
 #include "engine/taskdb.h"
+#include "engine/db.h"
+#include "engine/changelog.h"
 
 #define REPORT_MS 1000     /* progress to the callback */
 #define LOG_EVERY_MS 10000 /* a line of lags in the log */
@@ -380,7 +382,7 @@ static void report(bk_standby_t *sb, int log_it)
 static int checkpoint(bk_standby_t *sb)
 {
     for (int i = 0; i < sb->nitems; i++) {
-        if (bk_store_restore_flush(sb->items[i].st, sb->err, sizeof(sb->err)) != 0) {
+        if (bk_changelog_flush(sb->items[i].st, sb->err, sizeof(sb->err)) != 0) {
             return -1;
         }
     }
@@ -431,7 +433,7 @@ static int tail(bk_standby_t *sb)
                 }
             } else if (rc == 0 &&
                        (hint = find(sb, rd_kafka_topic_name(m->rkt), m->partition, hint))) {
-                if (bk_store_restore_apply(hint->st, m->key, m->key_len, m->payload, m->len,
+                if (bk_changelog_apply(hint->st, m->key, m->key_len, m->payload, m->len,
                                            m->offset, sb->err, sizeof(sb->err)) != 0) {
                     rc = -1;
                 } else {

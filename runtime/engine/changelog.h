@@ -1,0 +1,55 @@
+/* changelog.h - a store's changelog read back and kept exact: restore and standbys apply
+ * its records, commit and abort markers settle them, and a takeover repairs what it
+ * dropped (docs/state.md, Markers). @locality the thread that holds the store's DB. */
+#ifndef BK_CHANGELOG_H
+#define BK_CHANGELOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/store.h"
+
+/* Restore and standbys: applies one changelog record at `offset` (value NULL: delete).
+ *
+ * Markers. After each commit of its input offsets an active writes a commit marker (key
+ * BK_CHANGELOG_MARKER_KEY, value "beck-commit 1 <n> <input offsets>") to each changelog of the
+ * task, and when
+ * it takes a task over, one marker that settles what the previous owner left after its
+ * last one: commit (that input was committed after all) or abort ("beck-abort 1 ...").
+ * A reader holds the records after the last marker as pending, writes them when a commit
+ * marker comes and drops them at an abort, so a replica never holds the writes of input
+ * that was not committed and a kill -9 costs no double counts (docs/state.md). Records of
+ * a changelog without markers are written at once, as they were before markers. */
+int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void *value,
+                           size_t vlen, int64_t offset, char *errstr, size_t errstr_size);
+int bk_changelog_flush(bk_store_t *st, char *errstr, size_t errstr_size);
+
+/* The key of every marker. A compacted topic refuses records without a key, and the log
+ * cleaner keeps the newest record of each key: so all markers of a changelog partition
+ * share one key, and the newest marker, the one a reader needs, survives. 0xff is never
+ * in UTF-8 text; a store refuses to write this key. Markers without a key (written
+ * before) are still read. */
+#define BK_CHANGELOG_MARKER_KEY "\xff" "beck-marker"
+
+/* Whether a changelog record's key is a marker's (NULL: the old, keyless markers). */
+int bk_changelog_is_marker(const void *key, size_t klen);
+
+/* Records read after the last marker, not applied yet. */
+int64_t bk_changelog_pending(const bk_store_t *st);
+/* At the end of a takeover's restore: the pending records are the previous owner's writes
+ * after its last marker. If `committed` (the task's committed input offsets, -1: none) is
+ * past the input of that marker, their input was committed: they are written and 1 is
+ * returned; else they are dropped (0). -1 on a write error. */
+int bk_changelog_resolve(bk_store_t *st, const int64_t *committed, int n, char *errstr,
+                             size_t errstr_size);
+/* After bk_changelog_resolve dropped records: writes each of their keys to the
+ * changelog again with its value in the store (a tombstone when it has none), so that the
+ * newest record of every key in the changelog is committed state again. The caller
+ * follows them with a commit marker. Their count into *written; BK_FFI_OK or BK_FFI_ERR
+ * with the message in the store's error. */
+int bk_changelog_repair(bk_store_t *st, int64_t *written);
+/* Produces a marker (commit, or abort with commit = 0) naming `offsets` to the store's
+ * changelog. BK_FFI_OK, or BK_FFI_ERR with the message in the store's error. */
+int bk_changelog_write_marker(bk_store_t *st, int commit, const int64_t *offsets, int n);
+
+#endif

@@ -1,0 +1,44 @@
+/* db.h - a task's RocksDB (store.h has its stores): open and close, the commit that makes
+ * an interval's writes durable, and the checkpoint file that records the changelog and
+ * input offsets the DB reflects. @locality the thread that holds the DB (taskdb.h). */
+#ifndef BK_DB_H
+#define BK_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/store.h"
+
+/* Opens (creating as needed) the DB in dir with a column family per spec and
+ * reads dir's checkpoint file. NULL with errstr on failure (state directory
+ * unwritable, locked by another process, ...). */
+bk_db_t *bk_db_open(const char *dir, const bk_store_spec_t *specs, int nspecs, char *errstr,
+                    size_t errstr_size);
+void bk_db_close(bk_db_t *db);
+int bk_db_store_count(const bk_db_t *db);
+bk_store_t *bk_db_store(bk_db_t *db, int i);
+
+/* Makes the interval's writes durable: the batch is written with a synced
+ * WAL and cleared. Call only after the producer has flushed. */
+int bk_db_commit(bk_db_t *db, char *errstr, size_t errstr_size);
+/* Writes the checkpoint file atomically (tmp, fsync, rename, fsync dir):
+ * the next changelog offset of every logged store. */
+int bk_db_checkpoint(bk_db_t *db, char *errstr, size_t errstr_size);
+/* Makes a RocksDB checkpoint of the db in dir (which must not exist; RocksDB creates it):
+ * memtables flushed first, SST files hard-linked, no WAL. Refused while the db holds
+ * uncommitted writes (call between commits). For snapshots (snapshot.h). */
+int bk_db_checkpoint_to(bk_db_t *db, const char *dir, char *errstr, size_t errstr_size);
+
+/* One line of a task's checkpoint file: "<store> <next> [<ninputs> <input>...]". */
+typedef struct bk_checkpoint_line_s {
+    const char *store;
+    int64_t next;
+    int ninputs; /* 0..BK_STORE_MAX_INPUTS */
+    const int64_t *inputs;
+} bk_checkpoint_line_t;
+/* Writes dir/checkpoint with these lines atomically (tmp, fsync, rename, fsync dir):
+ * bk_db_checkpoint's writer, also used to install a snapshot. */
+int bk_db_checkpoint_file_write(const char *dir, const bk_checkpoint_line_t *lines, int n,
+                                char *errstr, size_t errstr_size);
+
+#endif
