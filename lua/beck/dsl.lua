@@ -12,13 +12,13 @@
 --      :windowed_by(dsl.tumbling(60000):grace(10000))
 --      :count { store = "views-per-minute" }
 --      :to_stream():to("views-per-minute")
-local builder = require "beck.dsl.builder"
-local stream = require "beck.dsl.stream"
-local tbl = require "beck.dsl.table"
-local window = require "beck.dsl.window"
+local builder = require "beck.internal.dsl.builder"
+local stream = require "beck.internal.dsl.stream"
+local tbl = require "beck.internal.dsl.table"
+local window = require "beck.internal.dsl.window"
 local serde = require "beck.serde"
-require "beck.dsl.aggregate"
-require "beck.dsl.join"
+require "beck.internal.dsl.aggregate"
+require "beck.internal.dsl.join"
 
 local M = {}
 

@@ -1,9 +1,9 @@
--- beck.dsl.table: tables of the DSL (Kafka Streams' KTable): the latest
+-- beck.internal.dsl.table: tables of the DSL (Kafka Streams' KTable): the latest
 -- value per key. A table's node forwards (key, new value) for every update,
 -- nil for a deletion. Tables that joins read have a getter: the value of a
 -- key now, read from a store, or computed through filter / map_values from
 -- the store of the table they derive from (no store of their own needed).
-local builder = require "beck.dsl.builder"
+local builder = require "beck.internal.dsl.builder"
 builder.internal()
 
 local type, setmetatable, getmetatable, ipairs = type, setmetatable, getmetatable, ipairs
@@ -185,7 +185,7 @@ end
 
 -- to_stream(): the table's updates as a stream (a deletion: a nil value).
 function Table:to_stream()
-  return require("beck.dsl.stream").new(self.b, self.node, self.kser, self.vser, false)
+  return builder.module("stream").new(self.b, self.node, self.kser, self.vser, false)
 end
 
 -- Re-grouping a table needs the old value of each update (to take it out
@@ -202,15 +202,17 @@ end
 
 -- join(table, joiner(v, ov, k) [, opts]), left_join, outer_join.
 function Table:join(other, joiner, opts)
-  return require("beck.dsl.join").table_join(self, other, joiner, opts, "join")
+  return builder.module("join").table_join(self, other, joiner, opts, "join")
 end
 
 function Table:left_join(other, joiner, opts)
-  return require("beck.dsl.join").table_join(self, other, joiner, opts, "left_join")
+  return builder.module("join").table_join(self, other, joiner, opts, "left_join")
 end
 
 function Table:outer_join(other, joiner, opts)
-  return require("beck.dsl.join").table_join(self, other, joiner, opts, "outer_join")
+  return builder.module("join").table_join(self, other, joiner, opts, "outer_join")
 end
+
+builder.provide("table", M)
 
 return M

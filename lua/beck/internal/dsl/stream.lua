@@ -1,8 +1,8 @@
--- beck.dsl.stream: the record stream of the DSL (Kafka Streams' KStream).
+-- beck.internal.dsl.stream: the record stream of the DSL (Kafka Streams' KStream).
 -- Every operation declares one node or a few with the processor API and
 -- returns a new stream; the per-record closures are plain calls (no
 -- varargs, no pcall) so that LuaJIT compiles them.
-local builder = require "beck.dsl.builder"
+local builder = require "beck.internal.dsl.builder"
 builder.internal()
 
 local type, error, ipairs, setmetatable, getmetatable = type, error, ipairs, setmetatable,
@@ -381,7 +381,7 @@ end
 function Stream:group_by_key(opts)
   opts = check_opts(opts, "group_by_key")
   local b = self.b
-  return require("beck.dsl.aggregate").grouped(self, self.node,
+  return builder.module("aggregate").grouped(self, self.node,
     b:serde(opts.key_serde, self.kser, "group_by_key: key_serde"),
     b:serde(opts.value_serde, self.vser, "group_by_key: value_serde"),
     self.key_changed, opts.name, builder.site())
@@ -399,7 +399,7 @@ function Stream:group_by(fn, opts)
       ctx:forward(fn(k, v), v)
     end,
   }, { self.node }, where)
-  return require("beck.dsl.aggregate").grouped(self, name,
+  return builder.module("aggregate").grouped(self, name,
     b:serde(opts.key_serde, nil, "group_by: key_serde"),
     b:serde(opts.value_serde, self.vser, "group_by: value_serde"),
     true, opts.name, where)
@@ -408,21 +408,23 @@ end
 -- to_table([opts]): the latest value per key, in a store (opts.store).
 function Stream:to_table(opts)
   opts = check_opts(opts, "to_table")
-  return require("beck.dsl.table").from_stream(self, opts, builder.site())
+  return builder.module("table").from_stream(self, opts, builder.site())
 end
 
 -- join(table, joiner(v, tv, k) [, opts]) or join(stream, joiner(v, ov, k),
 -- window [, opts]); left_join likewise; outer_join(stream, ...).
 function Stream:join(other, joiner, a, b)
-  return require("beck.dsl.join").stream_join(self, other, joiner, a, b, "join")
+  return builder.module("join").stream_join(self, other, joiner, a, b, "join")
 end
 
 function Stream:left_join(other, joiner, a, b)
-  return require("beck.dsl.join").stream_join(self, other, joiner, a, b, "left_join")
+  return builder.module("join").stream_join(self, other, joiner, a, b, "left_join")
 end
 
 function Stream:outer_join(other, joiner, a, b)
-  return require("beck.dsl.join").stream_join(self, other, joiner, a, b, "outer_join")
+  return builder.module("join").stream_join(self, other, joiner, a, b, "outer_join")
 end
+
+builder.provide("stream", M)
 
 return M

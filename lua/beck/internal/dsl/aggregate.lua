@@ -1,8 +1,8 @@
--- beck.dsl.aggregate: grouped streams and their aggregations into key-value
+-- beck.internal.dsl.aggregate: grouped streams and their aggregations into key-value
 -- stores (count, reduce, aggregate), and the descriptions of aggregations
--- that beck.dsl.window reuses for windows and sessions. A grouping after a
+-- that beck.internal.dsl.window reuses for windows and sessions. A grouping after a
 -- key change reads through a repartition topic first.
-local builder = require "beck.dsl.builder"
+local builder = require "beck.internal.dsl.builder"
 local serde = require "beck.serde"
 builder.internal()
 
@@ -114,7 +114,7 @@ local function kv_aggregate(g, desc, opts)
     end,
   }, { input }, where)
   b:store(store, { changelog = opts.changelog }, proc, desc.op, where)
-  return require("beck.dsl.table").materialized(b, proc, store, kser, vser)
+  return builder.module("table").materialized(b, proc, store, kser, vser)
 end
 
 -- count([opts]) -> table of key -> number. opts: name, store, changelog.
@@ -140,7 +140,9 @@ end
 
 -- windowed_by(window) -> the grouping in windows (beck.dsl.window).
 function Grouped:windowed_by(spec)
-  return require("beck.dsl.window").windowed(self, spec)
+  return builder.module("window").windowed(self, spec)
 end
+
+builder.provide("aggregate", M)
 
 return M

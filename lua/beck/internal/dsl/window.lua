@@ -1,4 +1,4 @@
--- beck.dsl.window: windows (tumbling, hopping, session, join) and window
+-- beck.internal.dsl.window: windows (tumbling, hopping, session, join) and window
 -- stores on top of the key-value store API.
 --
 -- A window store key is [4-byte big-endian length][record key][8-byte
@@ -10,7 +10,7 @@
 -- length 2^32-1), so expiry is one scan of the index up to the cutoff, on a
 -- stream-time punctuation.
 local bit = require "bit"
-local builder = require "beck.dsl.builder"
+local builder = require "beck.internal.dsl.builder"
 local serde = require "beck.serde"
 builder.internal()
 
@@ -329,14 +329,14 @@ local function windowed_aggregate(w, desc, opts)
   end
   local retention = retention_of(spec, opts, desc.op)
   local proc = b:name(desc.op, opts.name)
-  local input = require("beck.dsl.aggregate").input(g, proc, opts.store)
+  local input = builder.module("aggregate").input(g, proc, opts.store)
   local store = opts.store or b:derived(proc .. "-store")
   local def = spec.kind == "time" and time_def or session_def
   b:processor(proc, desc.op, def(b, proc, store, g, desc, spec, retention, where), { input },
               where)
   b:store(store, { changelog = opts.changelog, kind = "window", retention = retention }, proc,
           desc.op, where)
-  local t = require("beck.dsl.table").materialized(b, proc, store, g.kser, desc.vser, true)
+  local t = builder.module("table").materialized(b, proc, store, g.kser, desc.vser, true)
   t.getter = nil -- a windowed table is not looked up by key (no joins)
   return t
 end
@@ -346,20 +346,22 @@ end
 -- opts.retention: how long windows stay in the store (default: size +
 -- grace; for sessions 2·gap + grace).
 function Windowed:count(opts)
-  local agg = require "beck.dsl.aggregate"
+  local agg = builder.module("aggregate")
   return windowed_aggregate(self, agg.count_desc(), check_opts(opts, "count"))
 end
 
 function Windowed:reduce(fn, opts)
-  local agg = require "beck.dsl.aggregate"
+  local agg = builder.module("aggregate")
   opts = check_opts(opts, "reduce")
   return windowed_aggregate(self, agg.reduce_desc(self.g, fn, opts), opts)
 end
 
 function Windowed:aggregate(init, adder, opts)
-  local agg = require "beck.dsl.aggregate"
+  local agg = builder.module("aggregate")
   opts = check_opts(opts, "aggregate")
   return windowed_aggregate(self, agg.aggregate_desc(self.g, init, adder, opts), opts)
 end
+
+builder.provide("window", M)
 
 return M

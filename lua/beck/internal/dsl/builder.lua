@@ -1,4 +1,4 @@
--- beck.dsl.builder: what the DSL keeps per app while it compiles streams and
+-- beck.internal.dsl.builder: what the DSL keeps per app while it compiles streams and
 -- tables into app:source / app:processor / app:sink / app:store calls: stable
 -- names, the user's file:line for every node, stores declared once all their
 -- processors are known, repartition topics, and counters (late records).
@@ -10,6 +10,23 @@ local string_format = string.format
 local unpack = unpack or table.unpack
 
 local M = {}
+
+-- The DSL's modules by name ("stream", "table", "aggregate", "window", "join"). Each one
+-- registers itself here as it loads (M.provide), and the others reach it through
+-- M.module(name) when a topology calls them: never by a require at call time. beck.dsl
+-- loads them all, in a fixed order, before any topology runs. So a module requires only
+-- what sits below it (builder, serde, and for join the classes it joins), and no require
+-- cycle can form; spec/01-unit/27-dsl_modules_spec.lua checks both.
+local modules = {}
+
+function M.provide(name, mod)
+  modules[name] = mod
+end
+
+function M.module(name)
+  return modules[name] or
+         error("beck.dsl: the DSL module " .. name .. " is not loaded (require \"beck.dsl\")", 2)
+end
 
 -- -- Where the user is ---------------------------------------------------------
 

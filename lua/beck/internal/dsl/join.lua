@@ -1,12 +1,12 @@
--- beck.dsl.join: stream-table, table-table and stream-stream joins, with
+-- beck.internal.dsl.join: stream-table, table-table and stream-stream joins, with
 -- Kafka Streams' semantics (docs/dsl.md, "Joins"). Both sides of a join
 -- must be partitioned alike: a side whose key changed is repartitioned
 -- first, and the join's nodes put both inputs in one subtopology, so their
 -- topics need as many partitions.
-local builder = require "beck.dsl.builder"
-local window = require "beck.dsl.window"
-local stream_mod = require "beck.dsl.stream"
-local table_mod = require "beck.dsl.table"
+local builder = require "beck.internal.dsl.builder"
+local window = require "beck.internal.dsl.window"
+local stream_mod = require "beck.internal.dsl.stream"
+local table_mod = require "beck.internal.dsl.table"
 builder.internal()
 
 local type, setmetatable, ipairs = type, setmetatable, ipairs
@@ -366,5 +366,7 @@ function M.table_join(t, other, joiner, opts, kind)
   end
   return table_table(t, other, joiner, check_opts(opts, kind), kind, where)
 end
+
+builder.provide("join", M)
 
 return M
