@@ -45,9 +45,31 @@ local function pack(...) return { n = select("#", ...), ... } end
 local helpers = {}
 
 -- -- libc through FFI -------------------------------------------------------
--- Each declaration on its own and protected: busted reloads this module for
--- every spec file, but FFI declarations live as long as the VM, and another
--- module (beck.internal.cdef) may have declared some of them already.
+-- busted reloads this module (and each spec file) per spec file, but FFI declarations
+-- live as long as the VM, and another module (beck.internal.cdef) may have declared some
+-- already: a second ffi.cdef of a name raises "attempt to redefine". helpers.cdef(decl)
+-- declares decl unless the name it declares is known already; any other error (a typo in
+-- a declaration) is raised.
+
+-- The name a declaration declares: a typedef's or a variable's last identifier, or a
+-- function's name.
+local function declared_name(decl)
+  local fn = decl:match("([%w_]+)%s*%b()%s*;%s*$")
+  if fn and not decl:match("^%s*typedef") then return fn, false end
+  return decl:match("([%w_]+)%s*;%s*$"), decl:match("^%s*typedef") ~= nil
+end
+
+function helpers.cdef(decl)
+  local name, is_type = declared_name(decl)
+  assert(name, "helpers.cdef: cannot tell what this declares: " .. decl)
+  local known
+  if is_type then
+    known = pcall(ffi.typeof, name)
+  else
+    known = pcall(function() return C[name] end)
+  end
+  if not known then ffi.cdef(decl) end
+end
 
 local CDEFS = {
   "typedef struct { int64_t tv_sec; int64_t tv_nsec; } bk_spec_timespec_t;",
@@ -81,7 +103,7 @@ local CDEFS = {
   "char *strerror(int errnum);",
   "extern char **environ;",
 }
-for _, d in ipairs(CDEFS) do pcall(ffi.cdef, d) end
+for _, d in ipairs(CDEFS) do helpers.cdef(d) end
 
 -- Linux (x86_64 and aarch64 share these values).
 local O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC = 0, 1, 0x40, 0x200

@@ -94,6 +94,29 @@ int bk_ffi_snapshot_install(const char *fetched_dir, const char *task_dir, const
 int bk_ffi_snapshot_sweep(const char *root, int64_t ttl_ms, int64_t now_ms);
 int bk_ffi_snapshot_file_xxh3(const char *path, uint64_t *xxh3, uint64_t *size,
                               const char **err);
+/* -- The membership view (cluster/member_ffi.c) -----------------------------------------
+ * An observer's view fed records by hand, as the member thread feeds it from the control
+ * topic; records encoded as members write them (free *buf with
+ * bk_ffi_assigncodec_buf_free). Peer indices are into the view's peers, -1: none. */
+typedef struct bk_member_spec_s bk_member_spec_t;
+bk_member_spec_t *bk_ffi_member_observer_new(int32_t session_ms);
+void bk_ffi_member_observer_free(bk_member_spec_t *s);
+int bk_ffi_member_feed(bk_member_spec_t *s, const char *rec, size_t len, int64_t offset,
+                       int64_t ts);
+int bk_ffi_member_view(bk_member_spec_t *s, int32_t *npeers, int32_t *leader, uint64_t *epoch,
+                       int32_t *ntasks);
+/* A peer's id, state (BK_MEMBER_ALIVE 0, DEAD 1, LEFT 2, REPLACED 3) and incarnation. */
+const char *bk_ffi_member_peer(bk_member_spec_t *s, int32_t i, int32_t *state, uint64_t *inc);
+/* Task t's owner in the current epoch; its holder into *holder. */
+int32_t bk_ffi_member_task(bk_member_spec_t *s, int32_t t, int32_t *holder);
+int bk_ffi_member_rec_heartbeat(const char *id, uint64_t inc, const char *rack, int32_t threads,
+                                int32_t ntasks, uint64_t epoch, int32_t session_ms, char **buf,
+                                size_t *len);
+int bk_ffi_member_rec_leave(const char *id, uint64_t inc, char **buf, size_t *len);
+int bk_ffi_member_rec_assign(const char *id, uint64_t inc, const char *payload, size_t plen,
+                             char **buf, size_t *len);
+int bk_ffi_member_rec_release(const char *id, uint64_t inc, uint64_t epoch, const int32_t *tasks,
+                              int32_t n, char **buf, size_t *len);
 /* BK_FFI_CDEF_END */
 
 #endif

@@ -324,7 +324,7 @@ static int copy_str(char *dst, const char *src, const char *what, char *errstr, 
     return 0;
 }
 
-bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t errstr_size)
+bk_member_t *bk_member_new_view(const bk_member_conf_t *mconf, char *errstr, size_t errstr_size)
 {
     bk_member_t *m = calloc(1, sizeof(*m));
     char name[16];
@@ -401,6 +401,20 @@ bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t e
     m->backoff = m->hb_ms;
     m->version = 1;
     m->phase = PH_START;
+    return m;
+
+fail:
+    bk_member_destroy(m);
+    return NULL;
+}
+
+bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t errstr_size)
+{
+    bk_member_t *m = bk_member_new_view(mconf, errstr, errstr_size);
+
+    if (!m) {
+        return NULL;
+    }
     m->consumer = client_new(m, mconf->app_id, BK_KAFKA_CONSUMER, errstr, errstr_size);
     if (!m->consumer) {
         goto fail;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include <librdkafka/rdkafka.h>
+#include <stdatomic.h>
 
 #include "base/wire.h"
 #include "cluster/assigncodec.h"
@@ -126,7 +127,7 @@ struct bk_member_s {
     rd_kafka_t *consumer, *producer;
     pthread_t thread;
     int started;
-    volatile int stop;
+    atomic_int stop;
 
     pthread_mutex_t lock; /* guards everything below */
     uint64_t version;
@@ -189,6 +190,10 @@ int32_t bk_member_self_peer(const bk_member_t *m);
 int32_t bk_member_peer_rank(const bk_member_t *m, int32_t i);
 int bk_member_peer_alive(const bk_member_t *m, int32_t i);
 void bk_member_apply(bk_member_t *m, const rd_kafka_message_t *msg);
+/* The fold itself: one record (its bytes, offset and timestamp) applied to the view. Reads
+ * no clock and no Kafka: spec/01-unit/32-member_view_spec.lua drives it directly. */
+void bk_member_apply_record(bk_member_t *m, const void *payload, size_t len, int64_t offset,
+                            int64_t ts);
 
 /* Writing and leading (member_leader.c). */
 int bk_member_produce(bk_member_t *m, int type, bk_wire_buf_t *w, int64_t ts);
@@ -200,5 +205,9 @@ void bk_member_w_header(bk_wire_buf_t *w, const bk_member_t *m, int type);
 
 /* Copies (member_copy.c). */
 int bk_member_cmp_i32(const void *a, const void *b);
+
+/* Life (member.c). bk_member_new without its Kafka clients: the view alone, fed by
+ * bk_member_apply_record (member_ffi.c). bk_member_destroy frees it. */
+bk_member_t *bk_member_new_view(const bk_member_conf_t *mconf, char *errstr, size_t errstr_size);
 
 #endif

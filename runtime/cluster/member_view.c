@@ -516,13 +516,19 @@ static void apply_note(bk_member_t *m, const rec_t *rec, int64_t offset)
 
 void bk_member_apply(bk_member_t *m, const rd_kafka_message_t *msg)
 {
-    int64_t ts = rd_kafka_message_timestamp(msg, NULL);
+    bk_member_apply_record(m, msg->payload, msg->len, msg->offset,
+                           rd_kafka_message_timestamp(msg, NULL));
+}
+
+void bk_member_apply_record(bk_member_t *m, const void *payload, size_t len, int64_t offset,
+                            int64_t ts)
+{
     rec_t rec;
 
-    m->next_offset = msg->offset + 1;
-    if (bk_member_rec_parse(msg->payload, msg->len, &rec) != 0) {
+    m->next_offset = offset + 1;
+    if (bk_member_rec_parse(payload, len, &rec) != 0) {
         bk_log_debug("member %s: record at offset %" PRId64 " is not a member record: skipped",
-                     m->node_id, msg->offset);
+                     m->node_id, offset);
         return;
     }
     /* An observer has no session timeout of its own: it applies the one the members announce
@@ -539,19 +545,19 @@ void bk_member_apply(bk_member_t *m, const rd_kafka_message_t *msg)
     }
     switch (rec.type) {
     case REC_HEARTBEAT:
-        apply_heartbeat(m, &rec, msg->offset, ts);
+        apply_heartbeat(m, &rec, offset, ts);
         break;
     case REC_LEAVE:
         apply_leave(m, &rec);
         break;
     case REC_ASSIGN:
-        apply_assign(m, &rec, msg->offset);
+        apply_assign(m, &rec, offset);
         break;
     case REC_RELEASE:
         apply_release(m, &rec);
         break;
     case REC_NOTE:
-        apply_note(m, &rec, msg->offset);
+        apply_note(m, &rec, offset);
         break;
     default:
         break;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <stdatomic.h>
 
 #include "engine/kafka.h"
 #include "base/log.h"
@@ -52,7 +53,7 @@ static void report(bk_restore_progress_cb cb, void *opaque, bk_restore_progress_
 }
 
 int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_restore_progress_cb cb,
-                   void *opaque, volatile int *stop, char *errstr, size_t errstr_size)
+                   void *opaque, atomic_int *stop, char *errstr, size_t errstr_size)
 {
     work_t *w = calloc((size_t)(n ? n : 1), sizeof(*w));
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n ? n : 1);

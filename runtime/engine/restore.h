@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <librdkafka/rdkafka.h>
+#include <stdatomic.h>
 
 #include "engine/store.h"
 
@@ -36,6 +37,6 @@ typedef void (*bk_restore_progress_cb)(void *opaque, const bk_restore_progress_t
  * Returns 0, or -1 with errstr (broker unreachable, a store write failed, a
  * stall of more than 120 s, or *stop set). */
 int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_restore_progress_cb cb,
-                   void *opaque, volatile int *stop, char *errstr, size_t errstr_size);
+                   void *opaque, atomic_int *stop, char *errstr, size_t errstr_size);
 
 #endif

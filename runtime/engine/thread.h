@@ -3,13 +3,20 @@
  *
  * The loop: fetch a batch from the consumer queue, hand it to Lua in one call
  * (records as an FFI array, bk_io_t), apply the error policy to a record that
- * raised, fire wall-clock punctuation, and on commit_interval_ms commit in the
- * at-least-once order: flush the producer, then commit the input offsets of
- * what was processed. */
+ * raised, fire wall-clock punctuation, and every commit_interval_ms commit in the
+ * at-least-once order (engine/thread_commit.c; docs/state.md says why):
+ *   1. flush the record cache into the stores' write batches and changelogs;
+ *   2. flush the producer: every output and changelog record acknowledged;
+ *   3. write each task's batch into RocksDB with a synced WAL, and
+ *   4. its checkpoint file (changelog offsets, and the input offsets that state is of);
+ *   5. commit the input offsets of what was processed;
+ *   6. write a commit marker into each changelog of each task whose input moved.
+ * A failure in 1-4 or 6 stops the node without committing further. */
 #ifndef BK_THREAD_H
 #define BK_THREAD_H
 
 #include <stdint.h>
+#include <stdatomic.h>
 
 #include "base/conf.h"
 #include "engine/plan.h"
@@ -24,8 +31,8 @@ typedef struct bk_thread_stats_s {
 /* Shared flags of the node: `stop` asks every thread to finish and commit;
  * a thread that fails sets `failed` and `stop`. */
 typedef struct bk_node_flags_s {
-    volatile int stop;
-    volatile int failed;
+    atomic_int stop;   /* set by any thread; the stream threads poll it */
+    atomic_int failed; /* set by the thread that failed */
 } bk_node_flags_t;
 
 /* Creates (does not start) thread `index` for `tasks` (copied). plan, conf

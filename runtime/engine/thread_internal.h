@@ -12,6 +12,7 @@
 
 #include <librdkafka/rdkafka.h>
 #include <lua.h>
+#include <stdatomic.h>
 
 #include "base/ffi.h"
 #include "engine/store.h"
@@ -32,7 +33,7 @@ struct bk_thread_s {
     int64_t commit_interval_ms;
     pthread_t tid;
     int started;
-    volatile int done;
+    atomic_int done;
     int rc;
 
     lua_State *L;
@@ -76,7 +77,7 @@ struct bk_thread_s {
     pthread_mutex_t snap_lock;
     bk_thread_snapshot_t snap_req[BK_THREAD_SNAPSHOTS], snap_done[BK_THREAD_SNAPSHOTS];
     int nsnap_req, nsnap_done;
-    volatile int snap_wanted;
+    atomic_int snap_wanted;
     int clean;              /* the final commit went through */
 
     /* In a cluster (bk_thread_set_cluster). */

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <stdatomic.h>
 
 #include "base/fs.h"
 #include "base/log.h"
@@ -37,7 +38,7 @@ typedef struct job_s {
     int ok;
     char err[1024];
     int64_t t0, last_log, hook_at;
-    volatile uint64_t bytes, total;
+    _Atomic uint64_t bytes, total;
     struct bk_bootstrap_s *b;
     int32_t task;
 } job_t;
@@ -55,7 +56,7 @@ typedef struct batch_s {
     int64_t deadline;
     pthread_t tid;
     int joinable;
-    volatile int finished;
+    atomic_int finished;
 } batch_t;
 
 /* A request this node serves: the snapshots it made for another node. */

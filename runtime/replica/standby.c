@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <stdatomic.h>
 
 #include "engine/kafka.h"
 #include "base/log.h"
@@ -59,8 +60,8 @@ struct bk_standby_s {
 
     pthread_t tid;
     int started;
-    volatile int stop;
-    volatile int done;
+    atomic_int stop;
+    atomic_int done;
     int failed;
     char err[1024];
     int64_t t0; /* when the runner began (monotonic ms) */

@@ -13,7 +13,7 @@ if helpers.real_kafka() then
 end
 local bit = require "bit"
 local ffi = require "ffi"
-pcall(ffi.cdef, "int usleep(unsigned int usec);")
+helpers.cdef("int usleep(unsigned int usec);")
 
 describe("beck broker", function()
   after_each(helpers.cleanup)

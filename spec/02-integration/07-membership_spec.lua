@@ -15,7 +15,7 @@ local BIN = "build/bench/settle"
 local HB, SESSION, TASKS = 200, 2000, 12
 local SIGSTOP, SIGCONT = 19, 18 -- Linux
 
-pcall(ffi.cdef, "int clock_gettime(int clk, void *ts);")
+helpers.cdef("int clock_gettime(int clk, void *ts);")
 local tsbuf = ffi.new("bk_spec_timespec_t") -- declared by spec.helpers
 -- Wall-clock ms (CLOCK_REALTIME), as the members print.
 local function wall_ms()

@@ -11,7 +11,7 @@ local helpers = require "spec.helpers"
 local sshd_fixture = require "spec.fixtures.sshd"
 
 -- XXH3-64 through FFI: bin/beck links libxxhash, so its symbols are in the process.
-pcall(ffi.cdef, "uint64_t XXH3_64bits(const void *data, size_t len);")
+helpers.cdef("uint64_t XXH3_64bits(const void *data, size_t len);")
 local function xxh3(s)
   local v = ffi.C.XXH3_64bits(s, #s)
   return string.format("%08x%08x", tonumber(bit.rshift(v, 32)),

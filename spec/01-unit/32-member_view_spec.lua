@@ -1,0 +1,169 @@
+-- The membership view (runtime/cluster/member_view.c) as a pure fold of control records: an
+-- observer's view fed records by hand, with their offsets and timestamps, and read back.
+-- No Kafka and no clock: log time is the largest record timestamp (docs/cluster.md).
+local ffi = require "ffi"
+local C = ffi.C
+
+local SESSION = 10000
+local ALIVE, DEAD, LEFT, REPLACED = 0, 1, 2, 3
+
+local bufp, lenp = ffi.new("char *[1]"), ffi.new("size_t[1]")
+local errp = ffi.new("const char *[1]")
+
+local function take(rc)
+  assert(rc == 0, "encoding a record failed")
+  local s = ffi.string(bufp[0], lenp[0])
+  C.bk_ffi_assigncodec_buf_free(bufp[0])
+  return s
+end
+
+local rec = {}
+function rec.heartbeat(id, inc) return take(C.bk_ffi_member_rec_heartbeat(id, inc, "", 1, 4, 0,
+                                                                            SESSION, bufp, lenp)) end
+function rec.leave(id, inc) return take(C.bk_ffi_member_rec_leave(id, inc, bufp, lenp)) end
+function rec.release(id, inc, epoch, tasks)
+  local a = ffi.new("int32_t[?]", #tasks + 1, tasks)
+  return take(C.bk_ffi_member_rec_release(id, inc, epoch, a, #tasks, bufp, lenp))
+end
+-- An assignment by `id` (incarnation inc): epoch based on base, nodes = { "a", "b" } (slots),
+-- owners = { [task] = slot }, 0-based tasks and slots.
+function rec.assign(id, inc, epoch, base, nodes, owners, ntasks)
+  local ac = ffi.gc(C.bk_ffi_assigncodec_new(#nodes, ntasks, 0, epoch, base),
+                    C.bk_ffi_assigncodec_free)
+  for slot, node in ipairs(nodes) do
+    assert(C.bk_ffi_assigncodec_set_node(ac, slot - 1, node, nil, nil, errp) == 0)
+  end
+  for t = 0, ntasks - 1 do
+    assert(C.bk_ffi_assigncodec_set_task(ac, t, owners[t], nil, 0) == 0)
+  end
+  local payload = take(C.bk_ffi_assigncodec_encode(ac, bufp, lenp, errp))
+  return take(C.bk_ffi_member_rec_assign(id, inc, payload, #payload, bufp, lenp))
+end
+
+-- An observer's view; feed(record, ts) applies one record at the next offset.
+local View = {}
+View.__index = View
+
+local function view()
+  local s = assert(C.bk_ffi_member_observer_new(SESSION))
+  return setmetatable({ s = ffi.gc(s, C.bk_ffi_member_observer_free), offset = 0 }, View)
+end
+
+function View:feed(r, ts)
+  assert(C.bk_ffi_member_feed(self.s, r, #r, self.offset, ts) == 0)
+  self.offset = self.offset + 1
+  return self
+end
+
+-- { peers = { id = { state =, inc = } }, alive = "a b", leader = id, epoch =, ntasks =,
+--   owner = { [t] = id }, holder = { [t] = id } }
+function View:read()
+  local np, ld, ep, nt = ffi.new("int32_t[1]"), ffi.new("int32_t[1]"), ffi.new("uint64_t[1]"),
+                         ffi.new("int32_t[1]")
+  assert(C.bk_ffi_member_view(self.s, np, ld, ep, nt) == 0)
+  local st, inc = ffi.new("int32_t[1]"), ffi.new("uint64_t[1]")
+  local r = { peers = {}, epoch = tonumber(ep[0]), ntasks = nt[0], owner = {}, holder = {} }
+  local ids, alive = {}, {}
+  for i = 0, np[0] - 1 do
+    local id = ffi.string(C.bk_ffi_member_peer(self.s, i, st, inc))
+    ids[i] = id
+    r.peers[id] = { state = st[0], inc = tonumber(inc[0]) }
+    if st[0] == ALIVE then alive[#alive + 1] = id end
+  end
+  r.alive = table.concat(alive, " ")
+  r.leader = ids[ld[0]]
+  local h = ffi.new("int32_t[1]")
+  for t = 0, nt[0] - 1 do
+    local o = C.bk_ffi_member_task(self.s, t, h)
+    r.owner[t], r.holder[t] = ids[o], ids[h[0]]
+  end
+  return r
+end
+
+describe("the membership view", function()
+  it("takes the first to join as leader, whatever the ids", function()
+    local v = view():feed(rec.heartbeat("zed", 1), 1000):feed(rec.heartbeat("amy", 1), 1100)
+    local r = v:read()
+    assert.equal("zed amy", r.alive)
+    assert.equal("zed", r.leader)
+    assert.equal(0, r.epoch)
+  end)
+
+  it("ends a silent incarnation one session after its last heartbeat, by log time", function()
+    local v = view():feed(rec.heartbeat("a", 1), 1000):feed(rec.heartbeat("b", 1), 1100)
+    v:feed(rec.heartbeat("b", 1), 11000) -- a's last is 10 s old: not past the session yet
+    assert.equal(ALIVE, v:read().peers.a.state)
+    assert.equal("a", v:read().leader)
+    v:feed(rec.heartbeat("b", 1), 11001)
+    local r = v:read()
+    assert.equal(DEAD, r.peers.a.state)
+    assert.equal("b", r.alive)
+    assert.equal("b", r.leader)
+  end)
+
+  it("moves leadership on a leave notice at once", function()
+    local v = view():feed(rec.heartbeat("a", 1), 1000):feed(rec.heartbeat("b", 1), 1100)
+    v:feed(rec.leave("a", 1), 1200)
+    local r = v:read()
+    assert.equal(LEFT, r.peers.a.state)
+    assert.equal("b", r.leader)
+  end)
+
+  it("replaces an incarnation by a newer one of the same id, and ignores the older", function()
+    local v = view():feed(rec.heartbeat("a", 1), 1000):feed(rec.heartbeat("b", 1), 1100)
+    v:feed(rec.heartbeat("a", 2), 1200)
+    local r = v:read()
+    assert.equal(2, r.peers.a.inc)
+    assert.equal(ALIVE, r.peers.a.state)
+    -- the new incarnation joined after b: b leads now
+    assert.equal("b", r.leader)
+    v:feed(rec.heartbeat("a", 1), 1300) -- a late heartbeat of the old one
+    assert.equal(2, v:read().peers.a.inc)
+    assert.equal("b a", v:read().alive)
+  end)
+
+  it("installs only the leader's assignment based on the current epoch", function()
+    local v = view():feed(rec.heartbeat("a", 1), 1000):feed(rec.heartbeat("b", 1), 1100)
+    v:feed(rec.assign("b", 1, 1, 0, { "a", "b" }, { [0] = 0, 0, 1, 1 }, 4), 1200)
+    assert.equal(0, v:read().epoch) -- b does not lead
+    v:feed(rec.assign("a", 1, 6, 5, { "a", "b" }, { [0] = 0, 0, 1, 1 }, 4), 1200)
+    assert.equal(0, v:read().epoch) -- based on an epoch that is not the current one
+    v:feed(rec.assign("a", 1, 1, 0, { "a", "b" }, { [0] = 0, 0, 1, 1 }, 4), 1300)
+    local r = v:read()
+    assert.equal(1, r.epoch)
+    assert.equal(4, r.ntasks)
+    assert.same({ [0] = "a", "a", "b", "b" }, r.owner)
+    -- nobody held them: each goes to its owner at once
+    assert.same({ [0] = "a", "a", "b", "b" }, r.holder)
+  end)
+
+  it("keeps a moved task with its holder until it releases it or dies", function()
+    local v = view():feed(rec.heartbeat("a", 1), 1000):feed(rec.heartbeat("b", 1), 1100)
+    v:feed(rec.assign("a", 1, 1, 0, { "a", "b" }, { [0] = 0, 0, 0, 1 }, 4), 1200)
+    v:feed(rec.assign("a", 1, 2, 1, { "a", "b" }, { [0] = 0, 1, 1, 1 }, 4), 1300)
+    local r = v:read()
+    assert.same({ [0] = "a", "b", "b", "b" }, r.owner)
+    assert.same({ [0] = "a", "a", "a", "b" }, r.holder) -- handoffs in progress
+    v:feed(rec.release("a", 1, 2, { 1 }), 1400)
+    assert.same({ [0] = "a", "b", "a", "b" }, v:read().holder)
+    -- a release by someone who does not hold the task changes nothing
+    v:feed(rec.release("b", 1, 2, { 2 }), 1450)
+    assert.equal("a", v:read().holder[2])
+    -- a dies with task 2 unreleased: it is free, and goes to its owner (b heartbeats on)
+    v:feed(rec.heartbeat("b", 1), 6000):feed(rec.heartbeat("b", 1), 12000)
+    r = v:read()
+    assert.equal(DEAD, r.peers.a.state)
+    assert.equal("b", r.holder[2])
+  end)
+
+  it("refuses a malformed record without changing anything", function()
+    local v = view():feed(rec.heartbeat("a", 1), 1000)
+    local before = v:read()
+    local hb = rec.heartbeat("b", 1)
+    v:feed("not a record", 1100)
+    v:feed(hb:sub(1, 4), 1100) -- cut short in its id
+    v:feed(string.char(0xbe, 99) .. hb:sub(3), 1100) -- a version this reader does not know
+    v:feed("", 1100)
+    assert.same(before, v:read())
+  end)
+end)
