@@ -51,7 +51,12 @@ typedef enum {
 } bk_conf_key_t;
 
 /* Where a value came from, highest precedence last. */
-typedef enum { BK_CONF_FROM_DEFAULT = 0, BK_CONF_FROM_TOPOLOGY, BK_CONF_FROM_ENV, BK_CONF_FROM_CLI } bk_conf_src_t;
+typedef enum {
+    BK_CONF_FROM_DEFAULT = 0,
+    BK_CONF_FROM_TOPOLOGY,
+    BK_CONF_FROM_ENV,
+    BK_CONF_FROM_CLI
+} bk_conf_src_t;
 
 typedef struct bk_conf_s bk_conf_t;
 

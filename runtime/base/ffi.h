@@ -20,8 +20,8 @@ typedef struct bk_rec {
     const char *value; /* NULL: tombstone */
     int32_t key_len;
     int32_t value_len;
-    int32_t task;      /* index of the task in the thread's table, 0-based */
-    int32_t topic;     /* index of the topic in the topology's topic table */
+    int32_t task;  /* index of the task in the thread's table, 0-based */
+    int32_t topic; /* index of the topic in the topology's topic table */
     int32_t partition;
     int32_t _pad;
     int64_t offset;
@@ -89,8 +89,8 @@ typedef struct bk_driver_s bk_driver_t;
 bk_driver_t *bk_ffi_driver_new(int32_t ntasks);
 enum { BK_FFI_STORE_LOGGED = 1, BK_FFI_STORE_WINDOW = 2 };
 /* Opens task `task`'s DB in dir with n stores; flags: BK_FFI_STORE_*. */
-int bk_ffi_driver_open_task(bk_driver_t *d, int32_t task, const char *dir,
-                            const char *const *names, const int32_t *flags, int32_t n);
+int bk_ffi_driver_open_task(bk_driver_t *d, int32_t task, const char *dir, const char *const *names,
+                            const int32_t *flags, int32_t n);
 bk_store_t *bk_ffi_driver_store(bk_driver_t *d, int32_t task, int32_t i);
 /* Writes every task's batch (synced) and checkpoint. */
 int bk_ffi_driver_commit(bk_driver_t *d);

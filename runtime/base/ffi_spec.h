@@ -54,8 +54,8 @@ int bk_ffi_assign_stats(const bk_assign_builder_t *b, int32_t *moved, int32_t *m
 const char *bk_ffi_assign_error(const bk_assign_builder_t *b);
 void bk_ffi_assign_free(bk_assign_builder_t *b);
 /* Published assignments (assigncodec.h). */
-bk_assigncodec_t *bk_ffi_assigncodec_new(int32_t nnodes, int32_t ntasks, int32_t k,
-                                         uint64_t epoch, uint64_t base_epoch);
+bk_assigncodec_t *bk_ffi_assigncodec_new(int32_t nnodes, int32_t ntasks, int32_t k, uint64_t epoch,
+                                         uint64_t base_epoch);
 int bk_ffi_assigncodec_set_node(bk_assigncodec_t *ac, int32_t slot, const char *id,
                                 const char *rack, const char *endpoint, const char **err);
 int bk_ffi_assigncodec_set_task(bk_assigncodec_t *ac, int32_t task, int32_t active,
@@ -63,8 +63,8 @@ int bk_ffi_assigncodec_set_task(bk_assigncodec_t *ac, int32_t task, int32_t acti
 int bk_ffi_assigncodec_validate(const bk_assigncodec_t *ac, const char **err);
 int bk_ffi_assigncodec_encode(const bk_assigncodec_t *ac, char **buf, size_t *len,
                               const char **err);
-int bk_ffi_assigncodec_delta(const bk_assigncodec_t *prev, const bk_assigncodec_t *next,
-                             char **buf, size_t *len, const char **err);
+int bk_ffi_assigncodec_delta(const bk_assigncodec_t *prev, const bk_assigncodec_t *next, char **buf,
+                             size_t *len, const char **err);
 void bk_ffi_assigncodec_buf_free(char *buf);
 int bk_ffi_assigncodec_peek(const char *buf, size_t len, int32_t *kind, uint64_t *epoch,
                             uint64_t *base_epoch, const char **err);
@@ -74,26 +74,24 @@ bk_assigncodec_t *bk_ffi_assigncodec_apply(const bk_assigncodec_t *prev, const c
 int bk_ffi_assigncodec_equal(const bk_assigncodec_t *a, const bk_assigncodec_t *b);
 void bk_ffi_assigncodec_info(const bk_assigncodec_t *ac, int32_t *nnodes, int32_t *ntasks,
                              int32_t *k, uint64_t *epoch, uint64_t *base_epoch);
-const char *bk_ffi_assigncodec_node(const bk_assigncodec_t *ac, int32_t slot,
-                                    const char **rack, const char **endpoint);
+const char *bk_ffi_assigncodec_node(const bk_assigncodec_t *ac, int32_t slot, const char **rack,
+                                    const char **endpoint);
 int32_t bk_ffi_assigncodec_task(const bk_assigncodec_t *ac, int32_t task, int32_t *standby);
 bk_assigncodec_t *bk_ffi_assigncodec_from_assign(const bk_assigncodec_t *prev,
                                                  bk_assign_builder_t *b, uint64_t epoch,
                                                  const char **err);
 int bk_ffi_assigncodec_to_prev(const bk_assigncodec_t *ac, bk_assign_builder_t *b);
 void bk_ffi_assigncodec_free(bk_assigncodec_t *ac);
-/* -- Snapshots (engine/manifest.h, engine/snapshot.h, replica/install.h) ---------------------------------------------------
+/* -- Snapshots (engine/manifest.h, engine/snapshot.h, replica/install.h) ------------------
  * *err points at thread-local text valid until the next call. */
 /* Parses the manifest in file in_path and, unless out_path is NULL, writes it to out_path
  * with bk_manifest_write. The number of files it lists, or BK_FFI_ERR. */
-int bk_ffi_snapshot_manifest_rewrite(const char *in_path, const char *out_path,
-                                     const char **err);
-/* Parses fetched_dir's manifest and installs fetched_dir as task_dir (bk_snapshot_install). */
+int bk_ffi_snapshot_manifest_rewrite(const char *in_path, const char *out_path, const char **err);
+/* Parses fetched_dir's manifest and installs fetched_dir as task_dir (bk_install_snapshot). */
 int bk_ffi_snapshot_install(const char *fetched_dir, const char *task_dir, const char **err);
 /* bk_snapshot_sweep: how many snapshots were removed. */
 int bk_ffi_snapshot_sweep(const char *root, int64_t ttl_ms, int64_t now_ms);
-int bk_ffi_snapshot_file_xxh3(const char *path, uint64_t *xxh3, uint64_t *size,
-                              const char **err);
+int bk_ffi_snapshot_file_xxh3(const char *path, uint64_t *xxh3, uint64_t *size, const char **err);
 /* -- The membership view (cluster/member_ffi.c) -----------------------------------------
  * An observer's view fed records by hand, as the member thread feeds it from the control
  * topic; records encoded as members write them (free *buf with

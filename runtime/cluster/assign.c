@@ -219,7 +219,9 @@ static int32_t racks_with(asg_t *a, int32_t t, int32_t skip, int32_t extra, int3
     int32_t n = 0;
     a->stamp++;
     for (int32_t j = -2; j < a->K; j++) {
-        int32_t m = j == -2 ? extra : j == -1 ? extra2 : (j == skip ? -1 : a->standby[t * a->K + j]);
+        int32_t m = j == -2   ? extra
+                    : j == -1 ? extra2
+                              : (j == skip ? -1 : a->standby[t * a->K + j]);
         if (m >= 0 && a->rstamp[a->rack[m]] != a->stamp) {
             a->rstamp[a->rack[m]] = a->stamp;
             n++;
@@ -251,7 +253,8 @@ static int32_t warm_up(asg_t *a, int64_t acceptable)
                 c = cd->member;
             }
         }
-        if (a->prev[t] >= 0 && a->prev[t] != nw && bk_assign_lag_of(a, t, a->prev[t]) <= acceptable) {
+        if (a->prev[t] >= 0 && a->prev[t] != nw &&
+            bk_assign_lag_of(a, t, a->prev[t]) <= acceptable) {
             c = a->prev[t]; /* where it is, if warm there: holding it back moves nothing */
         }
         if (c < 0) {
@@ -424,8 +427,8 @@ static int assign_actives(asg_t *a, int32_t *order, bk_assign_result_t *res)
         for (int32_t m = 0; m < a->M; m++) {
             int cls = a->acount[m] < a->lo[m] ? 0 : a->acount[m] < a->hi[m] && budget > 0 ? 1 : 2;
             if (cls < best_class ||
-                (cls == best_class && bk_assign_lighter(a->acount[m], a->threads[m], m, a->acount[best],
-                                              a->threads[best], best))) {
+                (cls == best_class && bk_assign_lighter(a->acount[m], a->threads[m], m,
+                                                        a->acount[best], a->threads[best], best))) {
                 best = m;
                 best_class = cls;
             }

@@ -179,8 +179,8 @@ static int balance_standbys(asg_t *a)
                     }
                     if (best < 0 || (under_u && a->scount[best] >= a->lo[best]) ||
                         (under_u == (a->scount[best] < a->lo[best]) &&
-                         bk_assign_lighter(a->scount[u], a->threads[u], u, a->scount[best], a->threads[best],
-                                 best))) {
+                         bk_assign_lighter(a->scount[u], a->threads[u], u, a->scount[best],
+                                           a->threads[best], best))) {
                         best = u;
                     }
                 }

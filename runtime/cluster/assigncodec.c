@@ -478,7 +478,8 @@ static void get_row(bk_wire_reader_t *r, bk_assigncodec_t *ac, int32_t t)
 }
 
 /* Ends a decode: a fault, trailing bytes or an invalid result make it NULL. */
-static bk_assigncodec_t *decoded(bk_wire_reader_t *r, bk_assigncodec_t *ac, char *errstr, size_t errstr_size)
+static bk_assigncodec_t *decoded(bk_wire_reader_t *r, bk_assigncodec_t *ac, char *errstr,
+                                 size_t errstr_size)
 {
     char why[200];
     if (!r->fault && r->left) {
@@ -526,8 +527,9 @@ bk_assigncodec_t *bk_assigncodec_decode(const uint8_t *buf, size_t len, char *er
     for (uint64_t i = 0; i < nracks && !r.fault; i++) {
         racks[i] = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &racklen[i]);
     }
-    nnodes = bk_wire_get_uvmax(&r, r.left < BK_ASSIGNCODEC_MAX_NODES ? r.left : BK_ASSIGNCODEC_MAX_NODES,
-                       "node count exceeds the message or the limit");
+    nnodes =
+        bk_wire_get_uvmax(&r, r.left < BK_ASSIGNCODEC_MAX_NODES ? r.left : BK_ASSIGNCODEC_MAX_NODES,
+                          "node count exceeds the message or the limit");
     if (r.fault) {
         goto fail;
     }
@@ -595,7 +597,8 @@ bk_assigncodec_t *bk_assigncodec_apply(const bk_assigncodec_t *prev, const uint8
         goto fail;
     }
     nnodes = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_NODES, "node count over the limit");
-    nchanged = bk_wire_get_uvmax(&r, nnodes < r.left ? nnodes : r.left, "node changes exceed the count");
+    nchanged =
+        bk_wire_get_uvmax(&r, nnodes < r.left ? nnodes : r.left, "node changes exceed the count");
     if (r.fault) {
         goto fail;
     }

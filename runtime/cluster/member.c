@@ -15,13 +15,13 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/wire.h"
 #include "cluster/assign.h"
 #include "cluster/assigncodec.h"
 #include "devbroker/devctl.h"
 #include "engine/kafka.h"
-#include "base/clock.h"
-#include "base/log.h"
-#include "base/wire.h"
 
 /* -- This member's life: join, lost, rejoin (docs/cluster.md, Lost) ------------------------ */
 
@@ -436,11 +436,8 @@ fail:
  * records are gone (docs/cluster.md, Retention): so nothing may delete them. The rules
  * read log time: the broker's clock, not each node's. */
 static const char *const control_configs[] = {
-    "cleanup.policy", "delete",
-    "retention.ms", "-1",
-    "retention.bytes", "-1",
-    "message.timestamp.type", "LogAppendTime",
-    NULL,
+    "cleanup.policy",         "delete",        "retention.ms", "-1", "retention.bytes", "-1",
+    "message.timestamp.type", "LogAppendTime", NULL,
 };
 
 /* A control topic made by hand with other configs works until its first records are
@@ -458,8 +455,8 @@ static void warn_control_configs(rd_kafka_t *rk, const char *topic)
     }
     for (int i = 0; i < 4; i++) {
         if (values[i][0] && strcmp(values[i], control_configs[2 * i + 1]) != 0) {
-            bk_log_warn("control topic %s has %s=%s, beck wants %s: %s", topic, names[i],
-                        values[i], control_configs[2 * i + 1],
+            bk_log_warn("control topic %s has %s=%s, beck wants %s: %s", topic, names[i], values[i],
+                        control_configs[2 * i + 1],
                         i < 3 ? "once its first records are deleted no member can start "
                                 "(docs/cluster.md, Retention)"
                               : "the membership rules read the nodes' clocks instead of the "

@@ -43,7 +43,7 @@ typedef struct bk_member_conf {
      * "0".."ntasks-1": hashed into the layout fingerprint that heartbeats carry, so that a
      * member whose tasks mean something else (another topology version) is given none. */
     const char *const *task_names;
-    int32_t standbys;          /* K standby replicas per task, >= 0 */
+    int32_t standbys; /* K standby replicas per task, >= 0 */
     /* Warm-up (assign.h): with warmup set and K >= 1, the leader keeps a task on a replica
      * at most acceptable_lag records behind while the member balance chose warms up. */
     int warmup;

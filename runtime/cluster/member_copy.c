@@ -15,12 +15,12 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "base/log.h"
+#include "base/wire.h"
 #include "cluster/assign.h"
 #include "cluster/assigncodec.h"
 #include "devbroker/devctl.h"
 #include "engine/kafka.h"
-#include "base/log.h"
-#include "base/wire.h"
 
 int bk_member_cmp_i32(const void *a, const void *b)
 {

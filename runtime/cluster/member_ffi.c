@@ -52,8 +52,7 @@ void bk_ffi_member_observer_free(bk_member_spec_t *s)
 }
 
 /* Applies one record and copies the view. */
-int bk_ffi_member_feed(bk_member_spec_t *s, const char *rec, size_t len, int64_t offset,
-                       int64_t ts)
+int bk_ffi_member_feed(bk_member_spec_t *s, const char *rec, size_t len, int64_t offset, int64_t ts)
 {
     pthread_mutex_lock(&s->m->lock);
     bk_member_apply_record(s->m, rec, len, offset, ts);

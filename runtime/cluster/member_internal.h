@@ -18,7 +18,6 @@
 #include "cluster/assigncodec.h"
 #include "cluster/member.h"
 
-
 /* How long an idle member thread waits for a record before it looks at the clock again:
  * bounds how late a lost verdict or a stop request can be (heartbeats wake it on time). */
 #define POLL_MS 100
@@ -53,13 +52,18 @@
  * type or version it does not know (docs/cluster.md, Records). */
 #define WIRE_MAGIC 0xbe
 #define WIRE_VERSION 1
-enum { REC_HEARTBEAT = 1, REC_LEAVE = 2, REC_ASSIGN = 3, REC_RELEASE = 4, REC_TICK = 5,
-       REC_NOTE = 6 };
+enum {
+    REC_HEARTBEAT = 1,
+    REC_LEAVE = 2,
+    REC_ASSIGN = 3,
+    REC_RELEASE = 4,
+    REC_TICK = 5,
+    REC_NOTE = 6
+};
 extern const char bk_member_rec_key_char[];
 /* Notes delivered and not yet taken; more are dropped (with a warning): their senders time
  * out and fall back. */
 #define NOTES_MAX 64
-
 
 /* A record as read; strings and lists point into the record or into `tasks`, which the
  * reader owns. */
@@ -115,9 +119,9 @@ struct bk_member_s {
     char node_id[BK_MEMBER_MAX_ID + 1], rack[BK_MEMBER_MAX_ID + 1];
     char endpoint[BK_MEMBER_MAX_ID + 1], topic[BK_MEMBER_MAX_ID + 16];
     int32_t threads, ntasks, standbys;
-    int warmup;             /* assign.h warm-up, with acceptable_lag */
+    int warmup; /* assign.h warm-up, with acceptable_lag */
     int64_t acceptable_lag;
-    int probe_ms;           /* warm-up: how often the leader looks whether replicas caught up */
+    int probe_ms;    /* warm-up: how often the leader looks whether replicas caught up */
     uint32_t layout; /* hash of the task count and names: members that differ share nothing */
     int hb_ms, session_ms, dev_port;
     int observe;           /* never joins or writes (bk_member_conf_t) */

@@ -15,12 +15,12 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "base/log.h"
+#include "base/wire.h"
 #include "cluster/assign.h"
 #include "cluster/assigncodec.h"
 #include "devbroker/devctl.h"
 #include "engine/kafka.h"
-#include "base/log.h"
-#include "base/wire.h"
 
 /* -- Producing ---------------------------------------------------------------------------- */
 
@@ -286,7 +286,8 @@ void bk_member_maybe_tick(bk_member_t *m, int32_t self, int64_t now)
         return;
     }
     for (int32_t i = 0; i < m->npeers; i++) {
-        if (i != self && bk_member_peer_alive(m, i) && m->peers[i].last_ts + m->session_ms + 1 < due) {
+        if (i != self && bk_member_peer_alive(m, i) &&
+            m->peers[i].last_ts + m->session_ms + 1 < due) {
             due = m->peers[i].last_ts + m->session_ms + 1;
         }
     }

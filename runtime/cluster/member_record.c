@@ -14,12 +14,12 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "base/log.h"
+#include "base/wire.h"
 #include "cluster/assign.h"
 #include "cluster/assigncodec.h"
 #include "devbroker/devctl.h"
 #include "engine/kafka.h"
-#include "base/log.h"
-#include "base/wire.h"
 
 const char bk_member_rec_key_char[] = "?hlartn";
 

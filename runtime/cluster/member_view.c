@@ -15,14 +15,13 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/wire.h"
 #include "cluster/assign.h"
 #include "cluster/assigncodec.h"
 #include "devbroker/devctl.h"
 #include "engine/kafka.h"
-#include "base/clock.h"
-#include "base/log.h"
-#include "base/wire.h"
-
 
 /* start time in ms and the pid: distinct across restarts, increasing while clocks do. */
 uint64_t bk_member_make_incarnation(void)
@@ -80,7 +79,8 @@ int32_t bk_member_peer_rank(const bk_member_t *m, int32_t i)
 {
     int32_t rank = 0;
     for (int32_t j = 0; j < m->npeers; j++) {
-        if (j != i && bk_member_peer_alive(m, j) && m->peers[j].join_offset < m->peers[i].join_offset) {
+        if (j != i && bk_member_peer_alive(m, j) &&
+            m->peers[j].join_offset < m->peers[i].join_offset) {
             rank++;
         }
     }
@@ -503,8 +503,8 @@ static void apply_note(bk_member_t *m, const rec_t *rec, int64_t offset)
         return;
     }
     if (m->nnotes >= NOTES_MAX) {
-        bk_log_warn("member %s: note '%s' from %s dropped: %d not taken yet", m->node_id,
-                    rec->kind, rec->id, NOTES_MAX);
+        bk_log_warn("member %s: note '%s' from %s dropped: %d not taken yet", m->node_id, rec->kind,
+                    rec->id, NOTES_MAX);
         return;
     }
     n = &m->notes[m->nnotes++];

@@ -22,8 +22,7 @@ static int in_set(const int32_t *a, int32_t n, int32_t x)
 }
 
 /* a \ b into out; returns its size. */
-static int32_t set_minus(const int32_t *a, int32_t na, const int32_t *b, int32_t nb,
-                         int32_t *out)
+static int32_t set_minus(const int32_t *a, int32_t na, const int32_t *b, int32_t nb, int32_t *out)
 {
     int32_t n = 0;
     for (int32_t i = 0; i < na; i++) {
@@ -82,8 +81,7 @@ void bk_reconcile_diff(const bk_member_view_t *view, const bk_reconcile_now_t *n
     a->stop_actives = !same_set(now->running, now->nrunning, want, nwant) || view->nrelease > 0;
     a->stop_standbys = !same_set(now->standing, now->nstanding, want_sb, nwant_sb);
     a->changed = a->stop_actives || a->stop_standbys;
-    a->log_unchanged = !a->changed && !lost && view->epoch != now->logged_epoch &&
-                       view->epoch > 0;
+    a->log_unchanged = !a->changed && !lost && view->epoch != now->logged_epoch && view->epoch > 0;
     a->nkeep = a->nrelease = a->nrevoked = a->nforget = a->npromoted = a->ngained = 0;
     a->nstandbys = nwant_sb;
     a->nrunning = nwant;

@@ -8,10 +8,10 @@
 
 #include <librdkafka/rdkafka.h>
 
-#include "base/task.h"
 #include "base/conf.h"
-#include "engine/kafka.h"
+#include "base/task.h"
 #include "cluster/member.h"
+#include "engine/kafka.h"
 
 static void usage(FILE *out)
 {

@@ -11,7 +11,6 @@
 
 #include "devbroker/broker.h"
 
-
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -155,8 +154,8 @@ int bk_cmd_broker_main(int argc, char **argv)
         if ((sig = bk_broker_signalled(&sigs)) != 0) {
             goto stop;
         }
-        if (bk_broker_create_topic_until(broker, specs[i].name, specs[i].partitions, &sigs, &sig, errstr,
-                                   sizeof(errstr)) != 0) {
+        if (bk_broker_create_topic_until(broker, specs[i].name, specs[i].partitions, &sigs, &sig,
+                                         errstr, sizeof(errstr)) != 0) {
             if (sig) {
                 goto stop;
             }

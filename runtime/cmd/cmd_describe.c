@@ -18,8 +18,7 @@ int bk_cmd_describe_main(int argc, char **argv)
         FILE *out = argc == 2 ? stdout : stderr;
         fprintf(out, "usage: beck describe TOPOLOGY.lua\n\n"
                      "Prints the subtopologies, processors, stores and topics of a topology.\n");
-        return argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) ? 0
-                                                                                         : 2;
+        return argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) ? 0 : 2;
     }
     L = bk_vm_new();
     if (bk_vm_require(L, "beck.internal.describe", err, sizeof(err)) == 0) {

@@ -8,8 +8,8 @@
 
 #include <rocksdb/c.h>
 
-#include "base/task.h"
 #include "base/keys.h"
+#include "base/task.h"
 
 static void usage(FILE *out)
 {
@@ -85,8 +85,10 @@ static int dump_task(const char *dir, const char *task, const char *only_store, 
                 size_t kl, vl;
                 const char *k = rocksdb_iter_key(it, &kl), *v = rocksdb_iter_value(it, &vl);
                 if (kl < 2 || !group_ok(k, kl)) {
-                    fprintf(stderr, "beck dump: task %s store %s: a key under the wrong key "
-                                    "group\n", task, names[i]);
+                    fprintf(stderr,
+                            "beck dump: task %s store %s: a key under the wrong key "
+                            "group\n",
+                            task, names[i]);
                     (*bad)++;
                     continue;
                 }

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "replica/sftp.h"
 #include "engine/manifest.h"
+#include "replica/sftp.h"
 
 #define BK_FETCH_MANIFEST_MAX (64u << 20) /* BK_MANIFEST_MAX_FILES lines fit */
 

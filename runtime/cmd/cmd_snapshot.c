@@ -9,13 +9,13 @@
 
 #include <rocksdb/c.h>
 
-#include "base/task.h"
 #include "base/conf.h"
+#include "base/task.h"
+#include "engine/db.h"
 #include "engine/plan.h"
 #include "engine/snapshot.h"
 #include "engine/store.h"
 #include "engine/vm.h"
-#include "engine/db.h"
 
 static void usage(FILE *out)
 {

@@ -4,9 +4,9 @@
  * which is what the members' rules use, not to this host's clock. */
 #define _GNU_SOURCE
 
+#include "cmd/cmd_status.h"
 #include "base/clock.h"
 #include "base/task.h"
-#include "cmd/cmd_status.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -16,9 +16,9 @@
 #include <time.h>
 
 #include "base/conf.h"
-#include "engine/kafka.h"
 #include "base/log.h"
 #include "cluster/member.h"
+#include "engine/kafka.h"
 #include "engine/plan.h"
 #include "engine/vm.h"
 

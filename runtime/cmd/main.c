@@ -21,18 +21,20 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: beck COMMAND [ARGS]\n\n"
-                 "  run TOPOLOGY.lua [-b BROKERS] ...  run a topology as one node of its app\n"
-                 "  broker [--brokers N] ...           host a dev broker (librdkafka's mock cluster)\n"
-                 "  status -b BROKERS --app ID ...     print an app's cluster: nodes, epoch, tasks\n"
-                 "  test [PATH...]                     run busted specs inside the runtime\n"
-                 "  describe TOPOLOGY.lua              print a topology's subtopologies, stores, topics\n"
-                 "  dump --state-dir DIR --app ID      print a stopped node's stores\n"
-                 "  bootstrap -b BROKERS --app ID --task S_P  rebuild a standby by cold bootstrap\n"
-                 "  fetch --host H --remote-dir DIR ...  fetch a snapshot over SFTP\n"
-                 "  snapshot --state-dir DIR --app ID --task S_P  snapshot a stopped node's task\n"
-                 "  version                            print the version\n\n"
-                 "`beck COMMAND --help` tells more.\n");
+    fprintf(
+        out,
+        "usage: beck COMMAND [ARGS]\n\n"
+        "  run TOPOLOGY.lua [-b BROKERS] ...  run a topology as one node of its app\n"
+        "  broker [--brokers N] ...           host a dev broker (librdkafka's mock cluster)\n"
+        "  status -b BROKERS --app ID ...     print an app's cluster: nodes, epoch, tasks\n"
+        "  test [PATH...]                     run busted specs inside the runtime\n"
+        "  describe TOPOLOGY.lua              print a topology's subtopologies, stores, topics\n"
+        "  dump --state-dir DIR --app ID      print a stopped node's stores\n"
+        "  bootstrap -b BROKERS --app ID --task S_P  rebuild a standby by cold bootstrap\n"
+        "  fetch --host H --remote-dir DIR ...  fetch a snapshot over SFTP\n"
+        "  snapshot --state-dir DIR --app ID --task S_P  snapshot a stopped node's task\n"
+        "  version                            print the version\n\n"
+        "`beck COMMAND --help` tells more.\n");
 }
 
 int main(int argc, char **argv)
@@ -82,8 +84,7 @@ int main(int argc, char **argv)
             printf("usage: beck version\n\nPrints beck's version and its libraries'.\n");
             return 0;
         }
-        printf("beck %s (librdkafka %s, %s)\n", BK_VERSION,
-               rd_kafka_version_str(), LUAJIT_VERSION);
+        printf("beck %s (librdkafka %s, %s)\n", BK_VERSION, rd_kafka_version_str(), LUAJIT_VERSION);
         return 0;
     }
     fprintf(stderr, "beck: unknown command '%s'\n", cmd);

@@ -336,8 +336,8 @@ static rd_kafka_t *bk_broker_host_new(int brokers, char *errstr, size_t errstr_s
     rd_kafka_conf_set_log_cb(conf, bk_broker_rdkafka_log);
     if (rd_kafka_conf_set(conf, "test.mock.num.brokers", count, errstr, errstr_size) !=
             RD_KAFKA_CONF_OK ||
-        rd_kafka_conf_set(conf, "topic.metadata.refresh.interval.ms", "-1", errstr,
-                          errstr_size) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_set(conf, "topic.metadata.refresh.interval.ms", "-1", errstr, errstr_size) !=
+            RD_KAFKA_CONF_OK) {
         goto fail;
     }
     rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, errstr_size);

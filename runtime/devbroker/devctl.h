@@ -6,8 +6,8 @@
 #ifndef BK_DEVCTL_H
 #define BK_DEVCTL_H
 
-#include <stddef.h>
 #include <librdkafka/rdkafka.h>
+#include <stddef.h>
 
 /* Looks in rk's cluster metadata for the topic that advertises a dev broker's
  * control channel. Returns its port (> 0), 0 when the cluster is not a dev

@@ -17,8 +17,8 @@
 #include "base/ffi.h"
 #include "base/fs.h"
 #include "base/log.h"
-#include "engine/store_internal.h"
 #include "engine/changelog.h"
+#include "engine/store_internal.h"
 
 #define RESTORE_BATCH 1000
 
@@ -79,8 +79,7 @@ static int write_pending(bk_store_t *st, char *errstr, size_t errstr_size)
     }
     rocksdb_write(st->db->rdb, st->db->wopts, st->pending, &err);
     if (err) {
-        snprintf(errstr, errstr_size, "cannot write the state store in %s: %s", st->db->dir,
-                 err);
+        snprintf(errstr, errstr_size, "cannot write the state store in %s: %s", st->db->dir, err);
         free(err);
         return -1;
     }
@@ -117,8 +116,8 @@ int bk_changelog_is_marker(const void *key, size_t klen)
                     memcmp(key, BK_CHANGELOG_MARKER_KEY, klen) == 0);
 }
 
-int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void *value,
-                           size_t vlen, int64_t offset, char *errstr, size_t errstr_size)
+int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void *value, size_t vlen,
+                       int64_t offset, char *errstr, size_t errstr_size)
 {
     size_t plen;
     const char *pk;
@@ -173,7 +172,7 @@ int64_t bk_changelog_pending(const bk_store_t *st)
 }
 
 int bk_changelog_resolve(bk_store_t *st, const int64_t *committed, int n, char *errstr,
-                             size_t errstr_size)
+                         size_t errstr_size)
 {
     int ahead = 0;
     if (st->npending == 0) {
@@ -210,7 +209,6 @@ void bk_store_set_input(bk_store_t *st, const int64_t *offsets, int n)
     memcpy(st->input, offsets, (size_t)n * sizeof(*offsets));
 }
 
-
 int bk_changelog_write_marker(bk_store_t *st, int commit, const int64_t *offsets, int n)
 {
     char buf[512];
@@ -222,8 +220,8 @@ int bk_changelog_write_marker(bk_store_t *st, int commit, const int64_t *offsets
     for (int i = 0; i < n; i++) {
         len += snprintf(buf + len, sizeof(buf) - (size_t)len, " %lld", (long long)offsets[i]);
     }
-    return bk_store_log_write(st, BK_CHANGELOG_MARKER_KEY, sizeof(BK_CHANGELOG_MARKER_KEY) - 1, buf, (size_t)len,
-                     0);
+    return bk_store_log_write(st, BK_CHANGELOG_MARKER_KEY, sizeof(BK_CHANGELOG_MARKER_KEY) - 1, buf,
+                              (size_t)len, 0);
 }
 
 int bk_changelog_repair(bk_store_t *st, int64_t *written)
@@ -269,12 +267,10 @@ int bk_changelog_flush(bk_store_t *st, char *errstr, size_t errstr_size)
     }
     rocksdb_write(st->db->rdb, st->db->wopts, st->restore_batch, &err);
     if (err) {
-        snprintf(errstr, errstr_size, "cannot write the state store in %s: %s", st->db->dir,
-                 err);
+        snprintf(errstr, errstr_size, "cannot write the state store in %s: %s", st->db->dir, err);
         free(err);
         return -1;
     }
     rocksdb_writebatch_clear(st->restore_batch);
     return 0;
 }
-

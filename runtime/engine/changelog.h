@@ -20,8 +20,8 @@
  * marker comes and drops them at an abort, so a replica never holds the writes of input
  * that was not committed and a kill -9 costs no double counts (docs/state.md). Records of
  * a changelog without markers are written at once, as they were before markers. */
-int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void *value,
-                           size_t vlen, int64_t offset, char *errstr, size_t errstr_size);
+int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void *value, size_t vlen,
+                       int64_t offset, char *errstr, size_t errstr_size);
 int bk_changelog_flush(bk_store_t *st, char *errstr, size_t errstr_size);
 
 /* The key of every marker. A compacted topic refuses records without a key, and the log
@@ -29,7 +29,9 @@ int bk_changelog_flush(bk_store_t *st, char *errstr, size_t errstr_size);
  * share one key, and the newest marker, the one a reader needs, survives. 0xff is never
  * in UTF-8 text; a store refuses to write this key. Markers without a key (written
  * before) are still read. */
-#define BK_CHANGELOG_MARKER_KEY "\xff" "beck-marker"
+#define BK_CHANGELOG_MARKER_KEY                                                                    \
+    "\xff"                                                                                         \
+    "beck-marker"
 
 /* Whether a changelog record's key is a marker's (NULL: the old, keyless markers). */
 int bk_changelog_is_marker(const void *key, size_t klen);
@@ -41,7 +43,7 @@ int64_t bk_changelog_pending(const bk_store_t *st);
  * past the input of that marker, their input was committed: they are written and 1 is
  * returned; else they are dropped (0). -1 on a write error. */
 int bk_changelog_resolve(bk_store_t *st, const int64_t *committed, int n, char *errstr,
-                             size_t errstr_size);
+                         size_t errstr_size);
 /* After bk_changelog_resolve dropped records: writes each of their keys to the
  * changelog again with its value in the store (a tombstone when it has none), so that the
  * newest record of every key in the changelog is committed state again. The caller

@@ -16,9 +16,9 @@
 #include "base/ffi.h"
 #include "base/fs.h"
 #include "base/log.h"
-#include "engine/store_internal.h"
-#include "engine/db.h"
 #include "engine/changelog.h"
+#include "engine/db.h"
+#include "engine/store_internal.h"
 
 /* -- Open and close ----------------------------------------------------- */
 
@@ -76,8 +76,7 @@ bk_db_t *bk_db_open(const char *dir, const bk_store_spec_t *specs, int nspecs, c
 
     db->dir = strdup(dir);
     if (bk_fs_mkdirs(dir) != 0) {
-        snprintf(errstr, errstr_size, "cannot create state directory %s: %s", dir,
-                 strerror(errno));
+        snprintf(errstr, errstr_size, "cannot create state directory %s: %s", dir, strerror(errno));
         goto fail;
     }
     snprintf(path, sizeof(path), "%s/rocksdb", dir);
@@ -388,4 +387,3 @@ int bk_db_checkpoint_to(bk_db_t *db, const char *dir, char *errstr, size_t errst
     }
     return 0;
 }
-

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "engine/store.h"
 #include "engine/db.h"
+#include "engine/store.h"
 
 struct bk_driver_s {
     int ntasks;
@@ -21,8 +21,8 @@ bk_driver_t *bk_ffi_driver_new(int32_t ntasks)
     return d;
 }
 
-int bk_ffi_driver_open_task(bk_driver_t *d, int32_t task, const char *dir,
-                            const char *const *names, const int32_t *flags, int32_t n)
+int bk_ffi_driver_open_task(bk_driver_t *d, int32_t task, const char *dir, const char *const *names,
+                            const int32_t *flags, int32_t n)
 {
     bk_store_spec_t *specs;
     if (task < 0 || task >= d->ntasks || d->dbs[task]) {

@@ -9,8 +9,8 @@
 #include <stddef.h>
 
 typedef struct bk_embed_s {
-    const char *name;   /* module name, "beck.app" */
-    const char *path;   /* source path in the repo, used as the chunk name */
+    const char *name; /* module name, "beck.app" */
+    const char *path; /* source path in the repo, used as the chunk name */
     const char *source;
     size_t size;
 } bk_embed_t;

@@ -14,8 +14,7 @@ struct bk_hooks_s {
     int ref_hooks; /* the app's hooks table */
 };
 
-bk_hooks_t *bk_hooks_new(const char *path, const char *hooks_path, char *errstr,
-                         size_t errstr_size)
+bk_hooks_t *bk_hooks_new(const char *path, const char *hooks_path, char *errstr, size_t errstr_size)
 {
     bk_hooks_t *h = calloc(1, sizeof(*h));
     h->L = bk_vm_new();

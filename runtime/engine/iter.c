@@ -214,8 +214,8 @@ bk_store_iter_t *bk_ffi_store_iter_new(bk_store_t *st, int mode, const char *a, 
     return it;
 }
 
-int bk_ffi_store_iter_next(bk_store_iter_t *it, const char **key, size_t *klen,
-                           const char **value, size_t *vlen)
+int bk_ffi_store_iter_next(bk_store_iter_t *it, const char **key, size_t *klen, const char **value,
+                           size_t *vlen)
 {
     cursor_t *c;
     if (it->closed) {
@@ -262,4 +262,3 @@ void bk_ffi_store_iter_free(bk_store_iter_t *it)
     free(it->hi);
     free(it);
 }
-

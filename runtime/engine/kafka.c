@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "devbroker/devctl.h"
 #include "base/log.h"
+#include "devbroker/devctl.h"
 
 /* Defaults measured in MEASURED.md: librdkafka 2.0.2 backs off fetching for
  * ~1 s past queued.min.messages / queued.max.messages.kbytes, so both are
@@ -15,14 +15,22 @@
  * (4.4 GB RSS, a third of its CPU zeroing fresh pages); at 256 MB it stayed
  * at 0.7 GB and replayed 11% faster. */
 static const char *consumer_defaults[] = {
-    "enable.auto.commit", "false",
-    "enable.auto.offset.store", "false",
-    "auto.offset.reset", "earliest",
-    "enable.partition.eof", "false",
-    "fetch.max.bytes", "4194304",
-    "fetch.wait.max.ms", "10",
-    "queued.min.messages", "10000000",
-    "queued.max.messages.kbytes", "262144",
+    "enable.auto.commit",
+    "false",
+    "enable.auto.offset.store",
+    "false",
+    "auto.offset.reset",
+    "earliest",
+    "enable.partition.eof",
+    "false",
+    "fetch.max.bytes",
+    "4194304",
+    "fetch.wait.max.ms",
+    "10",
+    "queued.min.messages",
+    "10000000",
+    "queued.max.messages.kbytes",
+    "262144",
     NULL,
 };
 
@@ -30,11 +38,16 @@ static const char *consumer_defaults[] = {
  * the Java client's partitioner, so keys land where other clients put them.
  * A capped queue ran ~35% faster than an unbounded one (MEASURED.md). */
 static const char *producer_defaults[] = {
-    "enable.idempotence", "true",
-    "partitioner", "murmur2_random",
-    "linger.ms", "5",
-    "batch.size", "1000000",
-    "queue.buffering.max.messages", "40000",
+    "enable.idempotence",
+    "true",
+    "partitioner",
+    "murmur2_random",
+    "linger.ms",
+    "5",
+    "batch.size",
+    "1000000",
+    "queue.buffering.max.messages",
+    "40000",
     NULL,
 };
 
@@ -50,8 +63,8 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
     }
 }
 
-static int set(rd_kafka_conf_t *kc, const char *k, const char *v, const char *origin,
-               char *errstr, size_t errstr_size)
+static int set(rd_kafka_conf_t *kc, const char *k, const char *v, const char *origin, char *errstr,
+               size_t errstr_size)
 {
     char err[512];
     if (rd_kafka_conf_set(kc, k, v, err, sizeof(err)) != RD_KAFKA_CONF_OK) {
@@ -67,7 +80,7 @@ rd_kafka_t *bk_kafka_new(const bk_conf_t *conf, bk_kafka_role_t role, const char
                          char *errstr, size_t errstr_size)
 {
     rd_kafka_conf_t *kc = rd_kafka_conf_new();
-    const char **defs = role == BK_KAFKA_CONSUMER ? consumer_defaults
+    const char **defs = role == BK_KAFKA_CONSUMER   ? consumer_defaults
                         : role == BK_KAFKA_PRODUCER ? producer_defaults
                                                     : NULL;
     rd_kafka_t *rk;
@@ -192,8 +205,8 @@ int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int p
     char list[512] = "";
     size_t len = 0;
     for (int i = 0; configs && configs[i] && len < sizeof(list); i += 2) {
-        len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s=%s", i ? " " : "",
-                                configs[i], configs[i + 1]);
+        len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s=%s", i ? " " : "", configs[i],
+                                configs[i + 1]);
     }
     bk_log_info("creating topic %s with %d partitions%s%s%s", topic, partitions,
                 dev_port > 0 ? " on the dev broker" : "", *list ? ", " : "", list);
@@ -224,9 +237,8 @@ int bk_kafka_topic_configs(rd_kafka_t *rk, const char *topic, const char *const 
                  rd_kafka_event_error_string(ev));
     } else {
         size_t nres, ncfg;
-        const rd_kafka_ConfigResource_t **rs =
-            rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(ev),
-                                                      &nres);
+        const rd_kafka_ConfigResource_t **rs = rd_kafka_DescribeConfigs_result_resources(
+            rd_kafka_event_DescribeConfigs_result(ev), &nres);
         if (nres < 1 || rd_kafka_ConfigResource_error(rs[0])) {
             snprintf(errstr, errstr_size, "topic %s: DescribeConfigs failed: %s", topic,
                      nres ? rd_kafka_ConfigResource_error_string(rs[0]) : "no result");
@@ -254,8 +266,8 @@ int bk_kafka_topic_configs(rd_kafka_t *rk, const char *topic, const char *const 
 /* One ListOffsets per side: offsets_for_times with the protocol's special timestamps,
  * -2 (earliest) and -1 (latest). */
 static rd_kafka_resp_err_t list_side(rd_kafka_t *rk, const char *const *topics,
-                                     const int32_t *partitions, int n, int64_t which,
-                                     int64_t *out, int timeout_ms)
+                                     const int32_t *partitions, int n, int64_t which, int64_t *out,
+                                     int timeout_ms)
 {
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n);
     rd_kafka_resp_err_t err;
@@ -273,8 +285,8 @@ static rd_kafka_resp_err_t list_side(rd_kafka_t *rk, const char *const *topics,
 }
 
 rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topics,
-                                        const int32_t *partitions, int n, int64_t *lo,
-                                        int64_t *hi, int timeout_ms)
+                                        const int32_t *partitions, int n, int64_t *lo, int64_t *hi,
+                                        int timeout_ms)
 {
     rd_kafka_resp_err_t err = 0;
     if (n <= 0) {

@@ -5,8 +5,8 @@
 #ifndef BK_KAFKA_H
 #define BK_KAFKA_H
 
-#include <stddef.h>
 #include <librdkafka/rdkafka.h>
+#include <stddef.h>
 
 #include "base/conf.h"
 
@@ -16,8 +16,8 @@ typedef enum { BK_KAFKA_CONSUMER, BK_KAFKA_PRODUCER, BK_KAFKA_ADMIN } bk_kafka_r
  * bootstrap.servers from conf, then the user's librdkafka settings in order.
  * Returns NULL with errstr naming the bad setting. The caller owns it. */
 rd_kafka_t *bk_kafka_new(const bk_conf_t *conf, bk_kafka_role_t role, const char *client_id,
-                         void *opaque, void (*dr_msg_cb)(rd_kafka_t *, const rd_kafka_message_t *,
-                                                         void *),
+                         void *opaque,
+                         void (*dr_msg_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                          char *errstr, size_t errstr_size);
 
 /* Partition counts of `n` topics; counts[i] = 0 when the topic does not exist.
@@ -29,8 +29,8 @@ int bk_kafka_partitions(rd_kafka_t *rk, const char **topics, int n, int *counts,
  * batched requests (ListOffsets, earliest and latest) instead of two per partition: a task
  * restore asks for every changelog partition of its tasks at once. 0, or an error code. */
 rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topics,
-                                        const int32_t *partitions, int n, int64_t *lo,
-                                        int64_t *hi, int timeout_ms);
+                                        const int32_t *partitions, int n, int64_t *lo, int64_t *hi,
+                                        int timeout_ms);
 
 /* Creates a topic with `configs` (name, value, ..., NULL; or NULL). dev_port > 0: through
  * the dev broker's control channel (which has no topic configs: the mock cluster neither

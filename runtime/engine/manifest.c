@@ -514,7 +514,6 @@ out:
     return rc;
 }
 
-
 int bk_manifest_read(const char *path, bk_manifest_t *m, char *errstr, size_t errstr_size)
 {
     char *text;
@@ -543,7 +542,8 @@ int bk_ffi_snapshot_manifest_rewrite(const char *in_path, const char *out_path, 
     int rc;
 
     *err = ffi_err;
-    if (bk_fs_read_all(in_path, BK_MANIFEST_MAX_BYTES, &text, &len, ffi_err, sizeof(ffi_err)) != 0) {
+    if (bk_fs_read_all(in_path, BK_MANIFEST_MAX_BYTES, &text, &len, ffi_err, sizeof(ffi_err)) !=
+        0) {
         return BK_FFI_ERR;
     }
     rc = bk_manifest_parse(text, len, &m, ffi_err, sizeof(ffi_err));

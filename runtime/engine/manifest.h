@@ -16,7 +16,7 @@ reflects. engine/snapshot.h makes snapshots; replica/install.h installs fetched 
  *
  * "store" lines give, per store of the task, its changelog (topic, partition), the next
  * changelog offset the snapshot reflects, and the task's input offsets at that commit
- * (as the checkpoint file of store.c). "file" lines give each file's size in bytes, its
+ * (as the checkpoint file of db.c). "file" lines give each file's size in bytes, its
  * XXH3-64 (16 hex digits) and its name. A name is one path component of [A-Za-z0-9._-],
  * at most 255 bytes, neither "." nor "..": the parser refuses anything else (absolute
  * paths, "../escape", "a/b"), so no manifest can make a reader write outside the

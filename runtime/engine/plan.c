@@ -76,8 +76,8 @@ static int apply_settings(lua_State *L, int app, const char *path, bk_conf_t *co
         key = lua_tostring(L, -2);
         k = bk_conf_lookup(key);
         if (k < 0) {
-            snprintf(errstr, errstr_size, "%s: beck.app: unknown setting '%s' (see beck run --help)",
-                     path, key);
+            snprintf(errstr, errstr_size,
+                     "%s: beck.app: unknown setting '%s' (see beck run --help)", path, key);
             rc = -1;
         } else if (!lua_isstring(L, -1)) {
             snprintf(errstr, errstr_size, "%s: beck.app: setting '%s' must be a string or number",

@@ -3,13 +3,13 @@
  * Built once on the main thread from the topology's beck.app (app:describe()
  * in lua/beck/app.lua), then shared read-only by the stream threads, whose own
  * VMs number topics the same way. Topic partition counts are filled in later
- * from the cluster's metadata (node.c). */
+ * from the cluster's metadata (engine/topics.c). */
 #ifndef BK_PLAN_H
 #define BK_PLAN_H
 
+#include <lua.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <lua.h>
 
 #include "base/conf.h"
 #include "base/task.h"
@@ -34,9 +34,9 @@ typedef struct bk_plan_store_s {
     char *name;
     char *changelog; /* <app>-<store>-changelog */
     int logged;
-    int window;      /* a window store (store.h) */
+    int window;           /* a window store (store.h) */
     int64_t retention_ms; /* a window store's retention, 0: not given */
-    int sub;         /* subtopology whose tasks hold it (0-based) */
+    int sub;              /* subtopology whose tasks hold it (0-based) */
 } bk_plan_store_t;
 
 typedef struct bk_plan_s {

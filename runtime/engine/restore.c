@@ -1,15 +1,15 @@
 /* restore.c - changelog replay into the stores. */
 #include "engine/restore.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <stdatomic.h>
 
-#include "engine/kafka.h"
 #include "base/log.h"
 #include "engine/changelog.h"
+#include "engine/kafka.h"
 
 #define STALL_MS 120000
 
@@ -43,10 +43,11 @@ static void report(bk_restore_progress_cb cb, void *opaque, bk_restore_progress_
     p->rate = p->elapsed_s > 0 ? (double)p->records / p->elapsed_s : 0;
     p->eta_s = p->rate > 0 ? (double)(p->total - p->records) / p->rate : 0;
     p->done = done;
-    bk_log_info("restore: %lld of %lld records (%.1f%%) into %d store(s), %.0f rec/s, %.1f s left%s",
-                (long long)p->records, (long long)p->total,
-                p->total ? 100.0 * (double)p->records / (double)p->total : 100.0, p->stores,
-                p->rate, p->eta_s, done ? ", done" : "");
+    bk_log_info(
+        "restore: %lld of %lld records (%.1f%%) into %d store(s), %.0f rec/s, %.1f s left%s",
+        (long long)p->records, (long long)p->total,
+        p->total ? 100.0 * (double)p->records / (double)p->total : 100.0, p->stores, p->rate,
+        p->eta_s, done ? ", done" : "");
     if (cb) {
         cb(opaque, p);
     }
@@ -81,8 +82,9 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
         free(topics);
         free(parts);
         if (err) {
-            snprintf(errstr, errstr_size, "cannot read the offsets of %d changelog partition(s): %s",
-                     n, rd_kafka_err2str(err));
+            snprintf(errstr, errstr_size,
+                     "cannot read the offsets of %d changelog partition(s): %s", n,
+                     rd_kafka_err2str(err));
             goto done;
         }
     }
@@ -111,9 +113,9 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
         bk_log_info("restore: task %s store %s: replaying %lld record(s) of %s [%d], offsets "
                     "%lld to %lld (the changelog holds %lld)",
                     items[i].task, bk_store_name(items[i].st),
-                    (long long)(w[i].end > w[i].start ? w[i].end - w[i].start : 0),
-                    items[i].topic, (int)items[i].partition, (long long)w[i].start,
-                    (long long)w[i].end - 1, (long long)(w[i].end - lo));
+                    (long long)(w[i].end > w[i].start ? w[i].end - w[i].start : 0), items[i].topic,
+                    (int)items[i].partition, (long long)w[i].start, (long long)w[i].end - 1,
+                    (long long)(w[i].end - lo));
         if (w[i].start >= w[i].end) {
             w[i].done = 1;
             if (next < 0) {
@@ -159,7 +161,7 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
             work_t *x = m->err ? NULL : find(w, n, rd_kafka_topic_name(m->rkt), m->partition);
             if (x && !x->done && m->offset < x->end) {
                 if (bk_changelog_apply(x->item->st, m->key, m->key_len, m->payload, m->len,
-                                           m->offset, errstr, errstr_size) != 0) {
+                                       m->offset, errstr, errstr_size) != 0) {
                     for (ssize_t j = i; j < got; j++) {
                         rd_kafka_message_destroy(msgs[j]);
                     }

@@ -18,16 +18,16 @@ typedef struct bk_restore_item_s {
     bk_store_t *st;
     const char *topic; /* the store's changelog */
     int32_t partition;
-    const char *task;  /* "<sub>_<partition>", for messages */
+    const char *task; /* "<sub>_<partition>", for messages */
 } bk_restore_item_t;
 
 typedef struct bk_restore_progress_s {
-    int64_t records;  /* applied so far */
-    int64_t total;    /* to apply in all */
-    double rate;      /* records/s since the start */
-    double eta_s;     /* time left at that rate */
+    int64_t records; /* applied so far */
+    int64_t total;   /* to apply in all */
+    double rate;     /* records/s since the start */
+    double eta_s;    /* time left at that rate */
     double elapsed_s;
-    int stores;       /* stores being restored */
+    int stores; /* stores being restored */
     int done;
 } bk_restore_progress_t;
 

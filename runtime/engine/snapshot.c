@@ -221,7 +221,6 @@ int bk_snapshot_sweep(const char *root, int64_t ttl_ms, int64_t now)
     return removed;
 }
 
-
 /* -- FFI: for specs (ffi_spec.h) ------------------------------------------------------- */
 
 static __thread char ffi_err[1024];
@@ -235,5 +234,5 @@ int bk_ffi_snapshot_file_xxh3(const char *path, uint64_t *xxh3, uint64_t *size, 
 {
     *err = ffi_err;
     return bk_fs_file_xxh3(path, xxh3, size, ffi_err, sizeof(ffi_err)) == 0 ? BK_FFI_OK
-                                                                                  : BK_FFI_ERR;
+                                                                            : BK_FFI_ERR;
 }

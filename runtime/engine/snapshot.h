@@ -17,8 +17,8 @@
  * missing): RocksDB checkpoint, then the manifest with the stores' changelog next offsets
  * and input offsets as the db has them now. Call between commits (no uncommitted batch).
  * Fills m (free with bk_manifest_free) and dir (the snapshot's directory). */
-int bk_snapshot_make(bk_db_t *db, const char *task, const char *root, bk_manifest_t *m,
-                     char *dir, size_t dir_size, char *errstr, size_t errstr_size);
+int bk_snapshot_make(bk_db_t *db, const char *task, const char *root, bk_manifest_t *m, char *dir,
+                     size_t dir_size, char *errstr, size_t errstr_size);
 
 /* Removes the snapshots under root created more than ttl_ms before now_ms (and any
  * directory there without a readable manifest, older than ttl_ms by its mtime).

@@ -17,8 +17,8 @@
 #include "base/ffi.h"
 #include "base/fs.h"
 #include "base/log.h"
-#include "engine/store_internal.h"
 #include "engine/changelog.h"
+#include "engine/store_internal.h"
 
 const char *bk_store_name(const bk_store_t *st)
 {
@@ -79,8 +79,7 @@ const char *bk_ffi_store_error(bk_store_t *st)
     return st->err;
 }
 
-int bk_ffi_store_get(bk_store_t *st, const char *key, size_t klen, const char **value,
-                     size_t *vlen)
+int bk_ffi_store_get(bk_store_t *st, const char *key, size_t klen, const char **value, size_t *vlen)
 {
     size_t plen;
     const char *pk = bk_store_prefixed(st, key, klen, &plen);
@@ -108,8 +107,8 @@ int bk_ffi_store_get(bk_store_t *st, const char *key, size_t klen, const char **
     return 1;
 }
 
-int bk_store_log_write(bk_store_t *st, const char *key, size_t klen, const char *value,
-                       size_t vlen, int64_t timestamp)
+int bk_store_log_write(bk_store_t *st, const char *key, size_t klen, const char *value, size_t vlen,
+                       int64_t timestamp)
 {
     rd_kafka_resp_err_t err;
     if (!st->logged || !st->changelog) {
@@ -118,8 +117,8 @@ int bk_store_log_write(bk_store_t *st, const char *key, size_t klen, const char 
     for (;;) {
         err = rd_kafka_producev(st->producer, RD_KAFKA_V_RKT(st->changelog),
                                 RD_KAFKA_V_PARTITION(st->partition),
-                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                RD_KAFKA_V_KEY(key, klen), RD_KAFKA_V_VALUE((void *)value, vlen),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key, klen),
+                                RD_KAFKA_V_VALUE((void *)value, vlen),
                                 RD_KAFKA_V_TIMESTAMP(timestamp > 0 ? timestamp : 0),
                                 RD_KAFKA_V_OPAQUE(st), RD_KAFKA_V_END);
         if (!err) {
@@ -137,8 +136,10 @@ int bk_store_log_write(bk_store_t *st, const char *key, size_t klen, const char 
 static int check_writable(bk_store_t *st, const char *key, size_t klen)
 {
     if (klen == sizeof(BK_CHANGELOG_MARKER_KEY) - 1 && bk_changelog_is_marker(key, klen)) {
-        snprintf(st->err, sizeof(st->err), "store %s: the key \\xffbeck-marker is reserved for "
-                 "the changelog's commit markers", st->name);
+        snprintf(st->err, sizeof(st->err),
+                 "store %s: the key \\xffbeck-marker is reserved for "
+                 "the changelog's commit markers",
+                 st->name);
         return BK_FFI_ERR;
     }
     if (st->open_iters > 0) {
@@ -182,4 +183,3 @@ int64_t bk_ffi_store_approximate_count(bk_store_t *st)
     rocksdb_property_int_cf(st->db->rdb, st->cf, "rocksdb.estimate-num-keys", &n);
     return (int64_t)n + rocksdb_writebatch_wi_count(st->db->batch);
 }
-

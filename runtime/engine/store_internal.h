@@ -27,8 +27,8 @@ struct bk_store_s {
     rd_kafka_topic_t *changelog;
     char *topic; /* the changelog's name when set without a producer (offline tools) */
     int32_t partition;
-    int64_t next;      /* next changelog offset reflected, -1 unknown */
-    int open_iters;    /* writes are refused while > 0 (they would move the batch) */
+    int64_t next;   /* next changelog offset reflected, -1 unknown */
+    int open_iters; /* writes are refused while > 0 (they would move the batch) */
     rocksdb_writebatch_t *restore_batch;
     /* Restore and standby: changelog records after the last commit marker, applied when the
      * next commit marker arrives and dropped by an abort marker (docs/state.md, Markers). */
@@ -90,7 +90,7 @@ static inline const char *bk_store_prefixed(bk_store_t *st, const char *key, siz
 
 /* Produces one record to the store's changelog (a no-op for a store without one); blocks
  * while the producer's queue is full. BK_FFI_OK, or BK_FFI_ERR with st->err. */
-int bk_store_log_write(bk_store_t *st, const char *key, size_t klen, const char *value,
-                       size_t vlen, int64_t timestamp);
+int bk_store_log_write(bk_store_t *st, const char *key, size_t klen, const char *value, size_t vlen,
+                       int64_t timestamp);
 
 #endif

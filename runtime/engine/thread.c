@@ -43,7 +43,7 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     thr->ntasks = ntasks;
     thr->tasks = calloc((size_t)(ntasks ? ntasks : 1), sizeof(*tasks));
     memcpy(thr->tasks, tasks, (size_t)ntasks * sizeof(*tasks));
-    thr->policy = strcmp(pol, "skip") == 0 ? POLICY_SKIP
+    thr->policy = strcmp(pol, "skip") == 0  ? POLICY_SKIP
                   : strcmp(pol, "dlq") == 0 ? POLICY_DLQ
                                             : POLICY_FAIL;
     thr->batch_size = (int)bk_conf_int(conf, BK_CONF_BATCH_SIZE);
@@ -114,9 +114,9 @@ static void first_record(bk_thread_t *thr, int tp, int64_t offset)
 {
     const bk_task_id_t *task = &thr->tasks[thr->task_of[thr->tp_topic[tp]][thr->tp_partition[tp]]];
     thr->tp_first[tp] = offset;
-    bk_log_info("task %s epoch %llu: first record %s [%d] offset %lld", BK_TASK_NAME(*task), (unsigned long long)thr->epoch,
-                thr->plan->topics[thr->tp_topic[tp]].name, thr->tp_partition[tp],
-                (long long)offset);
+    bk_log_info("task %s epoch %llu: first record %s [%d] offset %lld", BK_TASK_NAME(*task),
+                (unsigned long long)thr->epoch, thr->plan->topics[thr->tp_topic[tp]].name,
+                thr->tp_partition[tp], (long long)offset);
 }
 
 static void mark_done(bk_thread_t *thr, int from, int to)
@@ -141,7 +141,7 @@ static int dead_letter(bk_thread_t *thr, int idx, const char *msg)
     rd_kafka_resp_err_t err;
 
     hdrs = rd_kafka_message_headers(m, &orig) == 0 ? rd_kafka_headers_copy(orig)
-                                                  : rd_kafka_headers_new(4);
+                                                   : rd_kafka_headers_new(4);
     rd_kafka_header_add(hdrs, "beck.error", -1, msg, -1);
     rd_kafka_header_add(hdrs, "beck.topic", -1, thr->plan->topics[rec->topic].name, -1);
     snprintf(num, sizeof(num), "%d", (int)rec->partition);
@@ -149,11 +149,11 @@ static int dead_letter(bk_thread_t *thr, int idx, const char *msg)
     snprintf(num, sizeof(num), "%lld", (long long)rec->offset);
     rd_kafka_header_add(hdrs, "beck.offset", -1, num, -1);
     for (;;) {
-        err = rd_kafka_producev(thr->producer, RD_KAFKA_V_RKT(thr->dlq_rkt),
-                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_VALUE(m->payload, m->len),
-                                RD_KAFKA_V_TIMESTAMP(rec->timestamp > 0 ? rec->timestamp : 0),
-                                RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+        err = rd_kafka_producev(
+            thr->producer, RD_KAFKA_V_RKT(thr->dlq_rkt), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_VALUE(m->payload, m->len),
+            RD_KAFKA_V_TIMESTAMP(rec->timestamp > 0 ? rec->timestamp : 0), RD_KAFKA_V_HEADERS(hdrs),
+            RD_KAFKA_V_END);
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             break;
         }
@@ -186,17 +186,16 @@ static int handle_error(bk_thread_t *thr, int idx, const char *msg)
             break;
         }
         thr->stats.dlq++;
-        bk_log_warn("task %s: record %s/%d/%lld sent to %s: %s", BK_TASK_NAME(*task),
-                    topic, (int)rec->partition, (long long)rec->offset,
-                    rd_kafka_topic_name(thr->dlq_rkt), msg);
+        bk_log_warn("task %s: record %s/%d/%lld sent to %s: %s", BK_TASK_NAME(*task), topic,
+                    (int)rec->partition, (long long)rec->offset, rd_kafka_topic_name(thr->dlq_rkt),
+                    msg);
         return 0;
     case POLICY_FAIL:
         break;
     }
     bk_log_error("task %s: process failed on record %s/%d/%lld: %s (on_error=fail: stopping; "
                  "offsets are committed up to the record before)",
-                 BK_TASK_NAME(*task), topic, (int)rec->partition, (long long)rec->offset,
-                 msg);
+                 BK_TASK_NAME(*task), topic, (int)rec->partition, (long long)rec->offset, msg);
     return -1;
 }
 
@@ -336,9 +335,12 @@ static void *thread_main(void *arg)
      * before the restore (its on_restore hook), processors' init after it. */
     /* Each step's end time, for the start-up line (what a failover waits for). */
     int64_t t0 = bk_clock_wall_ms(), t_st = 0, t_kf = 0, t_lua = 0, t_rs = 0;
-    if (bk_thread_open_stores(thr) != 0 || (t_st = bk_clock_wall_ms(), bk_thread_start_kafka(thr)) != 0 ||
-        (t_kf = bk_clock_wall_ms(), bk_thread_start_lua(thr)) != 0 || (t_lua = bk_clock_wall_ms(), bk_thread_restore(thr)) != 0 ||
-        (t_rs = bk_clock_wall_ms(), bk_thread_init_lua(thr)) != 0 || bk_thread_assign_inputs(thr) != 0) {
+    if (bk_thread_open_stores(thr) != 0 ||
+        (t_st = bk_clock_wall_ms(), bk_thread_start_kafka(thr)) != 0 ||
+        (t_kf = bk_clock_wall_ms(), bk_thread_start_lua(thr)) != 0 ||
+        (t_lua = bk_clock_wall_ms(), bk_thread_restore(thr)) != 0 ||
+        (t_rs = bk_clock_wall_ms(), bk_thread_init_lua(thr)) != 0 ||
+        bk_thread_assign_inputs(thr) != 0) {
         if (thr->flags->stop && !thr->flags->failed) {
             /* asked to stop while starting (a restore cut short by a new
              * assignment or a signal): nothing was processed, nothing to commit */

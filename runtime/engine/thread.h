@@ -15,8 +15,8 @@
 #ifndef BK_THREAD_H
 #define BK_THREAD_H
 
-#include <stdint.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "base/conf.h"
 #include "engine/plan.h"
@@ -50,11 +50,11 @@ typedef void (*bk_thread_progress_cb)(void *opaque, int32_t task, int64_t offset
  * <state_dir>/<app>/snapshots/<id>/ (snapshot.h). */
 #define BK_THREAD_SNAPSHOTS 32
 typedef struct bk_thread_snapshot_s {
-    int32_t id;      /* the task, as the caller's id (bk_thread_set_cluster) */
-    char req[128];   /* the request's tag, returned as given */
+    int32_t id;    /* the task, as the caller's id (bk_thread_set_cluster) */
+    char req[128]; /* the request's tag, returned as given */
     int ok;
-    char dir[4096];  /* ok: the snapshot's directory, absolute */
-    char err[512];   /* !ok: why */
+    char dir[4096]; /* ok: the snapshot's directory, absolute */
+    char err[512];  /* !ok: why */
 } bk_thread_snapshot_t;
 /* Asks for a snapshot of task `id`: 0, or -1 if this thread does not run it or has
  * BK_THREAD_SNAPSHOTS waiting. @locality any thread */

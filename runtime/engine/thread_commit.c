@@ -16,6 +16,8 @@
 #include "base/ffi.h"
 #include "base/log.h"
 #include "base/task.h"
+#include "engine/changelog.h"
+#include "engine/db.h"
 #include "engine/kafka.h"
 #include "engine/restore.h"
 #include "engine/snapshot.h"
@@ -23,8 +25,6 @@
 #include "engine/taskdb.h"
 #include "engine/thread_internal.h"
 #include "engine/vm.h"
-#include "engine/db.h"
-#include "engine/changelog.h"
 
 static void report_progress(bk_thread_t *thr)
 {
@@ -184,8 +184,8 @@ void bk_thread_make_snapshots(bk_thread_t *thr)
                 if (!realpath(dir, r->dir)) {
                     snprintf(r->dir, sizeof(r->dir), "%s", dir);
                 }
-                bk_log_info("task %s: snapshot %s for %s: %d file(s), %llu bytes, in %lld ms",
-                            name, m.id, r->req, m.nfiles, (unsigned long long)m.total_bytes,
+                bk_log_info("task %s: snapshot %s for %s: %d file(s), %llu bytes, in %lld ms", name,
+                            m.id, r->req, m.nfiles, (unsigned long long)m.total_bytes,
                             (long long)(bk_clock_wall_ms() - t0));
                 bk_manifest_free(&m);
             }
@@ -229,8 +229,7 @@ int bk_thread_take_snapshot(bk_thread_t *thr, bk_thread_snapshot_t *out)
     pthread_mutex_lock(&thr->snap_lock);
     if (thr->nsnap_done > 0) {
         *out = thr->snap_done[0];
-        memmove(thr->snap_done, thr->snap_done + 1,
-                (size_t)(thr->nsnap_done - 1) * sizeof(*out));
+        memmove(thr->snap_done, thr->snap_done + 1, (size_t)(thr->nsnap_done - 1) * sizeof(*out));
         thr->nsnap_done--;
         got = 1;
     }

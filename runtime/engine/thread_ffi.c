@@ -22,7 +22,6 @@
 #include "engine/thread_internal.h"
 #include "engine/vm.h"
 
-
 int64_t bk_ffi_clock_ms(void)
 {
     return bk_clock_wall_ms();
@@ -69,13 +68,12 @@ int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t 
     hdrs = rec >= 0 ? rec_headers(thr, rec) : NULL;
     for (;;) {
         rd_kafka_headers_t *copy = hdrs ? rd_kafka_headers_copy(hdrs) : NULL;
-        err = rd_kafka_producev(thr->producer, RD_KAFKA_V_RKT(rkt),
-                                RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
-                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                RD_KAFKA_V_KEY(key, key_len),
-                                RD_KAFKA_V_VALUE((void *)value, value_len),
-                                RD_KAFKA_V_TIMESTAMP(timestamp > 0 ? timestamp : 0),
-                                RD_KAFKA_V_HEADERS(copy), RD_KAFKA_V_END);
+        err = rd_kafka_producev(
+            thr->producer, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key, key_len),
+            RD_KAFKA_V_VALUE((void *)value, value_len),
+            RD_KAFKA_V_TIMESTAMP(timestamp > 0 ? timestamp : 0), RD_KAFKA_V_HEADERS(copy),
+            RD_KAFKA_V_END);
         if (!err) {
             thr->stats.out++;
             return BK_FFI_OK;

@@ -78,7 +78,7 @@ struct bk_thread_s {
     bk_thread_snapshot_t snap_req[BK_THREAD_SNAPSHOTS], snap_done[BK_THREAD_SNAPSHOTS];
     int nsnap_req, nsnap_done;
     atomic_int snap_wanted;
-    int clean;              /* the final commit went through */
+    int clean; /* the final commit went through */
 
     /* In a cluster (bk_thread_set_cluster). */
     uint64_t epoch;

@@ -15,6 +15,8 @@
 #include "base/ffi.h"
 #include "base/log.h"
 #include "base/task.h"
+#include "engine/changelog.h"
+#include "engine/db.h"
 #include "engine/kafka.h"
 #include "engine/restore.h"
 #include "engine/snapshot.h"
@@ -22,8 +24,6 @@
 #include "engine/taskdb.h"
 #include "engine/thread_internal.h"
 #include "engine/vm.h"
-#include "engine/db.h"
-#include "engine/changelog.h"
 
 void bk_thread_build_tables(bk_thread_t *thr)
 {
@@ -237,8 +237,7 @@ static int settle(bk_thread_t *thr)
             if (pending > 0) {
                 bk_log_info("task %s store %s: %lld write(s) after the previous owner's last "
                             "commit %s",
-                            BK_TASK_NAME(thr->tasks[t]), bk_store_name(st),
-                            (long long)pending,
+                            BK_TASK_NAME(thr->tasks[t]), bk_store_name(st), (long long)pending,
                             kept ? "kept: their input was committed"
                                  : "dropped: their input was not committed");
             }
@@ -259,8 +258,7 @@ static int settle(bk_thread_t *thr)
                 }
                 bk_log_info("task %s store %s: %lld key(s) written again with their "
                             "committed values",
-                            BK_TASK_NAME(thr->tasks[t]), bk_store_name(st),
-                            (long long)repaired);
+                            BK_TASK_NAME(thr->tasks[t]), bk_store_name(st), (long long)repaired);
             }
         }
     }
@@ -273,7 +271,7 @@ int bk_thread_restore(bk_thread_t *thr)
 {
     const bk_plan_t *plan = thr->plan;
     bk_restore_item_t *items = calloc((size_t)(thr->ntasks * plan->nstores) + 1, sizeof(*items));
-    char (*ids)[32] = calloc((size_t)thr->ntasks + 1, 32);
+    char(*ids)[32] = calloc((size_t)thr->ntasks + 1, 32);
     int n = 0, rc;
 
     for (int t = 0; t < thr->ntasks; t++) {
@@ -291,8 +289,8 @@ int bk_thread_restore(bk_thread_t *thr)
     for (int i = 0; i < n; i++) {
         before[i] = bk_store_changelog_next(items[i].st);
     }
-    rc = bk_restore_run(thr->consumer, items, n, restore_progress, thr, &thr->flags->stop,
-                        thr->err, sizeof(thr->err));
+    rc = bk_restore_run(thr->consumer, items, n, restore_progress, thr, &thr->flags->stop, thr->err,
+                        sizeof(thr->err));
     for (int i = 0, t = 0; i < n; i++) {
         while (t < thr->ntasks && strcmp(ids[t], items[i].task) != 0) {
             t++;
@@ -369,14 +367,14 @@ int bk_thread_start_kafka(bk_thread_t *thr)
     const char *dlq = bk_conf_str(thr->conf, BK_CONF_DLQ_TOPIC);
 
     snprintf(cid, sizeof(cid), "%s-%s-%d", plan->id, "consumer", thr->index);
-    thr->consumer = bk_kafka_new(thr->conf, BK_KAFKA_CONSUMER, cid, thr, NULL, thr->err,
-                                 sizeof(thr->err));
+    thr->consumer =
+        bk_kafka_new(thr->conf, BK_KAFKA_CONSUMER, cid, thr, NULL, thr->err, sizeof(thr->err));
     if (!thr->consumer) {
         return -1;
     }
     snprintf(cid, sizeof(cid), "%s-%s-%d", plan->id, "producer", thr->index);
-    thr->producer = bk_kafka_new(thr->conf, BK_KAFKA_PRODUCER, cid, thr, dr_msg_cb, thr->err,
-                                 sizeof(thr->err));
+    thr->producer =
+        bk_kafka_new(thr->conf, BK_KAFKA_PRODUCER, cid, thr, dr_msg_cb, thr->err, sizeof(thr->err));
     if (!thr->producer) {
         return -1;
     }
@@ -392,13 +390,13 @@ int bk_thread_start_kafka(bk_thread_t *thr)
     thr->changelog_rkts = calloc((size_t)plan->nstores + 1, sizeof(*thr->changelog_rkts));
     for (int s = 0; s < plan->nstores; s++) {
         if (plan->stores[s].logged) {
-            thr->changelog_rkts[s] = rd_kafka_topic_new(thr->producer, plan->stores[s].changelog,
-                                                        NULL);
+            thr->changelog_rkts[s] =
+                rd_kafka_topic_new(thr->producer, plan->stores[s].changelog, NULL);
         }
         for (int t = 0; t < thr->ntasks; t++) {
             if (thr->store_of[t][s]) {
-                bk_store_set_changelog(thr->store_of[t][s], thr->producer,
-                                       thr->changelog_rkts[s], thr->tasks[t].partition);
+                bk_store_set_changelog(thr->store_of[t][s], thr->producer, thr->changelog_rkts[s],
+                                       thr->tasks[t].partition);
             }
         }
     }
@@ -424,8 +422,7 @@ int bk_thread_assign_inputs(bk_thread_t *thr)
     err = rd_kafka_assign(thr->consumer, list);
     rd_kafka_topic_partition_list_destroy(list);
     if (err) {
-        snprintf(thr->err, sizeof(thr->err), "cannot assign partitions: %s",
-                 rd_kafka_err2str(err));
+        snprintf(thr->err, sizeof(thr->err), "cannot assign partitions: %s", rd_kafka_err2str(err));
         return -1;
     }
     return 0;

@@ -23,8 +23,7 @@ static void warn_changelog_configs(rd_kafka_t *rk, const bk_plan_store_t *st)
 {
     const char *names[] = {"cleanup.policy", "retention.ms", "retention.bytes"};
     char values[3][BK_KAFKA_CONFIG_MAX], err[256];
-    if (bk_kafka_topic_configs(rk, st->changelog, names, 3, values, 10000, err, sizeof(err)) !=
-        0) {
+    if (bk_kafka_topic_configs(rk, st->changelog, names, 3, values, 10000, err, sizeof(err)) != 0) {
         bk_log_warn("cannot check the configs of changelog %s: %s", st->changelog, err);
         return;
     }
@@ -43,8 +42,8 @@ static void warn_changelog_configs(rd_kafka_t *rk, const bk_plan_store_t *st)
 
 /* A changelog has one partition per task of its store's subtopology; an
  * existing one with fewer could not hold every task's records. */
-static int ensure_changelogs(const bk_plan_t *plan, rd_kafka_t *rk, int dev_port, int rf,
-                             char *err, size_t errsz)
+static int ensure_changelogs(const bk_plan_t *plan, rd_kafka_t *rk, int dev_port, int rf, char *err,
+                             size_t errsz)
 {
     for (int s = 0; s < plan->nstores; s++) {
         const bk_plan_store_t *st = &plan->stores[s];
@@ -68,8 +67,8 @@ static int ensure_changelogs(const bk_plan_t *plan, rd_kafka_t *rk, int dev_port
             if (bk_kafka_create_topic(rk, dev_port, st->changelog, want, rf,
                                       st->window && st->retention_ms > 0 ? win : kv, err,
                                       errsz) != 0) {
-                snprintf(err + strlen(err), errsz - strlen(err),
-                         " (the changelog of store %s)", st->name);
+                snprintf(err + strlen(err), errsz - strlen(err), " (the changelog of store %s)",
+                         st->name);
                 return -1;
             }
             for (int tries = 0; tries < 100 && have == 0; tries++) {
@@ -82,8 +81,10 @@ static int ensure_changelogs(const bk_plan_t *plan, rd_kafka_t *rk, int dev_port
             }
         }
         if (have < want) {
-            snprintf(err, errsz, "changelog %s of store %s has %d partitions, the store's tasks "
-                     "need %d", st->changelog, st->name, have, want);
+            snprintf(err, errsz,
+                     "changelog %s of store %s has %d partitions, the store's tasks "
+                     "need %d",
+                     st->changelog, st->name, have, want);
             return -1;
         }
         if (dev_port <= 0) {

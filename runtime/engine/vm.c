@@ -79,7 +79,7 @@ static int traceback_handler(lua_State *L)
 }
 
 int bk_vm_pcall(lua_State *L, int nargs, int nresults, int traceback, char *errstr,
-                 size_t errstr_size)
+                size_t errstr_size)
 {
     int base = lua_gettop(L) - nargs, rc;
     const char *msg;

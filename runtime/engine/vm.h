@@ -7,8 +7,8 @@
 #ifndef BK_VM_H
 #define BK_VM_H
 
-#include <stddef.h>
 #include <lua.h>
+#include <stddef.h>
 
 /* A VM with the standard libraries, the `beck` modules compiled into the
  * binary (found before anything on package.path), and the Lua paths of the
@@ -21,7 +21,7 @@ void bk_vm_destroy(lua_State *L);
  * `traceback` is set) into errstr, leaving the stack as before the call minus
  * the function and arguments. */
 int bk_vm_pcall(lua_State *L, int nargs, int nresults, int traceback, char *errstr,
-                 size_t errstr_size);
+                size_t errstr_size);
 
 /* Loads and runs a Lua file, leaving its `nresults` results on the stack. */
 int bk_vm_dofile(lua_State *L, const char *path, int nresults, char *errstr, size_t errstr_size);

@@ -104,8 +104,7 @@ static void call_hook(bk_hooks_t *hooks, const char *name, char **names, const i
 }
 
 /* Alone: this node takes every task of its app. */
-static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
-                     const sigset_t *set)
+static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, const sigset_t *set)
 {
     int ntasks, signals = 0, failed;
     bk_task_id_t *tasks = all_tasks(plan, &ntasks);
@@ -172,7 +171,7 @@ typedef struct member_node_s {
     int32_t *running, *standing, *scratch;
     bk_reconcile_actions_t actions; /* apply_view's, kept to spare allocations */
     int nrun, nstand;
-    uint64_t logged_epoch; /* the last epoch a line was logged for */
+    uint64_t logged_epoch;  /* the last epoch a line was logged for */
     bk_taskdb_pool_t *pool; /* DBs kept open from one crew to the next */
     bk_bootstrap_t *boot;   /* cold bootstrap, both sides */
     uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
@@ -252,9 +251,8 @@ static void stop_standby(member_node_t *mn)
  * standbys and actives start). Returns 1 if an active failed while stopping. */
 static int apply_view(member_node_t *mn, const bk_member_view_t *view)
 {
-    bk_reconcile_now_t now = {mn->ntasks, mn->running,  mn->nrun,
-                              mn->standing, mn->nstand, mn->was_sb,
-                              mn->logged_epoch};
+    bk_reconcile_now_t now = {mn->ntasks, mn->running, mn->nrun,        mn->standing,
+                              mn->nstand, mn->was_sb,  mn->logged_epoch};
     bk_reconcile_actions_t *a = &mn->actions;
     char run_list[1024], sb_list[1024];
 
@@ -268,8 +266,7 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
                         "standby (running [%s], standby [%s]), unchanged",
                         (unsigned long long)view->epoch, mn->nrun, view->nwaiting, mn->nstand,
                         list_names(mn->names, mn->running, mn->nrun, run_list, sizeof(run_list)),
-                        list_names(mn->names, mn->standing, mn->nstand, sb_list,
-                                   sizeof(sb_list)));
+                        list_names(mn->names, mn->standing, mn->nstand, sb_list, sizeof(sb_list)));
         }
         return 0;
     }
@@ -412,9 +409,8 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         goto done;
     }
     {
-        bk_bootstrap_env_t env = {plan,      conf,     mn.member, mc.node_id, mn.ntasks,
-                                  mn.tasks,  mn.names, crew_ask,  crew_take,  &mn.crew,
-                                  hooks,     mn.pool};
+        bk_bootstrap_env_t env = {plan,     conf,     mn.member, mc.node_id, mn.ntasks, mn.tasks,
+                                  mn.names, crew_ask, crew_take, &mn.crew,   hooks,     mn.pool};
         mn.boot = bk_bootstrap_new(&env);
     }
     bk_log_info("app %s: node %s (rack %s) joining, %d standby replica(s) per task%s", plan->id,
@@ -503,4 +499,3 @@ int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int d
     }
     return run_alone(plan, conf, hooks, &set);
 }
-

@@ -4,21 +4,21 @@
 #include <errno.h>
 #include <pthread.h>
 #include <pwd.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <stdatomic.h>
 
 #include "base/fs.h"
 #include "base/log.h"
-#include "replica/sftp.h"
 #include "engine/snapshot.h"
-#include "replica/install.h"
-#include "replica/standby.h"
 #include "engine/taskdb.h"
+#include "replica/install.h"
+#include "replica/sftp.h"
+#include "replica/standby.h"
 
 #define MANIFEST_MAX (64u << 20) /* a manifest of BK_MANIFEST_MAX_FILES lines fits */
 #define SWEEP_MS 10000
@@ -30,9 +30,9 @@ enum { J_IDLE = 0, J_WANTED, J_REQUESTED, J_FETCHING, J_ENDED };
 /* One task this node keeps a standby of. */
 typedef struct job_s {
     int state;
-    int mode; /* BK_STANDBY_BOOT_* for the next standby runner */
+    int mode;     /* BK_STANDBY_BOOT_* for the next standby runner */
     int standing; /* this node keeps a standby of the task (bk_bootstrap_keep) */
-    int batch; /* the batch it is in (REQUESTED, FETCHING), -1: none */
+    int batch;    /* the batch it is in (REQUESTED, FETCHING), -1: none */
     char why[512];
     char snap[128]; /* from "snapshot-ready": its snapshot's id, "" if the active made none */
     int ok;
@@ -67,7 +67,7 @@ typedef struct served_s {
     int32_t tasks[BATCH_MAX];
     char ids[BATCH_MAX][128]; /* snapshot ids made, "" while pending or failed */
     char got[BATCH_MAX];      /* the thread answered (or could not be asked) */
-    int64_t until; /* dropped then if not fetched (the thread asked may have stopped) */
+    int64_t until;            /* dropped then if not fetched (the thread asked may have stopped) */
 } served_t;
 
 struct bk_bootstrap_s {
@@ -332,8 +332,10 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
         return;
     }
     if (!bk_manifest_name_ok(j->snap)) {
-        snprintf(j->err, sizeof(j->err), "snapshot id '%.200s' from %s is not a safe name: "
-                 "refused", j->snap, x->from);
+        snprintf(j->err, sizeof(j->err),
+                 "snapshot id '%.200s' from %s is not a safe name: "
+                 "refused",
+                 j->snap, x->from);
         return;
     }
     snprintf(dir, sizeof(dir), "%s/%s", x->root, j->snap);
@@ -342,8 +344,8 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
     /* beside the task's directory (install renames it into place), hidden from dump */
     snprintf(local, sizeof(local), "%s/%s/.bootstrap-%s", bk_conf_str(conf, BK_CONF_STATE_DIR),
              b->env.plan->id, name);
-    if (bk_sftp_session_read_small(ss, path, MANIFEST_MAX, &text, &len, j->err,
-                                   sizeof(j->err)) != 0) {
+    if (bk_sftp_session_read_small(ss, path, MANIFEST_MAX, &text, &len, j->err, sizeof(j->err)) !=
+        0) {
         goto done;
     }
     if (bk_manifest_parse(text, len, &m, j->err, sizeof(j->err)) != 0) {
@@ -469,8 +471,8 @@ static void *fetch_main(void *arg)
     memset(&sc, 0, sizeof(sc));
     snprintf(user, sizeof(user), "%s",
              bk_conf_str(conf, BK_CONF_SSH_USER) ? bk_conf_str(conf, BK_CONF_SSH_USER)
-             : pw                                  ? pw->pw_name
-                                                   : "root");
+             : pw                                ? pw->pw_name
+                                                 : "root");
     sc.host = x->host;
     sc.port = x->port;
     sc.user = user;
@@ -546,11 +548,15 @@ static void hook(bk_bootstrap_t *b, job_t *j, const char *from, int done, int ok
 {
     double s = (double)(mono_ms() - j->t0) / 1000.0;
     double rate = s > 0 ? (double)j->bytes / s : 0;
-    bk_hooks_bootstrap_t p = {b->env.names[j->task], from, j->bytes, j->total, s,
-                              rate > 0 && j->total > j->bytes
-                                  ? (double)(j->total - j->bytes) / rate
-                                  : 0.0,
-                              done, ok};
+    bk_hooks_bootstrap_t p = {b->env.names[j->task],
+                              from,
+                              j->bytes,
+                              j->total,
+                              s,
+                              rate > 0 && j->total > j->bytes ? (double)(j->total - j->bytes) / rate
+                                                              : 0.0,
+                              done,
+                              ok};
     j->hook_at = mono_ms();
     bk_hooks_bootstrap(b->env.hooks, &p);
 }
@@ -686,8 +692,10 @@ static void on_request(bk_bootstrap_t *b, const bk_member_note_t *n)
         return;
     }
     if (b->nserved >= b->max) {
-        snprintf(text, sizeof(text), "req=%s why=busy: %d request(s) served already "
-                 "(bootstrap_max_concurrent)", req, b->max);
+        snprintf(text, sizeof(text),
+                 "req=%s why=busy: %d request(s) served already "
+                 "(bootstrap_max_concurrent)",
+                 req, b->max);
         bk_member_note(b->env.member, n->from, "snapshot-failed", text);
         return;
     }
@@ -737,8 +745,8 @@ static void answer(bk_bootstrap_t *b, served_t *s)
     if (!realpath(b->root, root)) {
         snprintf(root, sizeof(root), "%s", b->root);
     }
-    len = snprintf(text, sizeof(text), "req=%s host=%s port=%lld root=%.1000s snaps=", s->req,
-                   host, (long long)bk_conf_int(b->env.conf, BK_CONF_SSH_PORT), root);
+    len = snprintf(text, sizeof(text), "req=%s host=%s port=%lld root=%.1000s snaps=", s->req, host,
+                   (long long)bk_conf_int(b->env.conf, BK_CONF_SSH_PORT), root);
     for (int i = 0; i < s->ntasks && len < (int)sizeof(text); i++) {
         if (s->ids[i][0]) {
             len += snprintf(text + len, sizeof(text) - (size_t)len, "%s:%s,",

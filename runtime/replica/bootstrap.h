@@ -6,7 +6,7 @@
  *   replica  the standby runner hands over a task (bk_bootstrap_want); this node sends
  *            "snapshot-request" to the task's active, waits for "snapshot-ready", then a
  *            worker thread reads the manifest and fetches the files over SFTP (sftp.h),
- *            installs them as the task's DB (bk_snapshot_install) and sends
+ *            installs them as the task's DB (bk_install_snapshot) and sends
  *            "snapshot-fetched". Any failure (no answer in bootstrap_timeout_ms, sshd down,
  *            host key, auth, checksum, a manifest that names a path outside its directory)
  *            ends the job with a logged reason; the node then restarts its standby runner
@@ -27,8 +27,8 @@
 #include <stdint.h>
 
 #include "base/conf.h"
-#include "engine/hooks.h"
 #include "cluster/member.h"
+#include "engine/hooks.h"
 #include "engine/plan.h"
 #include "engine/thread.h"
 

@@ -58,7 +58,8 @@ static int check_entries(const bk_manifest_t *m, const char *fetched_dir, char *
         }
         snprintf(path, sizeof(path), "%s/%s", fetched_dir, key);
         if (lstat(path, &sb) != 0) {
-            snprintf(errstr, errstr_size, "%s: %s", bk_log_shown(key, nb, sizeof(nb)), strerror(errno));
+            snprintf(errstr, errstr_size, "%s: %s", bk_log_shown(key, nb, sizeof(nb)),
+                     strerror(errno));
             rc = -1;
         } else if (S_ISLNK(sb.st_mode)) {
             snprintf(errstr, errstr_size, "%s: a symbolic link: refused",
@@ -217,7 +218,6 @@ int bk_install_snapshot(const bk_manifest_t *m, const char *fetched_dir, const c
     }
     return 0;
 }
-
 
 /* -- FFI: for specs (ffi_spec.h) ------------------------------------------------------- */
 

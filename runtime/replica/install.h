@@ -10,7 +10,7 @@
 
 /* Checks every file of m in fetched_dir (size and XXH3 against the manifest; a file not
  * in the manifest is refused), then replaces task_dir with fetched_dir (rename) and
- * writes task_dir's checkpoint file (store.c's format) from the manifest's store lines,
+ * writes task_dir's checkpoint file (engine/db.c's format) from the manifest's store lines,
  * so that bk_db_open(task_dir, ...) resumes the changelogs at the manifest's offsets. 0,
  * or -1 with errstr naming the file and what was wrong ("000012.sst: checksum 0123...
  * expected 4567...: refused"); task_dir is untouched on failure. */

@@ -45,7 +45,8 @@ static int read_small_on(bk_sftp_conn_t *connp, const char *remote_path, size_t 
                              LIBSSH2_FXF_READ, 0, LIBSSH2_SFTP_OPENFILE);
     if (!h) {
         r = libssh2_session_last_errno(connp->ssh);
-        bk_sftp_conn_err_set(errstr, errstr_size, "%s:%s: %s", connp->where, remote_path, bk_sftp_conn_sftp_err(connp, r));
+        bk_sftp_conn_err_set(errstr, errstr_size, "%s:%s: %s", connp->where, remote_path,
+                             bk_sftp_conn_sftp_err(connp, r));
         bk_sftp_conn_break(connp, r);
         goto fail;
     }
@@ -53,14 +54,14 @@ static int read_small_on(bk_sftp_conn_t *connp, const char *remote_path, size_t 
     while ((r = libssh2_sftp_read(h, data + got, max + 1 - got)) > 0) {
         got += (size_t)r;
         if (got > max) {
-            bk_sftp_conn_err_set(errstr, errstr_size, "%s:%s: longer than %zu bytes: refused", connp->where,
-                    remote_path, max);
+            bk_sftp_conn_err_set(errstr, errstr_size, "%s:%s: longer than %zu bytes: refused",
+                                 connp->where, remote_path, max);
             goto fail;
         }
     }
     if (r < 0) {
-        bk_sftp_conn_err_set(errstr, errstr_size, "%s:%s: read failed: %s", connp->where, remote_path,
-                bk_sftp_conn_sftp_err(connp, r));
+        bk_sftp_conn_err_set(errstr, errstr_size, "%s:%s: read failed: %s", connp->where,
+                             remote_path, bk_sftp_conn_sftp_err(connp, r));
         bk_sftp_conn_break(connp, r);
         goto fail;
     }
@@ -124,7 +125,8 @@ int bk_sftp_session_read_small(bk_sftp_session_t *s, const char *remote_path, si
                                char **buf, size_t *len, char *errstr, size_t errstr_size)
 {
     if (s->conn.broken || s->conn.fd < 0) {
-        bk_sftp_conn_err_set(errstr, errstr_size, "the SSH connection to %s was lost", s->conn.where);
+        bk_sftp_conn_err_set(errstr, errstr_size, "the SSH connection to %s was lost",
+                             s->conn.where);
         return -1;
     }
     return read_small_on(&s->conn, remote_path, max, buf, len, errstr, errstr_size);
@@ -218,7 +220,8 @@ static int fetch_file(bk_sftp_worker_t *w, int i, char *buf, size_t bufsize, XXH
     int fd = -1, rc = -1;
 
     if (!bk_manifest_name_ok(f->name)) {
-        bk_sftp_conn_err_set(errstr, n, "manifest file name '%s' is not a safe file name: refused", f->name);
+        bk_sftp_conn_err_set(errstr, n, "manifest file name '%s' is not a safe file name: refused",
+                             f->name);
         return -1;
     }
     if (snprintf(remote, sizeof(remote), "%s/%s", fetch->remote_dir, f->name) >=
@@ -234,27 +237,30 @@ static int fetch_file(bk_sftp_worker_t *w, int i, char *buf, size_t bufsize, XXH
     r = libssh2_sftp_stat_ex(conn->sftp, remote, (unsigned int)strlen(remote), LIBSSH2_SFTP_LSTAT,
                              &a);
     if (r != 0) {
-        bk_sftp_conn_err_set(errstr, n, "%s: %s:%s: %s", f->name, conn->where, remote, bk_sftp_conn_sftp_err(conn, r));
+        bk_sftp_conn_err_set(errstr, n, "%s: %s:%s: %s", f->name, conn->where, remote,
+                             bk_sftp_conn_sftp_err(conn, r));
         bk_sftp_conn_break(conn, r);
         return -1;
     }
     if (!(a.flags & LIBSSH2_SFTP_ATTR_PERMISSIONS) || !(a.flags & LIBSSH2_SFTP_ATTR_SIZE)) {
-        bk_sftp_conn_err_set(errstr, n, "%s: %s:%s: the server gave no type or size: refused", f->name,
-                conn->where, remote);
+        bk_sftp_conn_err_set(errstr, n, "%s: %s:%s: the server gave no type or size: refused",
+                             f->name, conn->where, remote);
         return -1;
     }
     if (LIBSSH2_SFTP_S_ISLNK(a.permissions)) {
-        bk_sftp_conn_err_set(errstr, n, "%s: %s:%s is a symlink: refused", f->name, conn->where, remote);
+        bk_sftp_conn_err_set(errstr, n, "%s: %s:%s is a symlink: refused", f->name, conn->where,
+                             remote);
         return -1;
     }
     if (!LIBSSH2_SFTP_S_ISREG(a.permissions)) {
-        bk_sftp_conn_err_set(errstr, n, "%s: %s:%s is not a regular file: refused", f->name, conn->where,
-                remote);
+        bk_sftp_conn_err_set(errstr, n, "%s: %s:%s is not a regular file: refused", f->name,
+                             conn->where, remote);
         return -1;
     }
     if (a.filesize != f->size) {
-        bk_sftp_conn_err_set(errstr, n, "%s: %s:%s has %llu bytes, the manifest says %llu: refused", f->name,
-                conn->where, remote, (unsigned long long)a.filesize, (unsigned long long)f->size);
+        bk_sftp_conn_err_set(errstr, n, "%s: %s:%s has %llu bytes, the manifest says %llu: refused",
+                             f->name, conn->where, remote, (unsigned long long)a.filesize,
+                             (unsigned long long)f->size);
         return -1;
     }
     h = libssh2_sftp_open_ex(conn->sftp, remote, (unsigned int)strlen(remote), LIBSSH2_FXF_READ, 0,
@@ -262,7 +268,7 @@ static int fetch_file(bk_sftp_worker_t *w, int i, char *buf, size_t bufsize, XXH
     if (!h) {
         r = libssh2_session_last_errno(conn->ssh);
         bk_sftp_conn_err_set(errstr, n, "%s: cannot open %s:%s: %s", f->name, conn->where, remote,
-                bk_sftp_conn_sftp_err(conn, r));
+                             bk_sftp_conn_sftp_err(conn, r));
         bk_sftp_conn_break(conn, r);
         return -1;
     }
@@ -270,7 +276,7 @@ static int fetch_file(bk_sftp_worker_t *w, int i, char *buf, size_t bufsize, XXH
     fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         bk_sftp_conn_err_set(errstr, n, "%s: cannot create %s: %s", f->name, part,
-                bk_sftp_conn_errno(errno, eb, sizeof(eb)));
+                             bk_sftp_conn_errno(errno, eb, sizeof(eb)));
         goto out;
     }
     XXH3_64bits_reset(xs);
@@ -288,15 +294,17 @@ static int fetch_file(bk_sftp_worker_t *w, int i, char *buf, size_t bufsize, XXH
             break;
         }
         if (r < 0) {
-            bk_sftp_conn_err_set(errstr, n, "%s: reading %s:%s failed after %llu bytes: %s", f->name,
-                    conn->where, remote, (unsigned long long)got, bk_sftp_conn_sftp_err(conn, r));
+            bk_sftp_conn_err_set(errstr, n, "%s: reading %s:%s failed after %llu bytes: %s",
+                                 f->name, conn->where, remote, (unsigned long long)got,
+                                 bk_sftp_conn_sftp_err(conn, r));
             bk_sftp_conn_break(conn, r);
             goto out;
         }
         got += (uint64_t)r;
         if (got > f->size) {
-            bk_sftp_conn_err_set(errstr, n, "%s: %s:%s grew past the manifest's %llu bytes: refused", f->name,
-                    conn->where, remote, (unsigned long long)f->size);
+            bk_sftp_conn_err_set(errstr, n,
+                                 "%s: %s:%s grew past the manifest's %llu bytes: refused", f->name,
+                                 conn->where, remote, (unsigned long long)f->size);
             goto out;
         }
         XXH3_64bits_update(xs, buf, (size_t)r);
@@ -307,7 +315,7 @@ static int fetch_file(bk_sftp_worker_t *w, int i, char *buf, size_t bufsize, XXH
             }
             if (wr < 0) {
                 bk_sftp_conn_err_set(errstr, n, "%s: writing %s: %s", f->name, part,
-                        bk_sftp_conn_errno(errno, eb, sizeof(eb)));
+                                     bk_sftp_conn_errno(errno, eb, sizeof(eb)));
                 goto out;
             }
             off += wr;
@@ -322,25 +330,29 @@ static int fetch_file(bk_sftp_worker_t *w, int i, char *buf, size_t bufsize, XXH
         bucket_take(fetch, (size_t)r);
     }
     if (got != f->size) {
-        bk_sftp_conn_err_set(errstr, n, "%s: %s:%s ended after %llu bytes, the manifest says %llu: refused",
-                f->name, conn->where, remote, (unsigned long long)got, (unsigned long long)f->size);
+        bk_sftp_conn_err_set(
+            errstr, n, "%s: %s:%s ended after %llu bytes, the manifest says %llu: refused", f->name,
+            conn->where, remote, (unsigned long long)got, (unsigned long long)f->size);
         goto out;
     }
     sum = XXH3_64bits_digest(xs);
     if (sum != f->xxh3) {
-        bk_sftp_conn_err_set(errstr, n, "%s: checksum %016llx, expected %016llx: refused (fetched from %s:%s)",
-                f->name, (unsigned long long)sum, (unsigned long long)f->xxh3, conn->where, remote);
+        bk_sftp_conn_err_set(
+            errstr, n, "%s: checksum %016llx, expected %016llx: refused (fetched from %s:%s)",
+            f->name, (unsigned long long)sum, (unsigned long long)f->xxh3, conn->where, remote);
         goto out;
     }
     /* The snapshot becomes a live DB: its files must be on disk before we say so. */
     if (fdatasync(fd) != 0 || close(fd) != 0) {
         fd = -1;
-        bk_sftp_conn_err_set(errstr, n, "%s: syncing %s: %s", f->name, part, bk_sftp_conn_errno(errno, eb, sizeof(eb)));
+        bk_sftp_conn_err_set(errstr, n, "%s: syncing %s: %s", f->name, part,
+                             bk_sftp_conn_errno(errno, eb, sizeof(eb)));
         goto out;
     }
     fd = -1;
     if (rename(part, final) != 0) {
-        bk_sftp_conn_err_set(errstr, n, "%s: renaming %s: %s", f->name, part, bk_sftp_conn_errno(errno, eb, sizeof(eb)));
+        bk_sftp_conn_err_set(errstr, n, "%s: renaming %s: %s", f->name, part,
+                             bk_sftp_conn_errno(errno, eb, sizeof(eb)));
         goto out;
     }
     rc = 0;
@@ -436,16 +448,15 @@ static int by_size_desc(const void *a, const void *b)
 
 static int fetch_with(const bk_sftp_conf_t *conf, bk_sftp_conn_t *lent, const char *remote_dir,
                       const bk_manifest_t *m, const char *local_dir,
-                      void (*progress)(void *opaque, uint64_t done, uint64_t total),
-                      void *opaque, char *errstr, size_t errstr_size);
+                      void (*progress)(void *opaque, uint64_t done, uint64_t total), void *opaque,
+                      char *errstr, size_t errstr_size);
 
 int bk_sftp_fetch(const bk_sftp_conf_t *conf, const char *remote_dir, const bk_manifest_t *m,
                   const char *local_dir,
                   void (*progress)(void *opaque, uint64_t done, uint64_t total), void *opaque,
                   char *errstr, size_t errstr_size)
 {
-    return fetch_with(conf, NULL, remote_dir, m, local_dir, progress, opaque, errstr,
-                      errstr_size);
+    return fetch_with(conf, NULL, remote_dir, m, local_dir, progress, opaque, errstr, errstr_size);
 }
 
 int bk_sftp_session_fetch(bk_sftp_session_t *s, const char *remote_dir, const bk_manifest_t *m,
@@ -454,7 +465,8 @@ int bk_sftp_session_fetch(bk_sftp_session_t *s, const char *remote_dir, const bk
                           void *opaque, char *errstr, size_t errstr_size)
 {
     if (s->conn.broken || s->conn.fd < 0) {
-        bk_sftp_conn_err_set(errstr, errstr_size, "the SSH connection to %s was lost", s->conn.where);
+        bk_sftp_conn_err_set(errstr, errstr_size, "the SSH connection to %s was lost",
+                             s->conn.where);
         return -1;
     }
     return fetch_with(s->conf, &s->conn, remote_dir, m, local_dir, progress, opaque, errstr,
@@ -464,8 +476,8 @@ int bk_sftp_session_fetch(bk_sftp_session_t *s, const char *remote_dir, const bk
 /* The fetch; with `lent`, its first worker uses that open connection and leaves it open. */
 static int fetch_with(const bk_sftp_conf_t *conf, bk_sftp_conn_t *lent, const char *remote_dir,
                       const bk_manifest_t *m, const char *local_dir,
-                      void (*progress)(void *opaque, uint64_t done, uint64_t total),
-                      void *opaque, char *errstr, size_t errstr_size)
+                      void (*progress)(void *opaque, uint64_t done, uint64_t total), void *opaque,
+                      char *errstr, size_t errstr_size)
 {
     bk_sftp_fetch_t fetch = {0};
     bk_sftp_worker_t *workers = NULL;
@@ -476,7 +488,7 @@ static int fetch_with(const bk_sftp_conf_t *conf, bk_sftp_conn_t *lent, const ch
     dfd = open(local_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
         bk_sftp_conn_err_set(errstr, errstr_size, "local directory %s: %s", local_dir,
-                bk_sftp_conn_errno(errno, eb, sizeof(eb)));
+                             bk_sftp_conn_errno(errno, eb, sizeof(eb)));
         return -1;
     }
     if (m->nfiles == 0) {
@@ -576,7 +588,8 @@ static int fetch_with(const bk_sftp_conf_t *conf, bk_sftp_conn_t *lent, const ch
         goto out;
     }
     if (fsync(dfd) != 0) {
-        bk_sftp_conn_err_set(errstr, errstr_size, "syncing %s: %s", local_dir, bk_sftp_conn_errno(errno, eb, sizeof(eb)));
+        bk_sftp_conn_err_set(errstr, errstr_size, "syncing %s: %s", local_dir,
+                             bk_sftp_conn_errno(errno, eb, sizeof(eb)));
         goto out;
     }
     if (progress) {

@@ -5,7 +5,7 @@
  * authentication only; every name is checked with bk_manifest_name_ok; a remote file must
  * be a regular file (lstat: no symlink) of the manifest's size and XXH3-64. Files are
  * written as NAME.part and renamed when complete and verified. It does not open or install
- * the snapshot (bk_snapshot_install does) and keeps no state between calls. */
+ * the snapshot (bk_install_snapshot does) and keeps no state between calls. */
 #ifndef BK_SFTP_H
 #define BK_SFTP_H
 

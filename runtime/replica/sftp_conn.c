@@ -46,7 +46,6 @@
 #define BK_SFTP_MACS "hmac-sha2-256,hmac-sha1,hmac-sha2-512"
 #define BK_SFTP_TIMEOUT_MS 30000
 
-
 static pthread_once_t bk_sftp_once = PTHREAD_ONCE_INIT;
 static int bk_sftp_init_rc;
 
@@ -61,8 +60,8 @@ const char *bk_sftp_conn_errno(int e, char *buf, size_t n)
 }
 
 /* Error text; a long one is cut, which is fine for a message. */
-__attribute__((format(printf, 3, 4))) void bk_sftp_conn_err_set(char *errstr, size_t n, const char *fmt,
-                                                          ...)
+__attribute__((format(printf, 3, 4))) void bk_sftp_conn_err_set(char *errstr, size_t n,
+                                                                const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -166,9 +165,11 @@ static int tcp_connect(const bk_sftp_conf_t *conf, const char *where, char *errs
     freeaddrinfo(res);
     if (fd < 0) {
         if (err == ETIMEDOUT) {
-            bk_sftp_conn_err_set(errstr, n, "cannot connect to %s: no answer within %d ms", where, tmo);
+            bk_sftp_conn_err_set(errstr, n, "cannot connect to %s: no answer within %d ms", where,
+                                 tmo);
         } else {
-            bk_sftp_conn_err_set(errstr, n, "cannot connect to %s: %s", where, bk_sftp_conn_errno(err, eb, sizeof(eb)));
+            bk_sftp_conn_err_set(errstr, n, "cannot connect to %s: %s", where,
+                                 bk_sftp_conn_errno(err, eb, sizeof(eb)));
         }
         return -1;
     }
@@ -275,7 +276,8 @@ static int hostkey_check(const bk_sftp_conf_t *conf, bk_sftp_conn_t *conn, LIBSS
         bits = LIBSSH2_KNOWNHOST_KEY_ED25519;
         break;
     default:
-        bk_sftp_conn_err_set(errstr, n, "host %s offers a host key of unknown type: refused", conn->where);
+        bk_sftp_conn_err_set(errstr, n, "host %s offers a host key of unknown type: refused",
+                             conn->where);
         return -1;
     }
     if (!key) {
@@ -289,12 +291,13 @@ static int hostkey_check(const bk_sftp_conf_t *conf, bk_sftp_conn_t *conn, LIBSS
     case LIBSSH2_KNOWNHOST_CHECK_MATCH:
         return 0;
     case LIBSSH2_KNOWNHOST_CHECK_MISMATCH:
-        bk_sftp_conn_err_set(errstr, n, "host key of %s does not match known_hosts %s (changed key?): refused",
-                conn->where, conf->known_hosts);
+        bk_sftp_conn_err_set(errstr, n,
+                             "host key of %s does not match known_hosts %s (changed key?): refused",
+                             conn->where, conf->known_hosts);
         return -1;
     case LIBSSH2_KNOWNHOST_CHECK_NOTFOUND:
         bk_sftp_conn_err_set(errstr, n, "host %s is not in known_hosts %s: refused", conn->where,
-                conf->known_hosts);
+                             conf->known_hosts);
         return -1;
     default:
         bk_sftp_conn_err_set(errstr, n, "checking the host key of %s failed: refused", conn->where);
@@ -310,7 +313,7 @@ static int authenticate(const bk_sftp_conf_t *conf, bk_sftp_conn_t *conn, char *
 
     if (access(conf->private_key, R_OK) != 0) {
         bk_sftp_conn_err_set(errstr, n, "private key %s: %s", conf->private_key,
-                bk_sftp_conn_errno(errno, eb, sizeof(eb)));
+                             bk_sftp_conn_errno(errno, eb, sizeof(eb)));
         return -1;
     }
     if (!pubp) {
@@ -326,17 +329,18 @@ static int authenticate(const bk_sftp_conf_t *conf, bk_sftp_conn_t *conn, char *
     }
     if (rc == LIBSSH2_ERROR_FILE) {
         /* libssh2's text names neither the key nor the passphrase. */
-        bk_sftp_conn_err_set(errstr, n, "private key %s cannot be used (wrong passphrase or format?): %s",
-                conf->private_key, ssh_err(conn));
+        bk_sftp_conn_err_set(errstr, n,
+                             "private key %s cannot be used (wrong passphrase or format?): %s",
+                             conf->private_key, ssh_err(conn));
     } else if (rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED ||
                rc == LIBSSH2_ERROR_AUTHENTICATION_FAILED) {
         bk_sftp_conn_err_set(errstr, n,
-                "%s refused public-key authentication of user %s with key %s "
-                "(not in authorized_keys?)",
-                conn->where, conf->user, conf->private_key);
+                             "%s refused public-key authentication of user %s with key %s "
+                             "(not in authorized_keys?)",
+                             conn->where, conf->user, conf->private_key);
     } else {
-        bk_sftp_conn_err_set(errstr, n, "authentication of user %s at %s failed: %s", conf->user, conn->where,
-                ssh_err(conn));
+        bk_sftp_conn_err_set(errstr, n, "authentication of user %s at %s failed: %s", conf->user,
+                             conn->where, ssh_err(conn));
     }
     return -1;
 }
@@ -384,10 +388,10 @@ int bk_sftp_conn_open(const bk_sftp_conf_t *conf, bk_sftp_conn_t *conn, char *er
     if (!conf->host || !conf->user || !conf->private_key || !conf->known_hosts) {
         /* settings, not code: say which is missing */
         bk_sftp_conn_err_set(errstr, n, "no %s given: cannot fetch over SFTP",
-                !conf->host          ? "host"
-                : !conf->user        ? "user"
-                : !conf->private_key ? "private key file"
-                                     : "known_hosts file");
+                             !conf->host          ? "host"
+                             : !conf->user        ? "user"
+                             : !conf->private_key ? "private key file"
+                                                  : "known_hosts file");
         return -1;
     }
     snprintf(conn->where, sizeof(conn->where), "%s:%d", conf->host, conf_port(conf));
@@ -412,7 +416,7 @@ int bk_sftp_conn_open(const bk_sftp_conf_t *conf, bk_sftp_conn_t *conn, char *er
     if (known_hosts_read(kh, conf->known_hosts) < 0) {
         char eb[128];
         bk_sftp_conn_err_set(errstr, n, "known_hosts %s: %s", conf->known_hosts,
-                bk_sftp_conn_errno(errno, eb, sizeof(eb)));
+                             bk_sftp_conn_errno(errno, eb, sizeof(eb)));
         goto fail;
     }
     hostkey_pref(kh, conf->host, conf_port(conf), hostkeys, sizeof(hostkeys));
@@ -425,7 +429,7 @@ int bk_sftp_conn_open(const bk_sftp_conf_t *conf, bk_sftp_conn_t *conn, char *er
     libssh2_session_method_pref(conn->ssh, LIBSSH2_METHOD_MAC_SC, BK_SFTP_MACS);
     if ((rc = libssh2_session_handshake(conn->ssh, conn->fd)) != 0) {
         bk_sftp_conn_err_set(errstr, n, "SSH handshake with %s failed: %s", conn->where,
-                rc == LIBSSH2_ERROR_TIMEOUT ? "timed out" : ssh_err(conn));
+                             rc == LIBSSH2_ERROR_TIMEOUT ? "timed out" : ssh_err(conn));
         goto fail;
     }
     if (hostkey_check(conf, conn, kh, errstr, n) != 0) {

@@ -22,7 +22,7 @@ typedef struct bk_sftp_conn_s {
 
 const char *bk_sftp_conn_errno(int e, char *buf, size_t n);
 __attribute__((format(printf, 3, 4))) void bk_sftp_conn_err_set(char *errstr, size_t n,
-                                                              const char *fmt, ...);
+                                                                const char *fmt, ...);
 const char *bk_sftp_conn_sftp_err(bk_sftp_conn_t *conn, long rc);
 void bk_sftp_conn_break(bk_sftp_conn_t *conn, long rc);
 void bk_sftp_conn_close(bk_sftp_conn_t *conn);

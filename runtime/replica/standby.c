@@ -2,20 +2,20 @@
 #include "replica/standby.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <stdatomic.h>
 
-#include "engine/kafka.h"
 #include "base/log.h"
 #include "base/task.h"
+#include "engine/changelog.h"
+#include "engine/db.h"
+#include "engine/kafka.h"
 #include "engine/store.h"
 #include "engine/taskdb.h"
-#include "engine/db.h"
-#include "engine/changelog.h"
 
 #define REPORT_MS 1000     /* progress to the callback */
 #define LOG_EVERY_MS 10000 /* a line of lags in the log */
@@ -26,9 +26,9 @@ typedef struct {
     int store;      /* index into the plan's stores */
     const char *topic;
     int32_t partition;
-    int task;   /* index into the runner's tasks */
-    int64_t lo; /* the changelog's start when the runner began */
-    int64_t hi; /* its end, as the latest fetch saw it */
+    int task;     /* index into the runner's tasks */
+    int64_t lo;   /* the changelog's start when the runner began */
+    int64_t hi;   /* its end, as the latest fetch saw it */
     int64_t goal; /* its end when the runner began; -1 once applied up to there */
 } item_t;
 
@@ -50,12 +50,12 @@ struct bk_standby_s {
     bk_standby_boot_cb boot_cb;
     void *boot_opaque;
 
-    bk_db_t **dbs;        /* [ntasks], NULL for a task without a logged store */
-    char *fresh;          /* [ntasks] 1: no state on disk yet, DB opened only if kept here */
+    bk_db_t **dbs; /* [ntasks], NULL for a task without a logged store */
+    char *fresh;   /* [ntasks] 1: no state on disk yet, DB opened only if kept here */
     item_t *items;
     int nitems;
-    int64_t *applied;     /* [ntasks] records applied since the start */
-    int64_t *applied_ms;  /* [ntasks] when the last one was applied (monotonic), 0: never */
+    int64_t *applied;    /* [ntasks] records applied since the start */
+    int64_t *applied_ms; /* [ntasks] when the last one was applied (monotonic), 0: never */
     rd_kafka_t *consumer;
 
     pthread_t tid;
@@ -158,8 +158,8 @@ static int open_dbs(bk_standby_t *sb)
         }
         for (int s = 0; s < plan->nstores; s++) {
             if (plan->stores[s].sub == sb->tasks[t].sub && plan->stores[s].logged) {
-                sb->items[sb->nitems++] = (item_t){NULL, s, plan->stores[s].changelog,
-                                                   sb->tasks[t].partition, t, 0, 0, -1};
+                sb->items[sb->nitems++] = (item_t){
+                    NULL, s, plan->stores[s].changelog, sb->tasks[t].partition, t, 0, 0, -1};
             }
         }
         sb->fresh[t] = (char)is_fresh(sb, t);
@@ -189,8 +189,10 @@ static const char *boot_reason(bk_standby_t *sb, int t, char *why, size_t size)
         }
         next = it->st ? bk_store_changelog_next(it->st) : -1;
         if (next >= 0 && next < it->lo) {
-            snprintf(why, size, "changelog %s [%d] starts at offset %lld but the store needs "
-                     "%lld", it->topic, (int)it->partition, (long long)it->lo, (long long)next);
+            snprintf(why, size,
+                     "changelog %s [%d] starts at offset %lld but the store needs "
+                     "%lld",
+                     it->topic, (int)it->partition, (long long)it->lo, (long long)next);
             return why;
         }
         replay += it->hi - (next < 0 ? it->lo : next);
@@ -227,8 +229,10 @@ static int assign(bk_standby_t *sb)
     }
     err = bk_kafka_watermarks(sb->consumer, topics, parts, sb->nitems, los, his, 10000);
     if (err) {
-        snprintf(sb->err, sizeof(sb->err), "standby: cannot read the offsets of %d changelog "
-                 "partition(s): %s", sb->nitems, rd_kafka_err2str(err));
+        snprintf(sb->err, sizeof(sb->err),
+                 "standby: cannot read the offsets of %d changelog "
+                 "partition(s): %s",
+                 sb->nitems, rd_kafka_err2str(err));
     }
     for (int i = 0; !err && i < sb->nitems; i++) {
         sb->items[i].lo = los[i];
@@ -283,8 +287,8 @@ static int assign(bk_standby_t *sb)
              * is off (or failed): say so loudly. */
             bk_log_error("standby %s: changelog %s [%d] starts at offset %lld but the store "
                          "needs %lld: %lld update(s) are lost to this replica",
-                         BK_TASK_NAME(*task), it->topic, (int)it->partition,
-                         (long long)it->lo, (long long)next, (long long)(it->lo - next));
+                         BK_TASK_NAME(*task), it->topic, (int)it->partition, (long long)it->lo,
+                         (long long)next, (long long)(it->lo - next));
             start = it->lo;
         }
         if (next < 0 && start >= it->hi && it->hi > 0) {
@@ -292,8 +296,8 @@ static int assign(bk_standby_t *sb)
         }
         it->goal = start < it->hi ? it->hi : -1;
         bk_log_info("standby %s store %s: tailing %s [%d] from offset %lld, %lld behind",
-                    BK_TASK_NAME(*task), bk_store_name(it->st), it->topic,
-                    (int)it->partition, (long long)start, (long long)(it->hi - start));
+                    BK_TASK_NAME(*task), bk_store_name(it->st), it->topic, (int)it->partition,
+                    (long long)start, (long long)(it->hi - start));
         rd_kafka_topic_partition_list_add(list, it->topic, it->partition)->offset = start;
     }
     if (!err && sb->nitems > 0 && rd_kafka_assign(sb->consumer, list) != 0) {
@@ -337,8 +341,8 @@ static void report(bk_standby_t *sb, int log_it)
 
     for (int i = 0; i < sb->nitems; i++) {
         int64_t lo, hi;
-        if (rd_kafka_get_watermark_offsets(sb->consumer, sb->items[i].topic,
-                                           sb->items[i].partition, &lo, &hi) == 0 &&
+        if (rd_kafka_get_watermark_offsets(sb->consumer, sb->items[i].topic, sb->items[i].partition,
+                                           &lo, &hi) == 0 &&
             hi >= 0) {
             sb->items[i].hi = hi;
         }
@@ -406,8 +410,7 @@ static void caught_up(bk_standby_t *sb, int t, int64_t now)
         }
     }
     bk_log_info("standby %s: caught up: %lld changelog record(s) applied in %lld ms",
-                BK_TASK_NAME(sb->tasks[t]), (long long)sb->applied[t],
-                (long long)(now - sb->t0));
+                BK_TASK_NAME(sb->tasks[t]), (long long)sb->applied[t], (long long)(now - sb->t0));
 }
 
 static int tail(bk_standby_t *sb)
@@ -434,8 +437,8 @@ static int tail(bk_standby_t *sb)
                 }
             } else if (rc == 0 &&
                        (hint = find(sb, rd_kafka_topic_name(m->rkt), m->partition, hint))) {
-                if (bk_changelog_apply(hint->st, m->key, m->key_len, m->payload, m->len,
-                                           m->offset, sb->err, sizeof(sb->err)) != 0) {
+                if (bk_changelog_apply(hint->st, m->key, m->key_len, m->payload, m->len, m->offset,
+                                       sb->err, sizeof(sb->err)) != 0) {
                     rc = -1;
                 } else {
                     sb->applied[hint->task]++;
@@ -479,8 +482,8 @@ static void *standby_main(void *arg)
     snprintf(cid, sizeof(cid), "%s-standby", sb->plan->id);
     rc = open_dbs(sb);
     if (rc == 0 && sb->nitems > 0) {
-        sb->consumer = bk_kafka_new(sb->conf, BK_KAFKA_CONSUMER, cid, sb, NULL, sb->err,
-                                    sizeof(sb->err));
+        sb->consumer =
+            bk_kafka_new(sb->conf, BK_KAFKA_CONSUMER, cid, sb, NULL, sb->err, sizeof(sb->err));
         rc = sb->consumer ? assign(sb) : -1;
     }
     if (rc == 0 && sb->nitems > 0) {

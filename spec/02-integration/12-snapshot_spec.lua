@@ -1,4 +1,4 @@
--- Snapshots (runtime/replica/snapshot.c): a real wordcount state made by a short node run on the
+-- Snapshots (runtime/engine/snapshot.c, manifest.c; runtime/replica/install.c): a real wordcount state made by a short node run on the
 -- dev broker, snapshotted with `beck snapshot`, its manifest parsed and written back, its
 -- files' sizes and XXH3 checked, installed into a fresh state directory and dumped key by key
 -- against the original; then every refusal of a bad fetched snapshot (escaping names,
