@@ -963,6 +963,20 @@ function helpers.kvs(records)
   return list
 end
 
+-- Rows { key, value } of an iterator of (key, value), as a store's all() or range() gives.
+function helpers.rows(iter)
+  local list = {}
+  for k, v in iter do list[#list + 1] = { k, v } end
+  return list
+end
+
+-- Closes a test driver (beck.testing) if there is one; nil, to assign back:
+--   after_each(function() driver = close_driver(driver) end)
+function helpers.close_driver(driver)
+  if driver then driver:close() end
+  return nil
+end
+
 -- -- Disk faults ---------------------------------------------------------------
 
 -- The environment that makes a node's disk below dir read-only (fault "erofs") or full

@@ -738,12 +738,7 @@ void bk_member_destroy(bk_member_t *member)
     }
     free(m->peers);
     free(m->gone);
-    bk_assigncodec_destroy(m->cur);
-    free(m->slot_peer);
-    free(m->slot_inc);
-    free(m->own);
-    free(m->rel_sent);
-    free(m->told);
+    bk_member_free_assignment(m);
     free(m->lost_tasks);
     free(m->notes);
     free(m->prog);

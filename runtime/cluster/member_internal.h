@@ -194,6 +194,8 @@ int32_t bk_member_self_peer(const bk_member_t *m);
 int32_t bk_member_peer_rank(const bk_member_t *m, int32_t i);
 int bk_member_peer_alive(const bk_member_t *m, int32_t i);
 void bk_member_apply(bk_member_t *m, const rd_kafka_message_t *msg);
+/* Frees the current assignment and what is derived from it (slots, holders). */
+void bk_member_free_assignment(bk_member_t *m);
 /* The fold itself: one record (its bytes, offset and timestamp) applied to the view. Reads
  * no clock and no Kafka: spec/01-unit/32-member_view_spec.lua drives it directly. */
 void bk_member_apply_record(bk_member_t *m, const void *payload, size_t len, int64_t offset,

@@ -372,6 +372,22 @@ static void apply_release(bk_member_t *m, rec_t *rec)
     }
 }
 
+void bk_member_free_assignment(bk_member_t *m)
+{
+    bk_assigncodec_destroy(m->cur);
+    free(m->slot_peer);
+    free(m->slot_inc);
+    free(m->own);
+    free(m->rel_sent);
+    free(m->told);
+    m->cur = NULL;
+    m->slot_peer = NULL;
+    m->slot_inc = NULL;
+    m->own = NULL;
+    m->rel_sent = NULL;
+    m->told = NULL;
+}
+
 /* Makes `next` (owned from now on) the current assignment, applied at `offset`. */
 static int install(bk_member_t *m, bk_assigncodec_t *next, int64_t offset)
 {
@@ -407,12 +423,7 @@ static int install(bk_member_t *m, bk_assigncodec_t *next, int64_t offset)
         rel_sent[t] = t < m->nown ? m->rel_sent[t] : 0;
         told[t] = t < m->nown ? m->told[t] : 0;
     }
-    bk_assigncodec_destroy(m->cur);
-    free(m->slot_peer);
-    free(m->slot_inc);
-    free(m->own);
-    free(m->rel_sent);
-    free(m->told);
+    bk_member_free_assignment(m);
     m->cur = next;
     m->epoch = next->epoch;
     m->slot_peer = slot_peer;

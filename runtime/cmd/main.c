@@ -37,6 +37,18 @@ static void usage(FILE *out)
         "`beck COMMAND --help` tells more.\n");
 }
 
+/* Each command's entry: argv[0] is the command's name; returns the exit status. */
+static const struct {
+    const char *name;
+    int (*main)(int argc, char **argv);
+} commands[] = {
+    {"run", bk_cmd_run_main},       {"broker", bk_cmd_broker_main},
+    {"status", bk_cmd_status_main}, {"describe", bk_cmd_describe_main},
+    {"dump", bk_cmd_dump_main},     {"bootstrap", bk_cmd_bootstrap_main},
+    {"fetch", bk_cmd_fetch_main},   {"snapshot", bk_cmd_snapshot_main},
+    {"test", bk_cmd_test_main},
+};
+
 int main(int argc, char **argv)
 {
     const char *cmd = argc > 1 ? argv[1] : NULL;
@@ -52,32 +64,10 @@ int main(int argc, char **argv)
         usage(cmd ? stdout : stderr);
         return cmd ? 0 : 2;
     }
-    if (strcmp(cmd, "run") == 0) {
-        return bk_cmd_run_main(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "broker") == 0) {
-        return bk_cmd_broker_main(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "status") == 0) {
-        return bk_cmd_status_main(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "describe") == 0) {
-        return bk_cmd_describe_main(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "dump") == 0) {
-        return bk_cmd_dump_main(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "bootstrap") == 0) {
-        return bk_cmd_bootstrap_main(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "fetch") == 0) {
-        return bk_cmd_fetch_main(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "snapshot") == 0) {
-        return bk_cmd_snapshot_main(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "test") == 0) {
-        return bk_cmd_test_main(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(cmd, commands[i].name) == 0) {
+            return commands[i].main(argc - 1, argv + 1);
+        }
     }
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {

@@ -26,11 +26,7 @@ local function tmpname()
   return name .. "-driver-spec"
 end
 
-local function rows(iter)
-  local list = {}
-  for k, v in iter do list[#list + 1] = { k, v } end
-  return list
-end
+local rows = require("spec.helpers").rows
 
 local kvs = require("spec.helpers").kvs
 

@@ -6,6 +6,7 @@ local dsl = require "beck.dsl"
 local testing = require "beck.testing"
 
 local kvs = require("spec.helpers").kvs
+local close_driver = require("spec.helpers").close_driver
 
 local function this_line()
   return debug.getinfo(2, "l").currentline
@@ -13,10 +14,7 @@ end
 
 describe("beck.dsl streams", function()
   local driver
-  after_each(function()
-    if driver then driver:close() end
-    driver = nil
-  end)
+  after_each(function() driver = close_driver(driver) end)
 
   -- run(build, records [, config]): builds an app with build(app), pipes
   -- records { key, value [, ts] } into "in" and returns the driver.

@@ -7,12 +7,9 @@ local testing = require "beck.testing"
 local cjson = require "cjson"
 
 local kvs = require("spec.helpers").kvs
+local close_driver = require("spec.helpers").close_driver
 
-local function rows(iter)
-  local list = {}
-  for k, v in iter do list[#list + 1] = { k, v } end
-  return list
-end
+local rows = require("spec.helpers").rows
 
 local function this_line()
   return debug.getinfo(2, "l").currentline
@@ -20,10 +17,7 @@ end
 
 describe("beck.dsl aggregations", function()
   local driver
-  after_each(function()
-    if driver then driver:close() end
-    driver = nil
-  end)
+  after_each(function() driver = close_driver(driver) end)
 
   describe("grouping", function()
     it("group_by_key without a key change reads the input's partitions", function()

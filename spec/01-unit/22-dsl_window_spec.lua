@@ -7,6 +7,7 @@ local testing = require "beck.testing"
 local cjson = require "cjson"
 
 local kvs = require("spec.helpers").kvs
+local close_driver = require("spec.helpers").close_driver
 
 -- The windows in a window store, index entries left out: { key, t1 [, t2], value }.
 local function windows(driver, store)
@@ -24,10 +25,7 @@ end
 
 describe("beck.dsl windows", function()
   local driver
-  after_each(function()
-    if driver then driver:close() end
-    driver = nil
-  end)
+  after_each(function() driver = close_driver(driver) end)
 
   local function windowed_count(spec, opts)
     local app = beck.app { id = "win" }

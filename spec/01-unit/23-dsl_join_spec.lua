@@ -7,6 +7,7 @@ local dsl = require "beck.dsl"
 local testing = require "beck.testing"
 
 local kvs = require("spec.helpers").kvs
+local close_driver = require("spec.helpers").close_driver
 
 local function pair(a, b)
   return tostring(a) .. "+" .. tostring(b)
@@ -14,10 +15,7 @@ end
 
 describe("beck.dsl joins", function()
   local driver
-  after_each(function()
-    if driver then driver:close() end
-    driver = nil
-  end)
+  after_each(function() driver = close_driver(driver) end)
 
   describe("stream-table", function()
     local function build(kind, config)

@@ -7,6 +7,7 @@ local testing = require "beck.testing"
 local cjson = require "cjson"
 
 local kvs = require("spec.helpers").kvs
+local close_driver = require("spec.helpers").close_driver
 
 local function this_line()
   return debug.getinfo(2, "l").currentline
@@ -70,10 +71,7 @@ end)
 
 describe("beck.dsl serdes", function()
   local driver
-  after_each(function()
-    if driver then driver:close() end
-    driver = nil
-  end)
+  after_each(function() driver = close_driver(driver) end)
 
   it("reads and writes JSON per stream; the serde follows the records", function()
     local app = beck.app { id = "sd1" }

@@ -5,19 +5,13 @@ local testing = require "beck.testing"
 local TOPOLOGY = "scripts/examples/wordcount.lua"
 
 local kvs = require("spec.helpers").kvs
+local close_driver = require("spec.helpers").close_driver
 
-local function rows(iter)
-  local list = {}
-  for k, v in iter do list[#list + 1] = { k, v } end
-  return list
-end
+local rows = require("spec.helpers").rows
 
 describe("examples/wordcount.lua (test driver)", function()
   local driver
-  after_each(function()
-    if driver then driver:close() end
-    driver = nil
-  end)
+  after_each(function() driver = close_driver(driver) end)
 
   it("writes the new count of each word, in the order of the words", function()
     driver = testing.driver(TOPOLOGY)

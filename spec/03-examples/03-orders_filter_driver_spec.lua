@@ -7,6 +7,7 @@ local cjson = require "cjson"
 local TOPOLOGY = "scripts/examples/orders_filter.lua"
 
 local line_of = require("spec.helpers").line_of
+local close_driver = require("spec.helpers").close_driver
 
 local function decoded(records)
   local list = {}
@@ -33,10 +34,7 @@ local ORDERS = {
 
 describe("examples/orders_filter.lua (test driver)", function()
   local driver
-  after_each(function()
-    if driver then driver:close() end
-    driver = nil
-  end)
+  after_each(function() driver = close_driver(driver) end)
 
   it("keeps paid orders, reshaped and keyed by customer", function()
     driver = testing.driver(TOPOLOGY)

@@ -5,6 +5,7 @@
 local testing = require "beck.testing"
 local dsl = require "beck.dsl"
 local cjson = require "cjson"
+local close_driver = require("spec.helpers").close_driver
 
 local TOPOLOGY = "scripts/examples/pageviews.lua"
 local MIN = 60000
@@ -25,10 +26,7 @@ end
 
 describe("examples/pageviews.lua", function()
   local driver
-  after_each(function()
-    if driver then driver:close() end
-    driver = nil
-  end)
+  after_each(function() driver = close_driver(driver) end)
 
   it("counts views per user per minute, keyed user@window start", function()
     driver = testing.driver(TOPOLOGY)

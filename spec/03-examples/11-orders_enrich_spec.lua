@@ -3,6 +3,7 @@
 -- customer updates and tombstones, re-keying through the repartition topic,
 -- and bad input dead-lettered.
 local testing = require "beck.testing"
+local close_driver = require("spec.helpers").close_driver
 local cjson = require "cjson"
 
 local TOPOLOGY = "scripts/examples/orders_enrich.lua"
@@ -23,10 +24,7 @@ end
 
 describe("examples/orders_enrich.lua", function()
   local driver
-  after_each(function()
-    if driver then driver:close() end
-    driver = nil
-  end)
+  after_each(function() driver = close_driver(driver) end)
 
   it("writes each order with its customer's current record, keyed by customer", function()
     driver = testing.driver(TOPOLOGY)
