@@ -947,7 +947,7 @@ function helpers.line_of(path, text)
   error("no " .. text .. " in " .. path, 2)
 end
 
--- The key of the commit markers in changelogs (runtime/engine/store.h BK_CHANGELOG_MARKER_KEY);
+-- The key of the commit markers in changelogs (runtime/engine/store.h BK_KEYS_MARKER);
 -- markers written before had none.
 helpers.MARKER_KEY = "\255beck-marker"
 

@@ -21,4 +21,16 @@ const char *bk_keys_window_record(const char *key, size_t klen, size_t *rlen);
  * window shape, its record key's group; else the key's own. */
 int bk_keys_group(const char *key, size_t klen, int window);
 
+/* The key of every commit and abort marker in a changelog (engine/changelog.h). A compacted
+ * topic refuses records without a key, and the log cleaner keeps the newest record of each
+ * key: so all markers of a changelog partition share one key, and the newest marker, the
+ * one a reader needs, survives. 0xff is never in UTF-8 text; a store refuses to write this
+ * key. */
+#define BK_KEYS_MARKER                                                                             \
+    "\xff"                                                                                         \
+    "beck-marker"
+/* Whether a changelog record's key is a marker's (NULL too: markers written before they
+ * had a key are still read). */
+int bk_keys_is_marker(const void *key, size_t klen);
+
 #endif

@@ -99,22 +99,6 @@ static int cand_task_member_cmp(const void *pa, const void *pb)
     return (a->member > b->member) - (a->member < b->member);
 }
 
-/* Lowest lag first; among equals orphans before shed tasks, then by task and member. */
-int bk_assign_cand_lag_cmp(const void *pa, const void *pb)
-{
-    const cand_t *a = pa, *b = pb;
-    if (a->lag != b->lag) {
-        return a->lag < b->lag ? -1 : 1;
-    }
-    if (a->shed != b->shed) {
-        return a->shed - b->shed;
-    }
-    if (a->task != b->task) {
-        return a->task < b->task ? -1 : 1;
-    }
-    return (a->member > b->member) - (a->member < b->member);
-}
-
 static int valid_member(const bk_assign_input_t *in, int32_t m)
 {
     return m >= -1 && m < in->nmembers;
@@ -198,17 +182,6 @@ static int build_cands(asg_t *a, const bk_assign_input_t *in, char *errstr, size
 fail:
     free(c);
     return -1;
-}
-
-/* The lag key of member m for task t. */
-int64_t bk_assign_lag_of(const asg_t *a, int32_t t, int32_t m)
-{
-    for (int32_t i = a->cstart[t]; i < a->cstart[t + 1]; i++) {
-        if (a->cands[i].member == m) {
-            return a->cands[i].lag;
-        }
-    }
-    return LAG_NONE;
 }
 
 /* -- Warm-up (KIP-441) --------------------------------------------------------------------- */
@@ -297,24 +270,7 @@ static int32_t warm_up(asg_t *a, int64_t acceptable)
 /* Thread-level bounds for `total` items: each thread floor(total/C) or ceil(total/C), so a
  * member with c threads holds c*floor .. c*ceil. Returns the budget: how many items may
  * still go above the lower bounds (total - sum of lo). */
-int64_t bk_assign_set_quota(asg_t *a, int64_t total)
-{
-    int64_t f = total / a->C, up = total % a->C ? 1 : 0, sum = 0;
-    for (int32_t m = 0; m < a->M; m++) {
-        a->lo[m] = (int32_t)(a->threads[m] * f);
-        a->hi[m] = (int32_t)(a->threads[m] * (f + up));
-        sum += a->lo[m];
-    }
-    return total - sum;
-}
-
 /* Is x/cx below y/cy (load per thread), ties by rank? */
-int bk_assign_lighter(int32_t x, int32_t cx, int32_t rx, int32_t y, int32_t cy, int32_t ry)
-{
-    int64_t l = (int64_t)x * cy, r = (int64_t)y * cx;
-    return l != r ? l < r : rx < ry;
-}
-
 /* -- Actives ------------------------------------------------------------------------------ */
 
 /* Room rule shared by every step: below lo always; up to hi while the budget lasts. */

@@ -47,10 +47,53 @@ typedef struct asg {
 /* Up to this many members the standby fill counts pairs (4 MiB at most). */
 #define PAIR_MAX_MEMBERS 1024
 
-int bk_assign_cand_lag_cmp(const void *pa, const void *pb);
-int64_t bk_assign_lag_of(const asg_t *a, int32_t t, int32_t m);
-int64_t bk_assign_set_quota(asg_t *a, int64_t total);
-int bk_assign_lighter(int32_t x, int32_t cx, int32_t rx, int32_t y, int32_t cy, int32_t ry);
+/* Shared by both phases (static inline: each file its own copy, no call between them). */
+
+/* Lowest lag first; among equals orphans before shed tasks, then by task and member. */
+static inline int bk_assign_cand_lag_cmp(const void *pa, const void *pb)
+{
+    const cand_t *a = pa, *b = pb;
+    if (a->lag != b->lag) {
+        return a->lag < b->lag ? -1 : 1;
+    }
+    if (a->shed != b->shed) {
+        return a->shed - b->shed;
+    }
+    if (a->task != b->task) {
+        return a->task < b->task ? -1 : 1;
+    }
+    return (a->member > b->member) - (a->member < b->member);
+}
+
+/* The lag key of member m for task t. */
+static inline int64_t bk_assign_lag_of(const asg_t *a, int32_t t, int32_t m)
+{
+    for (int32_t i = a->cstart[t]; i < a->cstart[t + 1]; i++) {
+        if (a->cands[i].member == m) {
+            return a->cands[i].lag;
+        }
+    }
+    return LAG_NONE;
+}
+
+static inline int64_t bk_assign_set_quota(asg_t *a, int64_t total)
+{
+    int64_t f = total / a->C, up = total % a->C ? 1 : 0, sum = 0;
+    for (int32_t m = 0; m < a->M; m++) {
+        a->lo[m] = (int32_t)(a->threads[m] * f);
+        a->hi[m] = (int32_t)(a->threads[m] * (f + up));
+        sum += a->lo[m];
+    }
+    return total - sum;
+}
+
+static inline int bk_assign_lighter(int32_t x, int32_t cx, int32_t rx, int32_t y, int32_t cy,
+                                    int32_t ry)
+{
+    int64_t l = (int64_t)x * cy, r = (int64_t)y * cx;
+    return l != r ? l < r : rx < ry;
+}
+
 /* Places every task's standbys (docs/assignment.md, Standbys). 0, or -1 out of memory. */
 int bk_assign_standbys(asg_t *a);
 

@@ -16,6 +16,7 @@
 
 #include "base/ffi.h"
 #include "base/fs.h"
+#include "base/keys.h"
 #include "base/log.h"
 #include "engine/changelog.h"
 #include "engine/store_internal.h"
@@ -110,12 +111,6 @@ static void remember_key(bk_store_t *st, const void *key, size_t klen)
     st->pkeys_len += sizeof(len) + klen;
 }
 
-int bk_changelog_is_marker(const void *key, size_t klen)
-{
-    return !key || (klen == sizeof(BK_CHANGELOG_MARKER_KEY) - 1 &&
-                    memcmp(key, BK_CHANGELOG_MARKER_KEY, klen) == 0);
-}
-
 int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void *value, size_t vlen,
                        int64_t offset, char *errstr, size_t errstr_size)
 {
@@ -124,7 +119,7 @@ int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void 
     int64_t offs[BK_STORE_MAX_INPUTS];
     int n = 0, kind;
 
-    if (bk_changelog_is_marker(key, klen) && value &&
+    if (bk_keys_is_marker(key, klen) && value &&
         (kind = parse_marker(value, vlen, offs, &n)) >= 0) {
         /* what came before a marker is settled: legacy direct writes go first */
         if (bk_changelog_flush(st, errstr, errstr_size) != 0) {
@@ -200,15 +195,6 @@ int bk_changelog_resolve(bk_store_t *st, const int64_t *committed, int n, char *
     return 1;
 }
 
-void bk_store_set_input(bk_store_t *st, const int64_t *offsets, int n)
-{
-    if (n > BK_STORE_MAX_INPUTS) {
-        n = 0;
-    }
-    st->ninput = n;
-    memcpy(st->input, offsets, (size_t)n * sizeof(*offsets));
-}
-
 int bk_changelog_write_marker(bk_store_t *st, int commit, const int64_t *offsets, int n)
 {
     char buf[512];
@@ -220,8 +206,7 @@ int bk_changelog_write_marker(bk_store_t *st, int commit, const int64_t *offsets
     for (int i = 0; i < n; i++) {
         len += snprintf(buf + len, sizeof(buf) - (size_t)len, " %lld", (long long)offsets[i]);
     }
-    return bk_store_log_write(st, BK_CHANGELOG_MARKER_KEY, sizeof(BK_CHANGELOG_MARKER_KEY) - 1, buf,
-                              (size_t)len, 0);
+    return bk_store_log_write(st, BK_KEYS_MARKER, sizeof(BK_KEYS_MARKER) - 1, buf, (size_t)len, 0);
 }
 
 int bk_changelog_repair(bk_store_t *st, int64_t *written)

@@ -12,7 +12,7 @@
 /* Restore and standbys: applies one changelog record at `offset` (value NULL: delete).
  *
  * Markers. After each commit of its input offsets an active writes a commit marker (key
- * BK_CHANGELOG_MARKER_KEY, value "beck-commit 1 <n> <input offsets>") to each changelog of the
+ * BK_KEYS_MARKER, value "beck-commit 1 <n> <input offsets>") to each changelog of the
  * task, and when
  * it takes a task over, one marker that settles what the previous owner left after its
  * last one: commit (that input was committed after all) or abort ("beck-abort 1 ...").
@@ -24,17 +24,7 @@ int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void 
                        int64_t offset, char *errstr, size_t errstr_size);
 int bk_changelog_flush(bk_store_t *st, char *errstr, size_t errstr_size);
 
-/* The key of every marker. A compacted topic refuses records without a key, and the log
- * cleaner keeps the newest record of each key: so all markers of a changelog partition
- * share one key, and the newest marker, the one a reader needs, survives. 0xff is never
- * in UTF-8 text; a store refuses to write this key. Markers without a key (written
- * before) are still read. */
-#define BK_CHANGELOG_MARKER_KEY                                                                    \
-    "\xff"                                                                                         \
-    "beck-marker"
-
-/* Whether a changelog record's key is a marker's (NULL: the old, keyless markers). */
-int bk_changelog_is_marker(const void *key, size_t klen);
+/* Markers are keyed BK_KEYS_MARKER (base/keys.h); bk_keys_is_marker tells them. */
 
 /* Records read after the last marker, not applied yet. */
 int64_t bk_changelog_pending(const bk_store_t *st);

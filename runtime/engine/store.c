@@ -16,6 +16,7 @@
 
 #include "base/ffi.h"
 #include "base/fs.h"
+#include "base/keys.h"
 #include "base/log.h"
 #include "engine/changelog.h"
 #include "engine/store_internal.h"
@@ -57,6 +58,15 @@ const char *bk_store_changelog_topic(const bk_store_t *st, int32_t *partition)
 int64_t bk_store_changelog_next(const bk_store_t *st)
 {
     return st->next;
+}
+
+void bk_store_set_input(bk_store_t *st, const int64_t *offsets, int n)
+{
+    if (n > BK_STORE_MAX_INPUTS) {
+        n = 0;
+    }
+    st->ninput = n;
+    memcpy(st->input, offsets, (size_t)n * sizeof(*offsets));
 }
 
 int bk_store_input(const bk_store_t *st, int64_t *offsets)
@@ -135,7 +145,7 @@ int bk_store_log_write(bk_store_t *st, const char *key, size_t klen, const char 
 
 static int check_writable(bk_store_t *st, const char *key, size_t klen)
 {
-    if (klen == sizeof(BK_CHANGELOG_MARKER_KEY) - 1 && bk_changelog_is_marker(key, klen)) {
+    if (klen == sizeof(BK_KEYS_MARKER) - 1 && bk_keys_is_marker(key, klen)) {
         snprintf(st->err, sizeof(st->err),
                  "store %s: the key \\xffbeck-marker is reserved for "
                  "the changelog's commit markers",
