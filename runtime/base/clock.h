@@ -1,7 +1,9 @@
 /* clock.h - the two clocks beck reads: the wall clock (record timestamps, snapshot and
  * heartbeat times: comparable across nodes) and the monotonic clock (timeouts, durations:
  * never goes back). Every module reads time through these, so a test build could fake it
- * in one place. Any thread. */
+ * in one place. (A condition variable's deadline is a struct timespec of its own clock:
+ * the two waits that need one, in devbroker/broker.c and replica/sftp.c, read it there.)
+ * Any thread. */
 #ifndef BK_CLOCK_H
 #define BK_CLOCK_H
 

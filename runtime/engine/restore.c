@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "engine/changelog.h"
 #include "engine/kafka.h"
@@ -18,13 +19,6 @@ typedef struct {
     int64_t start, end; /* [start, end) to apply */
     int done;
 } work_t;
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static work_t *find(work_t *w, int n, const char *topic, int32_t partition)
 {
@@ -39,7 +33,7 @@ static work_t *find(work_t *w, int n, const char *topic, int32_t partition)
 static void report(bk_restore_progress_cb cb, void *opaque, bk_restore_progress_t *p, double t0,
                    int done)
 {
-    p->elapsed_s = mono_s() - t0;
+    p->elapsed_s = bk_clock_mono_s() - t0;
     p->rate = p->elapsed_s > 0 ? (double)p->records / p->elapsed_s : 0;
     p->eta_s = p->rate > 0 ? (double)(p->total - p->records) / p->rate : 0;
     p->done = done;
@@ -61,7 +55,7 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
     rd_kafka_queue_t *q = NULL;
     rd_kafka_message_t *msgs[1000];
     bk_restore_progress_t p;
-    double t0 = mono_s(), last_report = t0, last_progress = t0;
+    double t0 = bk_clock_mono_s(), last_report = t0, last_progress = t0;
     int pending = 0, rc = -1;
     int64_t *los = NULL, *his = NULL;
 
@@ -177,7 +171,7 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
             }
             rd_kafka_message_destroy(m);
         }
-        now = mono_s();
+        now = bk_clock_mono_s();
         if (got > 0) {
             last_progress = now;
         } else if ((now - last_progress) * 1000 > STALL_MS) {

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "engine/snapshot.h"
@@ -83,20 +84,6 @@ struct bk_bootstrap_s {
     char root[4096]; /* <state_dir>/<app>/snapshots */
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The value of word `key=` in a note's text into out ("" when missing). `why=` takes the
  * rest of the text. */
 static void word(const char *text, const char *key, char *out, size_t size)
@@ -155,7 +142,7 @@ bk_bootstrap_t *bk_bootstrap_new(const bk_bootstrap_env_t *env)
     pthread_mutex_init(&b->lock, NULL);
     bk_plan_snapshot_dir(env->plan, env->conf, b->root, sizeof(b->root));
     /* snapshots left by an earlier run of this node are nobody's now */
-    bk_snapshot_sweep(b->root, 0, wall_ms() + 1);
+    bk_snapshot_sweep(b->root, 0, bk_clock_wall_ms() + 1);
     return b;
 }
 
@@ -291,7 +278,7 @@ void bk_bootstrap_settle(bk_bootstrap_t *b, const int32_t *tasks, int32_t n)
 static void progress(void *opaque, uint64_t done, uint64_t total)
 {
     job_t *j = opaque;
-    int64_t now = mono_ms();
+    int64_t now = bk_clock_mono_ms();
     double s = (double)(now - j->t0) / 1000.0, rate = s > 0 ? (double)done / s : 0;
     j->bytes = done;
     j->total = total;
@@ -324,7 +311,7 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
     bk_manifest_t m;
     int parsed = 0, made = 0;
 
-    j->t0 = mono_ms();
+    j->t0 = bk_clock_mono_ms();
     j->ok = 0;
     j->bytes = j->total = 0;
     if (!j->snap[0]) {
@@ -388,7 +375,7 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
         free(store_of);
     }
     {
-        int64_t ms = mono_ms() - j->t0;
+        int64_t ms = bk_clock_mono_ms() - j->t0;
         bk_log_info("bootstrap %s: installed snapshot %s from %s: %d file(s), %.1f MB in %lld ms "
                     "(%.1f MB/s); the standby tails the changelog from offset %lld",
                     name, m.id, x->from, m.nfiles, (double)m.total_bytes / 1e6, (long long)ms,
@@ -532,7 +519,7 @@ static void request(bk_bootstrap_t *b, const bk_member_view_t *view, int32_t own
         return;
     }
     x->used = 1;
-    x->deadline = mono_ms() + bk_conf_int(b->env.conf, BK_CONF_BOOTSTRAP_TIMEOUT_MS);
+    x->deadline = bk_clock_mono_ms() + bk_conf_int(b->env.conf, BK_CONF_BOOTSTRAP_TIMEOUT_MS);
     for (int i = 0; i < x->ntasks; i++) {
         job_t *j = &b->jobs[x->tasks[i]];
         j->batch = (int)(x - b->batches);
@@ -546,7 +533,7 @@ static void request(bk_bootstrap_t *b, const bk_member_view_t *view, int32_t own
 /* on_restore with a fetch's progress (main thread: the hooks' VM is its). */
 static void hook(bk_bootstrap_t *b, job_t *j, const char *from, int done, int ok)
 {
-    double s = (double)(mono_ms() - j->t0) / 1000.0;
+    double s = (double)(bk_clock_mono_ms() - j->t0) / 1000.0;
     double rate = s > 0 ? (double)j->bytes / s : 0;
     bk_hooks_bootstrap_t p = {b->env.names[j->task],
                               from,
@@ -557,7 +544,7 @@ static void hook(bk_bootstrap_t *b, job_t *j, const char *from, int done, int ok
                                                               : 0.0,
                               done,
                               ok};
-    j->hook_at = mono_ms();
+    j->hook_at = bk_clock_mono_ms();
     bk_hooks_bootstrap(b->env.hooks, &p);
 }
 
@@ -703,7 +690,7 @@ static void on_request(bk_bootstrap_t *b, const bk_member_note_t *n)
     memset(s, 0, sizeof(*s));
     snprintf(s->req, sizeof(s->req), "%s", req);
     snprintf(s->to, sizeof(s->to), "%s", n->from);
-    s->until = mono_ms() + 2 * bk_conf_int(b->env.conf, BK_CONF_BOOTSTRAP_TIMEOUT_MS);
+    s->until = bk_clock_mono_ms() + 2 * bk_conf_int(b->env.conf, BK_CONF_BOOTSTRAP_TIMEOUT_MS);
     char *save = NULL;
     for (char *p = strtok_r(tasks, ",", &save); p && s->ntasks < BATCH_MAX;
          p = strtok_r(NULL, ",", &save)) {
@@ -762,7 +749,7 @@ static void answer(bk_bootstrap_t *b, served_t *s)
         drop_served(b, s);
         return;
     }
-    s->until = mono_ms() + bk_conf_int(b->env.conf, BK_CONF_SNAPSHOT_TTL_MS);
+    s->until = bk_clock_mono_ms() + bk_conf_int(b->env.conf, BK_CONF_SNAPSHOT_TTL_MS);
 }
 
 static void serve(bk_bootstrap_t *b)
@@ -845,7 +832,7 @@ int bk_bootstrap_poll(bk_bootstrap_t *b, const bk_member_view_t *view)
 {
     bk_member_note_t note;
     int restart = 0;
-    int64_t now = mono_ms();
+    int64_t now = bk_clock_mono_ms();
 
     if (!b) {
         return 0;
@@ -861,7 +848,8 @@ int bk_bootstrap_poll(bk_bootstrap_t *b, const bk_member_view_t *view)
     }
     if (now - b->last_sweep >= SWEEP_MS) {
         b->last_sweep = now;
-        bk_snapshot_sweep(b->root, bk_conf_int(b->env.conf, BK_CONF_SNAPSHOT_TTL_MS), wall_ms());
+        bk_snapshot_sweep(b->root, bk_conf_int(b->env.conf, BK_CONF_SNAPSHOT_TTL_MS),
+                          bk_clock_wall_ms());
     }
     /* the replica's side: answers late, fetches done, progress, new requests */
     for (int i = 0; i < b->max; i++) {

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/task.h"
 #include "engine/changelog.h"
@@ -66,13 +67,6 @@ struct bk_standby_s {
     char err[1024];
     int64_t t0; /* when the runner began (monotonic ms) */
 };
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
                              const bk_task_id_t *tasks, const int32_t *ids, int ntasks,
@@ -337,7 +331,7 @@ static void report(bk_standby_t *sb, int log_it)
 {
     char line[2048];
     int len = 0;
-    int64_t now = mono_ms();
+    int64_t now = bk_clock_mono_ms();
 
     for (int i = 0; i < sb->nitems; i++) {
         int64_t lo, hi;
@@ -418,7 +412,7 @@ static int tail(bk_standby_t *sb)
     rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(sb->consumer);
     rd_kafka_message_t *msgs[1000];
     int64_t interval = bk_conf_int(sb->conf, BK_CONF_COMMIT_INTERVAL_MS);
-    int64_t last_ckpt = mono_ms(), last_report = 0, last_log = mono_ms();
+    int64_t last_ckpt = bk_clock_mono_ms(), last_report = 0, last_log = bk_clock_mono_ms();
     item_t *hint = NULL;
     int rc = 0;
 
@@ -428,7 +422,7 @@ static int tail(bk_standby_t *sb)
         if (got == 0) {
             got = rd_kafka_consume_batch_queue(q, 100, msgs, 1);
         }
-        int64_t now = mono_ms();
+        int64_t now = bk_clock_mono_ms();
         for (ssize_t i = 0; i < got; i++) {
             rd_kafka_message_t *m = msgs[i];
             if (m->err) {
@@ -478,7 +472,7 @@ static void *standby_main(void *arg)
     int rc;
 
     bk_log_set_thread_name("standby");
-    sb->t0 = mono_ms();
+    sb->t0 = bk_clock_mono_ms();
     snprintf(cid, sizeof(cid), "%s-standby", sb->plan->id);
     rc = open_dbs(sb);
     if (rc == 0 && sb->nitems > 0) {
