@@ -27,4 +27,16 @@ int bk_snapshot_sweep(const char *root, int64_t ttl_ms, int64_t now_ms);
 /* Removes one snapshot directory (its files, then itself). */
 int bk_snapshot_remove(const char *dir);
 
+/* A snapshot asked for through a stream thread's mailbox (thread.h,
+ * bk_thread_request_snapshot), made in <state_dir>/<app>/snapshots/<id>/ right after the
+ * thread's next commit, or failed. Cold bootstrap (replica/bootstrap.h) asks and takes. */
+#define BK_SNAPSHOT_REQUESTS 32 /* waiting per thread, at most */
+typedef struct bk_snapshot_made_s {
+    int32_t id;    /* the task, as the caller's id (bk_thread_set_cluster) */
+    char req[128]; /* the request's tag, returned as given */
+    int ok;
+    char dir[4096]; /* ok: the snapshot's directory, absolute */
+    char err[512];  /* !ok: why */
+} bk_snapshot_made_t;
+
 #endif

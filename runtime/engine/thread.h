@@ -20,6 +20,7 @@
 
 #include "base/conf.h"
 #include "engine/plan.h"
+#include "engine/snapshot.h"
 
 typedef struct bk_thread_s bk_thread_t;
 
@@ -45,22 +46,14 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
  * and a callback told after each commit the next input offset of each task (of its first
  * input partition), run on the stream thread. Call before bk_thread_start(). */
 typedef void (*bk_thread_progress_cb)(void *opaque, int32_t task, int64_t offset);
-/* Cold bootstrap, the active's side (docs/bootstrap.md). A snapshot asked for is made by the
- * thread right after its next commit (which it then does at once), in
- * <state_dir>/<app>/snapshots/<id>/ (snapshot.h). */
-#define BK_THREAD_SNAPSHOTS 32
-typedef struct bk_thread_snapshot_s {
-    int32_t id;    /* the task, as the caller's id (bk_thread_set_cluster) */
-    char req[128]; /* the request's tag, returned as given */
-    int ok;
-    char dir[4096]; /* ok: the snapshot's directory, absolute */
-    char err[512];  /* !ok: why */
-} bk_thread_snapshot_t;
+/* Cold bootstrap, the active's side (docs/bootstrap.md): a snapshot asked for is made by the
+ * thread right after its next commit (which it then does at once); engine/snapshot.h has
+ * the request's answer. */
 /* Asks for a snapshot of task `id`: 0, or -1 if this thread does not run it or has
- * BK_THREAD_SNAPSHOTS waiting. @locality any thread */
+ * BK_SNAPSHOT_REQUESTS waiting. @locality any thread */
 int bk_thread_request_snapshot(bk_thread_t *thr, int32_t id, const char *req);
 /* A snapshot made (or failed): 1 and *out filled, or 0. @locality any thread */
-int bk_thread_take_snapshot(bk_thread_t *thr, bk_thread_snapshot_t *out);
+int bk_thread_take_snapshot(bk_thread_t *thr, bk_snapshot_made_t *out);
 
 /* DBs come from this pool (taskdb.h) and go back to it after a clean final commit; call
  * before bk_thread_start. Without one they are opened and closed. */

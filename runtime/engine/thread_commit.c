@@ -151,7 +151,7 @@ int bk_thread_commit(bk_thread_t *thr)
  * the stores' changelog and input offsets are those of that commit. */
 void bk_thread_make_snapshots(bk_thread_t *thr)
 {
-    bk_thread_snapshot_t reqs[BK_THREAD_SNAPSHOTS];
+    bk_snapshot_made_t reqs[BK_SNAPSHOT_REQUESTS];
     int n;
     char root[4096];
 
@@ -163,7 +163,7 @@ void bk_thread_make_snapshots(bk_thread_t *thr)
     pthread_mutex_unlock(&thr->snap_lock);
     bk_plan_snapshot_dir(thr->plan, thr->conf, root, sizeof(root));
     for (int i = 0; i < n; i++) {
-        bk_thread_snapshot_t *r = &reqs[i];
+        bk_snapshot_made_t *r = &reqs[i];
         int t = -1;
         for (int k = 0; k < thr->ntasks; k++) {
             if (thr->ids && thr->ids[k] == r->id) {
@@ -194,7 +194,7 @@ void bk_thread_make_snapshots(bk_thread_t *thr)
             bk_log_warn("%s: snapshot for %s failed: %s", thr->name, r->req, r->err);
         }
         pthread_mutex_lock(&thr->snap_lock);
-        if (thr->nsnap_done < BK_THREAD_SNAPSHOTS) {
+        if (thr->nsnap_done < BK_SNAPSHOT_REQUESTS) {
             thr->snap_done[thr->nsnap_done++] = *r;
         }
         pthread_mutex_unlock(&thr->snap_lock);
@@ -211,8 +211,8 @@ int bk_thread_request_snapshot(bk_thread_t *thr, int32_t id, const char *req)
         return -1;
     }
     pthread_mutex_lock(&thr->snap_lock);
-    if (thr->nsnap_req < BK_THREAD_SNAPSHOTS) {
-        bk_thread_snapshot_t *r = &thr->snap_req[thr->nsnap_req++];
+    if (thr->nsnap_req < BK_SNAPSHOT_REQUESTS) {
+        bk_snapshot_made_t *r = &thr->snap_req[thr->nsnap_req++];
         memset(r, 0, sizeof(*r));
         r->id = id;
         snprintf(r->req, sizeof(r->req), "%s", req);
@@ -223,7 +223,7 @@ int bk_thread_request_snapshot(bk_thread_t *thr, int32_t id, const char *req)
     return rc;
 }
 
-int bk_thread_take_snapshot(bk_thread_t *thr, bk_thread_snapshot_t *out)
+int bk_thread_take_snapshot(bk_thread_t *thr, bk_snapshot_made_t *out)
 {
     int got = 0;
     pthread_mutex_lock(&thr->snap_lock);

@@ -75,7 +75,7 @@ struct bk_thread_s {
     /* Cold bootstrap, the active's side: snapshots asked for (made after the next commit)
      * and made (taken by the node). Guarded by snap_lock. */
     pthread_mutex_t snap_lock;
-    bk_thread_snapshot_t snap_req[BK_THREAD_SNAPSHOTS], snap_done[BK_THREAD_SNAPSHOTS];
+    bk_snapshot_made_t snap_req[BK_SNAPSHOT_REQUESTS], snap_done[BK_SNAPSHOT_REQUESTS];
     int nsnap_req, nsnap_done;
     atomic_int snap_wanted;
     int clean; /* the final commit went through */

@@ -196,7 +196,7 @@ static int crew_ask(void *opaque, int32_t task, const char *req)
     return -1;
 }
 
-static int crew_take(void *opaque, bk_thread_snapshot_t *out)
+static int crew_take(void *opaque, bk_snapshot_made_t *out)
 {
     bk_crew_t *crew = opaque;
     for (int t = 0; t < crew->nthreads; t++) {

@@ -216,11 +216,11 @@ int bk_bootstrap_mode(bk_bootstrap_t *b, int32_t task)
 {
     int state;
     if (!b || task < 0 || task >= b->env.ntasks) {
-        return BK_STANDBY_BOOT_AUTO;
+        return BK_BOOTSTRAP_MODE_AUTO;
     }
     state = get_state(b, &b->jobs[task]);
     if (state == J_REQUESTED || state == J_FETCHING) {
-        return BK_STANDBY_BOOT_BUSY; /* its directory is about to be replaced */
+        return BK_BOOTSTRAP_MODE_BUSY; /* its directory is about to be replaced */
     }
     return b->jobs[task].mode;
 }
@@ -231,7 +231,7 @@ static void drop_job(bk_bootstrap_t *b, int32_t t)
     job_t *j = &b->jobs[t];
     pthread_mutex_lock(&b->lock);
     j->state = J_IDLE;
-    j->mode = BK_STANDBY_BOOT_AUTO;
+    j->mode = BK_BOOTSTRAP_MODE_AUTO;
     j->batch = -1;
     pthread_mutex_unlock(&b->lock);
 }
@@ -555,7 +555,7 @@ static void end_job(bk_bootstrap_t *b, int32_t t, int ok, const char *why)
     j->state = J_ENDED;
     j->batch = -1;
     /* after a bootstrap the replica tails what came since its snapshot, however much */
-    j->mode = ok ? BK_STANDBY_BOOT_GAP : BK_STANDBY_BOOT_NEVER;
+    j->mode = ok ? BK_BOOTSTRAP_MODE_GAP : BK_BOOTSTRAP_MODE_NEVER;
     pthread_mutex_unlock(&b->lock);
     if (!ok) {
         bk_log_warn("bootstrap %s: failed: %s; the standby restores from the changelog instead",
@@ -754,7 +754,7 @@ static void answer(bk_bootstrap_t *b, served_t *s)
 
 static void serve(bk_bootstrap_t *b)
 {
-    bk_thread_snapshot_t r;
+    bk_snapshot_made_t r;
     while (b->env.take(b->env.opaque, &r)) {
         served_t *s = served_by_req(b, r.req);
         const char *id = r.ok ? strrchr(r.dir, '/') : NULL;
@@ -821,7 +821,7 @@ static int on_note(bk_bootstrap_t *b, const bk_member_note_t *n)
             bk_log_info("bootstrap %s: asked by %s: already under way", task, n->from);
         } else {
             bk_log_info("bootstrap %s: asked by %s", task, n->from);
-            b->jobs[t].mode = BK_STANDBY_BOOT_FORCE;
+            b->jobs[t].mode = BK_BOOTSTRAP_MODE_FORCE;
             return 1;
         }
     }

@@ -31,6 +31,7 @@
 #include "engine/hooks.h"
 #include "engine/plan.h"
 #include "engine/thread.h"
+#include "replica/bootstrap_mode.h"
 
 typedef struct bk_bootstrap_s bk_bootstrap_t;
 
@@ -45,7 +46,7 @@ typedef struct bk_bootstrap_env_s {
     /* The active's side: asks the stream thread running task for a snapshot (0, or -1 if no
      * thread here runs it), and takes a finished one (1, or 0). */
     int (*ask)(void *opaque, int32_t task, const char *req);
-    int (*take)(void *opaque, bk_thread_snapshot_t *out);
+    int (*take)(void *opaque, bk_snapshot_made_t *out);
     void *opaque;
     bk_hooks_t *hooks; /* on_restore gets the fetches' progress (hooks.h); may be NULL */
     /* An installed snapshot is opened here, beside the other fetches, and left in this pool

@@ -106,7 +106,7 @@ static int is_fresh(const bk_standby_t *sb, int t)
     char dir[4096];
     struct stat st;
     if (!sb->boot_on ||
-        (sb->boot_mode[t] != BK_STANDBY_BOOT_AUTO && sb->boot_mode[t] != BK_STANDBY_BOOT_FORCE)) {
+        (sb->boot_mode[t] != BK_BOOTSTRAP_MODE_AUTO && sb->boot_mode[t] != BK_BOOTSTRAP_MODE_FORCE)) {
         return 0;
     }
     bk_plan_task_dir(sb->plan, sb->conf, sb->tasks[t], dir, sizeof(dir));
@@ -146,7 +146,7 @@ static int open_dbs(bk_standby_t *sb)
         if (logged == 0) {
             continue; /* stateless or unlogged: nothing to keep warm */
         }
-        if (sb->boot_on && sb->boot_mode[t] == BK_STANDBY_BOOT_BUSY) {
+        if (sb->boot_on && sb->boot_mode[t] == BK_BOOTSTRAP_MODE_BUSY) {
             sb->boot_lag[t] = INT64_C(1) << 40; /* being built elsewhere: far behind */
             continue;
         }
@@ -172,7 +172,7 @@ static const char *boot_reason(bk_standby_t *sb, int t, char *why, size_t size)
 {
     int64_t replay = 0;
     int mode = sb->boot_mode[t];
-    if (!sb->boot_on || mode == BK_STANDBY_BOOT_NEVER) {
+    if (!sb->boot_on || mode == BK_BOOTSTRAP_MODE_NEVER) {
         return NULL;
     }
     for (int i = 0; i < sb->nitems; i++) {
@@ -191,11 +191,11 @@ static const char *boot_reason(bk_standby_t *sb, int t, char *why, size_t size)
         }
         replay += it->hi - (next < 0 ? it->lo : next);
     }
-    if (sb->boot_mode[t] == BK_STANDBY_BOOT_FORCE) {
+    if (sb->boot_mode[t] == BK_BOOTSTRAP_MODE_FORCE) {
         snprintf(why, size, "asked for");
         return why;
     }
-    if (mode == BK_STANDBY_BOOT_AUTO && sb->boot_min > 0 && replay > sb->boot_min) {
+    if (mode == BK_BOOTSTRAP_MODE_AUTO && sb->boot_min > 0 && replay > sb->boot_min) {
         snprintf(why, size, "%lld changelog record(s) to replay (bootstrap_min_records %lld)",
                  (long long)replay, (long long)sb->boot_min);
         return why;
@@ -532,7 +532,7 @@ void bk_standby_set_bootstrap(bk_standby_t *sb, const int *modes, bk_standby_boo
     sb->boot_min = bk_conf_int(sb->conf, BK_CONF_BOOTSTRAP_MIN_RECORDS);
     sb->boot_cb = cb;
     for (int t = 0; t < sb->ntasks; t++) {
-        sb->boot_mode[t] = modes ? modes[t] : BK_STANDBY_BOOT_AUTO;
+        sb->boot_mode[t] = modes ? modes[t] : BK_BOOTSTRAP_MODE_AUTO;
     }
 }
 

@@ -21,6 +21,7 @@
 #include "base/conf.h"
 #include "engine/plan.h"
 #include "engine/thread.h"
+#include "replica/bootstrap_mode.h"
 
 typedef struct bk_standby_s bk_standby_t;
 
@@ -44,14 +45,7 @@ void bk_standby_set_pool(bk_standby_t *sb, struct bk_taskdb_pool_s *pool);
  * has more than bootstrap_min_records to replay, or its mode is FORCE. Such a task's DB is
  * closed and it is reported with the changelog's length as lag until the node restarts the
  * runner (after the bootstrap installed the snapshot, or failed). modes[ntasks] (copied;
- * NULL: all AUTO) as below. Call before bk_standby_start. */
-enum {
-    BK_STANDBY_BOOT_AUTO = 0,  /* any reason above */
-    BK_STANDBY_BOOT_FORCE = 1, /* asked for */
-    BK_STANDBY_BOOT_NEVER = 2, /* a bootstrap failed: restore from the changelog */
-    BK_STANDBY_BOOT_GAP = 3,   /* just bootstrapped: only a gap makes it bootstrap again */
-    BK_STANDBY_BOOT_BUSY = 4   /* a bootstrap of it is under way: do not open its DB */
-};
+ * NULL: all AUTO) as replica/bootstrap_mode.h says. Call before bk_standby_start. */
 typedef void (*bk_standby_boot_cb)(void *opaque, int32_t task, const char *why);
 void bk_standby_set_bootstrap(bk_standby_t *sb, const int *modes, bk_standby_boot_cb cb,
                               void *opaque);
