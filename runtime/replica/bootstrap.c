@@ -31,7 +31,7 @@ enum { J_IDLE = 0, J_WANTED, J_REQUESTED, J_FETCHING, J_ENDED };
 /* One task this node keeps a standby of. */
 typedef struct job_s {
     int state;
-    int mode;     /* BK_STANDBY_BOOT_* for the next standby runner */
+    int mode;     /* BK_BOOTSTRAP_MODE_* for the next standby runner */
     int standing; /* this node keeps a standby of the task (bk_bootstrap_keep) */
     int batch;    /* the batch it is in (REQUESTED, FETCHING), -1: none */
     char why[512];

@@ -64,7 +64,7 @@ void bk_bootstrap_destroy(bk_bootstrap_t *b);
 
 /* The standby runner handed `task` over (standby.h's boot callback). @locality any thread */
 void bk_bootstrap_want(bk_bootstrap_t *b, int32_t task, const char *why);
-/* The mode the next standby runner should give task (BK_STANDBY_BOOT_*). */
+/* The mode the next standby runner should give task (BK_BOOTSTRAP_MODE_*). */
 int bk_bootstrap_mode(bk_bootstrap_t *b, int32_t task);
 /* The node's standby set changed: jobs and modes of tasks not in it are dropped. */
 void bk_bootstrap_keep(bk_bootstrap_t *b, const int32_t *standby, int32_t n);
