@@ -100,7 +100,8 @@ describe("state", function()
       return total > N / 10 and total < N
     end, 60, 0.1)
     node:kill()
-    node:wait(10)
+    -- gone for sure before the next node starts (a process in an fsync dies late)
+    assert.is_not_nil(node:wait(30), "the killed node did not go")
 
     local again = helpers.start_node(WORDCOUNT, { "-b", bs, "--state-dir", state })
     again:wait_running(60)
