@@ -16,7 +16,7 @@
  * bk_reconcile_diff over plain arrays: the node's now (running, standing, was_standby
  * [ntasks], updated in place to the new one) and the view (epoch, lost, want = its running,
  * want_sb = its standby, waiting, release). counts[0..3] = changed, log_unchanged,
- * stop_actives, stop_standbys; counts[4..11] = the lengths of keep, release, revoked,
+ * change_actives, stop_standbys; counts[4..11] = the lengths of keep, release, revoked,
  * forget, standbys, promoted, gained, running, whose elements follow one another in out
  * (at least 11 * (ntasks + 1) elements). */
 int bk_ffi_reconcile(int32_t ntasks, const int32_t *running, int32_t nrunning,

@@ -78,9 +78,9 @@ void bk_reconcile_diff(const bk_member_view_t *view, const bk_reconcile_now_t *n
     int32_t nwant = lost ? 0 : view->nrunning, nwant_sb = lost ? 0 : view->nstandby;
     int32_t nwaiting = lost ? 0 : view->nwaiting;
 
-    a->stop_actives = !same_set(now->running, now->nrunning, want, nwant) || view->nrelease > 0;
+    a->change_actives = !same_set(now->running, now->nrunning, want, nwant) || view->nrelease > 0;
     a->stop_standbys = !same_set(now->standing, now->nstanding, want_sb, nwant_sb);
-    a->changed = a->stop_actives || a->stop_standbys;
+    a->changed = a->change_actives || a->stop_standbys;
     a->log_unchanged = !a->changed && !lost && view->epoch != now->logged_epoch && view->epoch > 0;
     a->nkeep = a->nrelease = a->nrevoked = a->nforget = a->npromoted = a->ngained = 0;
     a->nstandbys = nwant_sb;
@@ -186,7 +186,7 @@ int bk_ffi_reconcile(int32_t ntasks, const int32_t *running, int32_t nrunning,
     }
     counts[0] = a.changed;
     counts[1] = a.log_unchanged;
-    counts[2] = a.stop_actives;
+    counts[2] = a.change_actives;
     counts[3] = a.stop_standbys;
     memcpy(was_standby, a.was_standby, (size_t)ntasks);
     bk_reconcile_actions_free(&a);

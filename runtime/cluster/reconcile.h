@@ -27,12 +27,12 @@ typedef struct bk_reconcile_now_s {
 /* The actions, in the order they must run. Arrays are the caller's, sized ntasks + 1 each
  * (bk_reconcile_actions_new). */
 typedef struct bk_reconcile_actions_s {
-    int changed;       /* 0: nothing to do but, if log_unchanged, log the epoch */
-    int log_unchanged; /* 1: an unchanged epoch not logged yet */
-    int stop_actives;  /* 1. the active set changed, or tasks must be released: the crew
-                        *    commits and stops */
-    int stop_standbys; /* 2. the standby set changed: the standby runner stops */
-    int32_t *keep;     /* 3. the DBs to keep open: new actives, standbys, waiting ones */
+    int changed;        /* 0: nothing to do but, if log_unchanged, log the epoch */
+    int log_unchanged;  /* 1: an unchanged epoch not logged yet */
+    int change_actives; /* 1. the active set changed, or tasks must be released: the crew
+                         *    gives up `revoked` (each commits and closes alone) */
+    int stop_standbys;  /* 2. the standby set changed: the standby runner stops */
+    int32_t *keep;      /* 3. the DBs to keep open: new actives, standbys, waiting ones */
     int32_t nkeep;
     int32_t *release; /* 4. tasks to publish as released (the view's) */
     int32_t nrelease;
@@ -45,9 +45,9 @@ typedef struct bk_reconcile_actions_s {
     int32_t *promoted; /* 8. gained actives this node kept a standby of: on_promote */
     int32_t npromoted;
     uint8_t *was_standby; /* 9. the node's new was_standby [ntasks] */
-    int32_t *gained;      /* 10. actives gained: on_assign (if stop_actives) */
+    int32_t *gained;      /* 10. actives gained: on_assign, then given to the crew */
     int32_t ngained;
-    int32_t *running; /* 11. the new active set, started if stop_actives */
+    int32_t *running; /* 11. the new active set */
     int32_t nrunning;
 } bk_reconcile_actions_t;
 

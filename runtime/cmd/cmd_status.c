@@ -132,7 +132,7 @@ static int bk_status_parse(int argc, char **argv, bk_conf_t *conf, bk_status_opt
 
 /* -- Task names ---------------------------------------------------------------------------- */
 
-/* Names "<sub>_<partition>" in the order runtime/cmd/cmd_run.c's all_tasks() numbers the tasks
+/* Names "<sub>_<partition>" in the order bk_plan_tasks (engine/plan.h) numbers the tasks
  * (subtopology by subtopology, partitions ascending), with the partition counts the cluster's
  * metadata has now. NULL (with a warning on stderr) when they cannot be found or do not add
  * up to the assignment's task count: the caller prints indices then. */

@@ -1,4 +1,4 @@
-/* crew.c - a node's stream threads for one set of tasks (crew.h). */
+/* crew.c - a node's stream threads and the tasks on them (crew.h). */
 #include "engine/crew.h"
 
 #include <stdlib.h>
@@ -6,34 +6,22 @@
 
 #include "base/log.h"
 
-void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf,
-                   const bk_task_id_t *tasks, int ntasks, const bk_crew_cluster_t *cl,
-                   bk_taskdb_pool_t *pool)
+void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf, int nthreads,
+                   bk_thread_progress_cb progress, void *opaque, bk_taskdb_pool_t *pool)
 {
-    int nthreads = (int)bk_conf_int(conf, BK_CONF_THREADS);
-    bk_task_id_t *mine = calloc((size_t)ntasks + 1, sizeof(*mine));
-    int32_t *ids = calloc((size_t)ntasks + 1, sizeof(*ids));
-
     memset(crew, 0, sizeof(*crew));
-    if (nthreads > ntasks) {
-        if (ntasks > 0 && !cl) {
-            bk_log_warn("%d threads for %d tasks: running %d threads", nthreads, ntasks, ntasks);
-        }
-        nthreads = ntasks;
+    crew->tasks = bk_plan_tasks(plan, &crew->cap);
+    crew->owner = malloc(((size_t)crew->cap + 1) * sizeof(int));
+    for (int i = 0; crew->owner && i < crew->cap; i++) {
+        crew->owner[i] = -1;
     }
-    crew->ntasks = ntasks;
     crew->threads = calloc((size_t)nthreads + 1, sizeof(*crew->threads));
+    crew->load = calloc((size_t)nthreads + 1, sizeof(int));
+    crew->tickets = calloc((size_t)nthreads + 1, sizeof(uint64_t));
     for (int t = 0; t < nthreads; t++) {
-        int n = 0;
-        for (int i = t; i < ntasks; i += nthreads) {
-            ids[n] = cl ? cl->ids[i] : i;
-            mine[n++] = tasks[i];
-        }
-        crew->threads[t] = bk_thread_new(t, plan, conf, &crew->flags, mine, n);
+        crew->threads[t] = bk_thread_new(t, plan, conf, &crew->flags);
         bk_thread_set_pool(crew->threads[t], pool);
-        if (cl) {
-            bk_thread_set_cluster(crew->threads[t], cl->epoch, ids, cl->progress, cl->opaque);
-        }
+        bk_thread_set_progress(crew->threads[t], progress, opaque);
         if (bk_thread_start(crew->threads[t]) != 0) {
             bk_log_error("cannot start thread %d", t);
             crew->flags.stop = crew->flags.failed = 1;
@@ -42,11 +30,109 @@ void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf
         }
         crew->nthreads = t + 1;
     }
-    free(mine);
-    free(ids);
-    if (!cl || ntasks > 0) {
-        bk_log_info("app %s: %d task(s) on %d thread(s)", plan->id, ntasks, crew->nthreads);
+}
+
+static int least_loaded(const bk_crew_t *crew)
+{
+    int best = 0;
+    for (int t = 1; t < crew->nthreads; t++) {
+        if (crew->load[t] < crew->load[best]) {
+            best = t;
+        }
     }
+    return best;
+}
+
+static int most_loaded(const bk_crew_t *crew)
+{
+    int best = 0;
+    for (int t = 1; t < crew->nthreads; t++) {
+        if (crew->load[t] > crew->load[best]) {
+            best = t;
+        }
+    }
+    return best;
+}
+
+/* The tasks of thread `from` that moves to `to` to even them out: the newest given. */
+static int pick_task(const bk_crew_t *crew, int from)
+{
+    for (int i = crew->cap - 1; i >= 0; i--) {
+        if (crew->owner[i] == from) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+int bk_crew_add(bk_crew_t *crew, uint64_t epoch, const int32_t *ids, int n)
+{
+    if (crew->nthreads == 0) {
+        return n > 0;
+    }
+    /* one at a time to the least loaded: in the app's order this deals each thread tasks
+     * of every subtopology, as round-robin did */
+    for (int i = 0; i < n; i++) {
+        int t;
+        if (ids[i] < 0 || ids[i] >= crew->cap || crew->owner[ids[i]] >= 0) {
+            continue;
+        }
+        t = least_loaded(crew);
+        crew->owner[ids[i]] = t;
+        crew->load[t]++;
+        crew->ntasks++;
+        bk_thread_add_tasks(crew->threads[t], &ids[i], 1, epoch);
+    }
+    for (;;) {
+        int lo = least_loaded(crew), hi = most_loaded(crew), task;
+        if (crew->load[hi] - crew->load[lo] <= 1 || (task = pick_task(crew, hi)) < 0) {
+            break;
+        }
+        /* a move within the node: only the moved task pauses */
+        if (bk_thread_wait_removed(crew->threads[hi],
+                                   bk_thread_remove_tasks(crew->threads[hi], &task, 1)) != 0) {
+            return 1;
+        }
+        crew->owner[task] = lo;
+        crew->load[hi]--;
+        crew->load[lo]++;
+        bk_thread_add_tasks(crew->threads[lo], &task, 1, epoch);
+        bk_log_info("task %s moved from stream-%d to stream-%d to even the threads out",
+                    BK_TASK_NAME(crew->tasks[task]), hi, lo);
+    }
+    return 0;
+}
+
+int bk_crew_remove(bk_crew_t *crew, const int32_t *ids, int n)
+{
+    int32_t *mine = calloc((size_t)n + 1, sizeof(int32_t));
+    int failed = 0;
+
+    if (!mine) {
+        return 1;
+    }
+    for (int t = 0; t < crew->nthreads; t++) {
+        int k = 0;
+        crew->tickets[t] = 0;
+        for (int i = 0; i < n; i++) {
+            if (ids[i] >= 0 && ids[i] < crew->cap && crew->owner[ids[i]] == t) {
+                mine[k++] = ids[i];
+                crew->owner[ids[i]] = -1;
+            }
+        }
+        if (k > 0) {
+            crew->tickets[t] = bk_thread_remove_tasks(crew->threads[t], mine, k);
+            crew->load[t] -= k;
+            crew->ntasks -= k;
+        }
+    }
+    for (int t = 0; t < crew->nthreads; t++) {
+        if (crew->tickets[t] && bk_thread_wait_removed(crew->threads[t], crew->tickets[t]) != 0) {
+            failed = 1;
+        }
+    }
+    free(mine);
+    return failed;
 }
 
 int bk_crew_done(const bk_crew_t *crew)
@@ -56,6 +142,24 @@ int bk_crew_done(const bk_crew_t *crew)
         done += bk_thread_done(crew->threads[t]);
     }
     return done;
+}
+
+int bk_crew_request_snapshot(bk_crew_t *crew, int32_t task, const char *req)
+{
+    if (task < 0 || task >= crew->cap || crew->owner[task] < 0) {
+        return -1;
+    }
+    return bk_thread_request_snapshot(crew->threads[crew->owner[task]], task, req);
+}
+
+int bk_crew_take_snapshot(bk_crew_t *crew, bk_snapshot_made_t *out)
+{
+    for (int t = 0; t < crew->nthreads; t++) {
+        if (bk_thread_take_snapshot(crew->threads[t], out)) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 void bk_crew_add_stats(bk_thread_stats_t *a, const bk_thread_stats_t *b)
@@ -76,7 +180,14 @@ int bk_crew_stop(bk_crew_t *crew)
         bk_thread_destroy(crew->threads[t]);
     }
     free(crew->threads);
+    free(crew->tasks);
+    free(crew->owner);
+    free(crew->load);
+    free(crew->tickets);
     crew->threads = NULL;
-    crew->nthreads = 0;
+    crew->tasks = NULL;
+    crew->owner = crew->load = NULL;
+    crew->tickets = NULL;
+    crew->nthreads = crew->ntasks = 0;
     return crew->flags.failed;
 }

@@ -1,6 +1,7 @@
-/* crew.h - the stream threads (thread.h) that run one set of a node's tasks. A new set of
- * tasks means a new crew: the old one commits and closes first. Owned by the node's main
- * thread; the threads themselves share only the crew's flags. */
+/* crew.h - a node's stream threads (thread.h) and the tasks it runs on them. The threads
+ * start with the node and stop with it; tasks come and go on them in place: a task that
+ * stays is never stopped, closed or reopened because another one moved. Owned by the
+ * node's main thread; the threads themselves share only the crew's flags. */
 #ifndef BK_CREW_H
 #define BK_CREW_H
 
@@ -9,33 +10,42 @@
 #include "base/conf.h"
 #include "base/task.h"
 #include "engine/plan.h"
+#include "engine/snapshot.h"
 #include "engine/taskdb.h"
 #include "engine/thread.h"
 
 typedef struct bk_crew_s {
     bk_node_flags_t flags;
     bk_thread_t **threads;
-    int nthreads, ntasks;
+    int nthreads;
+    int ntasks;              /* tasks given to the threads */
+    int cap;                 /* the app's task count */
+    bk_task_id_t *tasks;     /* [cap] the app's task table */
+    int *owner;              /* [cap] the thread a task was given to, -1 */
+    int *load;               /* [nthreads] tasks given to each thread */
+    uint64_t *tickets;       /* [nthreads] scratch: removals asked for */
     bk_thread_stats_t total; /* of the threads stopped so far */
 } bk_crew_t;
 
-/* In a cluster: the epoch the tasks run in, each task's index in the app's task table,
- * and who hears each task's progress after a commit (on its stream thread). */
-typedef struct bk_crew_cluster_s {
-    uint64_t epoch;
-    const int32_t *ids; /* [ntasks] */
-    bk_thread_progress_cb progress;
-    void *opaque;
-} bk_crew_cluster_t;
-
-/* Deals `tasks` round-robin (each thread gets tasks of every subtopology) to up to
- * --threads threads and starts them. cl NULL: a node alone (task i's id is i). pool may be
- * NULL (each thread opens its own DBs). A thread that cannot start sets flags.failed. */
-void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf,
-                   const bk_task_id_t *tasks, int ntasks, const bk_crew_cluster_t *cl,
-                   bk_taskdb_pool_t *pool);
+/* Starts nthreads threads with no tasks. progress (may be NULL) hears each task's next
+ * input offset after a commit, on its stream thread. pool may be NULL (each thread opens
+ * and closes its own DBs). A thread that cannot start sets flags.failed. */
+void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf, int nthreads,
+                   bk_thread_progress_cb progress, void *opaque, bk_taskdb_pool_t *pool);
+/* Gives tasks (indices into the app's task table) to the least loaded threads, from epoch
+ * on; they open in the background. Then evens the threads out (a node's tasks spread over
+ * its threads: a task moves from the most loaded to the least loaded thread while both
+ * differ by more than one). Returns 1 if a thread failed. */
+int bk_crew_add(bk_crew_t *crew, uint64_t epoch, const int32_t *ids, int n);
+/* Takes tasks back and waits until each is closed, committed and its DB in the pool. Every
+ * thread with tasks to give up does so at once. Returns 1 if a thread failed. */
+int bk_crew_remove(bk_crew_t *crew, const int32_t *ids, int n);
 /* How many of its threads have ended (by themselves or asked to). */
 int bk_crew_done(const bk_crew_t *crew);
+/* Cold bootstrap's active side: asks the thread running `task` for a snapshot (0, or -1),
+ * and takes a snapshot made by any (1 and *out, or 0). */
+int bk_crew_request_snapshot(bk_crew_t *crew, int32_t task, const char *req);
+int bk_crew_take_snapshot(bk_crew_t *crew, bk_snapshot_made_t *out);
 /* Asks every thread to finish its batch, commit and close, waits, and adds their figures
  * to crew->total. Returns 1 if any failed. */
 int bk_crew_stop(bk_crew_t *crew);

@@ -229,3 +229,21 @@ void bk_plan_task_dir(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t
     snprintf(buf, size, "%s/%s/%s", bk_conf_str(conf, BK_CONF_STATE_DIR), plan->id,
              BK_TASK_NAME(task));
 }
+
+bk_task_id_t *bk_plan_tasks(const bk_plan_t *plan, int *ntasks)
+{
+    bk_task_id_t *tasks;
+    int n = 0;
+    for (int s = 0; s < plan->nsubs; s++) {
+        n += plan->subs[s].partitions;
+    }
+    tasks = calloc((size_t)n + 1, sizeof(*tasks));
+    n = 0;
+    for (int s = 0; tasks && s < plan->nsubs; s++) {
+        for (int p = 0; p < plan->subs[s].partitions; p++) {
+            tasks[n++] = (bk_task_id_t){s, p};
+        }
+    }
+    *ntasks = n;
+    return tasks;
+}

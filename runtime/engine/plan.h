@@ -58,7 +58,11 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
                         size_t errstr_size);
 void bk_plan_destroy(bk_plan_t *plan);
 
-/* A task: bk_task_id_t (base/task.h). */
+/* A task: bk_task_id_t (base/task.h). The app's task table numbers every task, subtopology
+ * by subtopology, partition by partition; a task's index there is its id on the control
+ * topic and its slot on a stream thread. */
+/* Every task of the app in that order (free() it); *ntasks their count. */
+bk_task_id_t *bk_plan_tasks(const bk_plan_t *plan, int *ntasks);
 
 /* The stores of subtopology `sub`'s tasks: fills specs[] (names borrowed from the plan) and
  * idx[] (their plan store indices), each of room plan->nstores; returns how many. */

@@ -30,7 +30,7 @@ _Static_assert(sizeof(bk_rec_t) == 56, "bk_rec_t layout changed: update the FFI 
 /* -- Set-up ------------------------------------------------------------- */
 
 bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *conf,
-                           bk_node_flags_t *flags, const bk_task_id_t *tasks, int ntasks)
+                           bk_node_flags_t *flags)
 {
     bk_thread_t *thr = calloc(1, sizeof(*thr));
     const char *pol = bk_conf_str(conf, BK_CONF_ON_ERROR);
@@ -40,9 +40,15 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     thr->plan = plan;
     thr->conf = conf;
     thr->flags = flags;
-    thr->ntasks = ntasks;
-    thr->tasks = calloc((size_t)(ntasks ? ntasks : 1), sizeof(*tasks));
-    memcpy(thr->tasks, tasks, (size_t)ntasks * sizeof(*tasks));
+    thr->tasks = bk_plan_tasks(plan, &thr->cap);
+    thr->slot_state = calloc((size_t)thr->cap + 1, 1);
+    thr->task_epoch = calloc((size_t)thr->cap + 1, sizeof(uint64_t));
+    thr->owned = calloc((size_t)thr->cap + 1, sizeof(int32_t));
+    thr->dbs = calloc((size_t)thr->cap + 1, sizeof(*thr->dbs));
+    thr->store_of = calloc((size_t)thr->cap + 1, sizeof(*thr->store_of));
+    thr->box_add = calloc((size_t)thr->cap + 1, sizeof(int32_t));
+    thr->box_rm = calloc((size_t)thr->cap + 1, sizeof(int32_t));
+    thr->box_add_epoch = calloc((size_t)thr->cap + 1, sizeof(uint64_t));
     thr->policy = strcmp(pol, "skip") == 0  ? POLICY_SKIP
                   : strcmp(pol, "dlq") == 0 ? POLICY_DLQ
                                             : POLICY_FAIL;
@@ -52,11 +58,13 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     thr->last_topic = -1;
     thr->ref_run = thr->ref_punctuate = thr->ref_close = LUA_NOREF;
     thr->ref_flush = thr->ref_hook = thr->ref_init = LUA_NOREF;
+    thr->ref_add_task = thr->ref_init_task = thr->ref_close_task = thr->ref_drop_task = LUA_NOREF;
     pthread_mutex_init(&thr->snap_lock, NULL);
+    pthread_mutex_init(&thr->box_lock, NULL);
+    pthread_cond_init(&thr->box_cond, NULL);
+    bk_thread_build_tables(thr);
     return thr;
 }
-
-/* Builds the (topic, partition) -> task / toppar tables for this thread. */
 
 /* -- The record path ---------------------------------------------------- */
 
@@ -112,11 +120,12 @@ static int fill_batch(bk_thread_t *thr, int n)
  * commit, it bounds when this node processed the task (docs/cluster.md). */
 static void first_record(bk_thread_t *thr, int tp, int64_t offset)
 {
-    const bk_task_id_t *task = &thr->tasks[thr->task_of[thr->tp_topic[tp]][thr->tp_partition[tp]]];
+    int slot = thr->task_of[thr->tp_topic[tp]][thr->tp_partition[tp]];
     thr->tp_first[tp] = offset;
-    bk_log_info("task %s epoch %llu: first record %s [%d] offset %lld", BK_TASK_NAME(*task),
-                (unsigned long long)thr->epoch, thr->plan->topics[thr->tp_topic[tp]].name,
-                thr->tp_partition[tp], (long long)offset);
+    bk_log_info("task %s epoch %llu: first record %s [%d] offset %lld",
+                BK_TASK_NAME(thr->tasks[slot]), (unsigned long long)thr->task_epoch[slot],
+                thr->plan->topics[thr->tp_topic[tp]].name, thr->tp_partition[tp],
+                (long long)offset);
 }
 
 static void mark_done(bk_thread_t *thr, int from, int to)
@@ -258,6 +267,11 @@ static int run_loop(bk_thread_t *thr)
     while (!thr->flags->stop) {
         int64_t now = bk_clock_wall_ms();
         int wait = 100, n;
+        if (bk_thread_apply_changes(thr) != 0) {
+            bk_log_error("%s: %s", thr->name, thr->err);
+            rc = -1;
+            break;
+        }
         if (thr->io.next_wall_ms >= 0) {
             if (now >= thr->io.next_wall_ms && punctuate(thr, now) != 0) {
                 rc = -1;
@@ -320,69 +334,64 @@ static void close_lua(bk_thread_t *thr)
     thr->ref_close = LUA_NOREF;
 }
 
+/* The "last record" lines of the live tasks' input partitions (first_record's pair), after
+ * a commit that covered them. */
+void bk_thread_log_last(bk_thread_t *thr, const int32_t *slots, int n)
+{
+    for (int k = 0; k < n; k++) {
+        int slot = slots[k];
+        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[slot].sub];
+        for (int j = 0; j < sub->ntopics; j++) {
+            int tp = thr->tp_base[slot] + j;
+            if (thr->tp_first[tp] >= 0) {
+                bk_log_info("task %s epoch %llu: last record %s [%d] offset %lld, committed",
+                            BK_TASK_NAME(thr->tasks[slot]),
+                            (unsigned long long)thr->task_epoch[slot],
+                            thr->plan->topics[thr->tp_topic[tp]].name, thr->tp_partition[tp],
+                            (long long)thr->tp_next[tp] - 1);
+            }
+        }
+    }
+}
+
 static void *thread_main(void *arg)
 {
     bk_thread_t *thr = arg;
     int rc;
+    int64_t t0 = bk_clock_wall_ms();
 
     bk_log_set_thread_name(thr->name);
-    bk_thread_build_tables(thr);
     thr->io.recs = calloc((size_t)thr->batch_size, sizeof(bk_rec_t));
     thr->msgs = calloc((size_t)thr->batch_size, sizeof(rd_kafka_message_t *));
     thr->rec_tp = calloc((size_t)thr->batch_size, sizeof(int));
 
-    /* Stores open before the clients (changelogs are wired to them), the VM
-     * before the restore (its on_restore hook), processors' init after it. */
-    /* Each step's end time, for the start-up line (what a failover waits for). */
-    int64_t t0 = bk_clock_wall_ms(), t_st = 0, t_kf = 0, t_lua = 0, t_rs = 0;
-    if (bk_thread_open_stores(thr) != 0 ||
-        (t_st = bk_clock_wall_ms(), bk_thread_start_kafka(thr)) != 0 ||
-        (t_kf = bk_clock_wall_ms(), bk_thread_start_lua(thr)) != 0 ||
-        (t_lua = bk_clock_wall_ms(), bk_thread_restore(thr)) != 0 ||
-        (t_rs = bk_clock_wall_ms(), bk_thread_init_lua(thr)) != 0 ||
-        bk_thread_assign_inputs(thr) != 0) {
-        if (thr->flags->stop && !thr->flags->failed) {
-            /* asked to stop while starting (a restore cut short by a new
-             * assignment or a signal): nothing was processed, nothing to commit */
-            bk_log_info("%s: stopped while starting (%s)", thr->name, thr->err);
-            thr->rc = 0;
-            thr->commit_failed = 1; /* no commit: the restore did not finish */
-        } else {
-            bk_log_error("%s: cannot start: %s", thr->name, thr->err);
-            thr->rc = -1;
-        }
+    /* The clients and the VM live as long as the thread; tasks come and go
+     * (thread_tasks.c): each opens and restores in the background, then goes live. */
+    if (bk_thread_start_kafka(thr) != 0 || bk_thread_start_lua(thr) != 0) {
+        bk_log_error("%s: cannot start: %s", thr->name, thr->err);
+        thr->rc = -1;
         goto done;
     }
-    bk_log_info("%s: running %d task(s) over %d partition(s), started in %lld ms (stores %lld, "
-                "clients %lld, Lua %lld, restore %lld, init %lld)",
-                thr->name, thr->ntasks, thr->ntp, (long long)(bk_clock_wall_ms() - t0),
-                (long long)(t_st - t0), (long long)(t_kf - t_st), (long long)(t_lua - t_kf),
-                (long long)(t_rs - t_lua), (long long)(bk_clock_wall_ms() - t_rs));
+    bk_log_debug("%s: clients and Lua ready in %lld ms", thr->name,
+                 (long long)(bk_clock_wall_ms() - t0));
     rc = run_loop(thr);
+    bk_thread_stop_jobs(thr);
     /* Processors may forward from close(); what they send is flushed and
      * committed with the rest, unless committing is what failed. */
     close_lua(thr);
     if (!thr->commit_failed && bk_thread_commit(thr) != 0) {
         rc = -1;
     } else if (!thr->commit_failed) {
-        for (int i = 0; i < thr->ntp; i++) {
-            if (thr->tp_first[i] >= 0) {
-                const bk_task_id_t *task =
-                    &thr->tasks[thr->task_of[thr->tp_topic[i]][thr->tp_partition[i]]];
-                bk_log_info("task %s epoch %llu: last record %s [%d] offset %lld, committed",
-                            BK_TASK_NAME(*task), (unsigned long long)thr->epoch,
-                            thr->plan->topics[thr->tp_topic[i]].name, thr->tp_partition[i],
-                            (long long)thr->tp_next[i] - 1);
-            }
-        }
+        bk_thread_log_last(thr, thr->owned, thr->ntasks);
         bk_log_info("%s: final commit: outputs flushed, stores synced, offsets of %d "
-                    "partition(s) committed",
-                    thr->name, thr->ntp);
+                    "task(s) committed",
+                    thr->name, thr->ntasks);
         thr->clean = rc == 0;
     }
     thr->rc = rc;
 
 done:
+    bk_thread_stop_jobs(thr);
     close_lua(thr);
     if (thr->rc != 0) {
         thr->flags->failed = 1;
@@ -391,7 +400,10 @@ done:
     bk_log_info("%s: stopped: %llu in, %llu out, %llu skipped, %llu dead-lettered", thr->name,
                 (unsigned long long)thr->stats.in, (unsigned long long)thr->stats.out,
                 (unsigned long long)thr->stats.skipped, (unsigned long long)thr->stats.dlq);
+    pthread_mutex_lock(&thr->box_lock);
     thr->done = 1;
+    pthread_cond_broadcast(&thr->box_cond);
+    pthread_mutex_unlock(&thr->box_lock);
     return NULL;
 }
 
@@ -400,15 +412,8 @@ void bk_thread_set_pool(bk_thread_t *thr, struct bk_taskdb_pool_s *pool)
     thr->pool = pool;
 }
 
-void bk_thread_set_cluster(bk_thread_t *thr, uint64_t epoch, const int32_t *ids,
-                           bk_thread_progress_cb cb, void *opaque)
+void bk_thread_set_progress(bk_thread_t *thr, bk_thread_progress_cb cb, void *opaque)
 {
-    thr->epoch = epoch;
-    free(thr->ids);
-    thr->ids = calloc((size_t)thr->ntasks + 1, sizeof(int32_t));
-    if (ids && thr->ntasks > 0) {
-        memcpy(thr->ids, ids, (size_t)thr->ntasks * sizeof(int32_t));
-    }
     thr->progress = cb;
     thr->progress_opaque = opaque;
 }
@@ -476,12 +481,14 @@ void bk_thread_destroy(bk_thread_t *thr)
         rd_kafka_destroy(thr->producer);
         thr->producer = NULL;
     }
-    for (int t = 0; thr->dbs && t < thr->ntasks; t++) {
-        /* open for the next crew only after a clean final commit */
-        bk_taskdb_release(thr->pool, thr->tasks[t], thr->dbs[t], thr->rc == 0 && thr->clean);
-        if (thr->store_of[t]) {
-            free(thr->store_of[t]);
+    for (int t = 0; t < thr->cap; t++) {
+        /* a live task's DB is kept open for its next owner here only after a clean final
+         * commit; an opening one's (its job stopped) is closed */
+        if (thr->dbs[t]) {
+            bk_taskdb_release(thr->pool, thr->tasks[t], thr->dbs[t],
+                              thr->slot_state[t] == SLOT_LIVE && thr->rc == 0 && thr->clean);
         }
+        free(thr->store_of[t]);
     }
     free(thr->dbs);
     free(thr->store_of);
@@ -499,8 +506,16 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->tp_partition);
     free(thr->tp_next);
     free(thr->tp_first);
-    free(thr->ids);
+    free(thr->tp_base);
+    free(thr->slot_state);
+    free(thr->task_epoch);
+    free(thr->owned);
+    free(thr->box_add);
+    free(thr->box_rm);
+    free(thr->box_add_epoch);
     pthread_mutex_destroy(&thr->snap_lock);
+    pthread_mutex_destroy(&thr->box_lock);
+    pthread_cond_destroy(&thr->box_cond);
     free(thr->tp_dirty);
     free(thr->io.recs);
     free(thr->msgs);

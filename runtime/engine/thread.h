@@ -1,5 +1,6 @@
 /* thread.h - a stream thread: one LuaJIT VM, one consumer, one producer and
- * a set of tasks (subtopology, partition), nothing shared on the record path.
+ * a set of tasks (subtopology, partition) that may change while it runs, nothing
+ * shared on the record path.
  *
  * The loop: fetch a batch from the consumer queue, hand it to Lua in one call
  * (records as an FFI array, bk_io_t), apply the error policy to a record that
@@ -36,21 +37,36 @@ typedef struct bk_node_flags_s {
     atomic_int failed; /* set by the thread that failed */
 } bk_node_flags_t;
 
-/* Creates (does not start) thread `index` for `tasks` (copied). plan, conf
- * and flags must outlive the thread. */
+/* Creates (does not start) thread `index`, with no tasks. plan, conf and flags must outlive
+ * the thread. */
 bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *conf,
-                           bk_node_flags_t *flags, const bk_task_id_t *tasks, int ntasks);
-/* In a cluster: the epoch the tasks run in (for the log's "first record" and "last record"
- * lines of each input partition, which spec/02-integration/08-cluster_spec.lua reads to
- * check that no two nodes ever process one task at once), the caller's id of each task,
- * and a callback told after each commit the next input offset of each task (of its first
- * input partition), run on the stream thread. Call before bk_thread_start(). */
+                           bk_node_flags_t *flags);
+
+/* Tasks come and go while the thread runs (engine/thread_tasks.c). A task is its index in
+ * the app's task table (bk_plan_tasks). */
+/* Asks the thread to take tasks from `epoch` on (the epoch names their runs in the log's
+ * "first record" and "last record" lines, which spec/02-integration/08-cluster_spec.lua
+ * reads to check that no two nodes ever process one task at once). Each opens and restores
+ * in the background, then goes live; the others keep running. @locality any thread */
+void bk_thread_add_tasks(bk_thread_t *thr, const int32_t *ids, int n, uint64_t epoch);
+/* Asks the thread to give tasks up: their processors close, all of the thread's work is
+ * committed, their partitions are unassigned and their DBs go back to the pool. Returns a
+ * ticket for bk_thread_wait_removed. @locality any thread */
+uint64_t bk_thread_remove_tasks(bk_thread_t *thr, const int32_t *ids, int n);
+/* Waits until the removal of `ticket` is done: 0, or -1 if the thread ended first.
+ * @locality any thread but the stream thread */
+int bk_thread_wait_removed(bk_thread_t *thr, uint64_t ticket);
+
+/* Told after each commit the next input offset of each task (of its first input
+ * partition), on the stream thread. Call before bk_thread_start(). */
 typedef void (*bk_thread_progress_cb)(void *opaque, int32_t task, int64_t offset);
+void bk_thread_set_progress(bk_thread_t *thr, bk_thread_progress_cb cb, void *opaque);
+
 /* Cold bootstrap, the active's side (docs/bootstrap.md): a snapshot asked for is made by the
  * thread right after its next commit (which it then does at once); engine/snapshot.h has
  * the request's answer. */
-/* Asks for a snapshot of task `id`: 0, or -1 if this thread does not run it or has
- * BK_SNAPSHOT_REQUESTS waiting. @locality any thread */
+/* Asks for a snapshot of task `id` (answered with an error if this thread does not run it):
+ * 0, or -1 if BK_SNAPSHOT_REQUESTS are waiting. @locality any thread */
 int bk_thread_request_snapshot(bk_thread_t *thr, int32_t id, const char *req);
 /* A snapshot made (or failed): 1 and *out filled, or 0. @locality any thread */
 int bk_thread_take_snapshot(bk_thread_t *thr, bk_snapshot_made_t *out);
@@ -59,8 +75,6 @@ int bk_thread_take_snapshot(bk_thread_t *thr, bk_snapshot_made_t *out);
  * before bk_thread_start. Without one they are opened and closed. */
 struct bk_taskdb_pool_s;
 void bk_thread_set_pool(bk_thread_t *thr, struct bk_taskdb_pool_s *pool);
-void bk_thread_set_cluster(bk_thread_t *thr, uint64_t epoch, const int32_t *ids,
-                           bk_thread_progress_cb cb, void *opaque);
 int bk_thread_start(bk_thread_t *thr);
 /* Waits for the thread to end; returns 0 if it ended cleanly. */
 int bk_thread_join(bk_thread_t *thr, bk_thread_stats_t *stats);

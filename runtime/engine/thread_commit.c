@@ -26,23 +26,25 @@
 #include "engine/thread_internal.h"
 #include "engine/vm.h"
 
-static void report_progress(bk_thread_t *thr)
+static void report_progress(bk_thread_t *thr, const int32_t *slots, int nslots)
 {
     if (!thr->progress) {
         return;
     }
-    for (int t = 0; t < thr->ntasks; t++) {
+    for (int k = 0; k < nslots; k++) {
+        int t = slots[k];
         const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[t].sub];
-        int tp = sub->ntopics > 0 ? thr->tp_of[sub->topics[0]][thr->tasks[t].partition] : -1;
-        thr->progress(thr->progress_opaque, thr->ids[t], tp >= 0 ? thr->tp_next[tp] : -1);
+        thr->progress(thr->progress_opaque, t,
+                      sub->ntopics > 0 ? thr->tp_next[thr->tp_base[t]] : -1);
     }
 }
 
 /* After an offset commit: a commit marker in each changelog of each task whose input moved,
  * so that standbys and restores apply the writes before it (store.h, Markers). */
-static int write_markers(bk_thread_t *thr)
+static int write_markers(bk_thread_t *thr, const int32_t *slots, int nslots)
 {
-    for (int t = 0; t < thr->ntasks; t++) {
+    for (int k = 0; k < nslots; k++) {
+        int t = slots[k];
         const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[t].sub];
         int64_t offs[BK_STORE_MAX_INPUTS];
         int dirty = 0, n;
@@ -50,8 +52,7 @@ static int write_markers(bk_thread_t *thr)
             continue;
         }
         for (int j = 0; j < sub->ntopics; j++) {
-            int tp = thr->tp_of[sub->topics[j]][thr->tasks[t].partition];
-            dirty |= tp >= 0 && thr->tp_dirty[tp];
+            dirty |= thr->tp_dirty[thr->tp_base[t] + j];
         }
         if (!dirty) {
             continue;
@@ -69,13 +70,15 @@ static int write_markers(bk_thread_t *thr)
 }
 
 /* At-least-once: offsets are committed only once everything the records
- * before them caused has been acknowledged by the brokers. */
-static int commit_steps(bk_thread_t *thr)
+ * before them caused has been acknowledged by the brokers. Steps 3-6 cover the tasks in
+ * slots (all the live ones, or only those leaving the thread). */
+static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots)
 {
     rd_kafka_topic_partition_list_t *list;
     rd_kafka_resp_err_t kerr;
 
     char err[1024];
+    int64_t t0 = bk_clock_mono_ms(), t1, t2;
 
     /* 1. the record cache: dirty entries to the stores and their changelogs */
     if (thr->ref_flush != LUA_NOREF) {
@@ -94,9 +97,11 @@ static int commit_steps(bk_thread_t *thr)
         bk_log_error("%s: %s; not committing input offsets", thr->name, thr->dr_err);
         return -1;
     }
+    t1 = bk_clock_mono_ms();
     /* 3. the stores' writes durable, 4. checkpoints of the changelog offsets and of the
      * input offsets that state corresponds to */
-    for (int t = 0; t < thr->ntasks; t++) {
+    for (int k = 0; k < nslots; k++) {
+        int t = slots[k];
         int64_t offs[BK_STORE_MAX_INPUTS];
         int n = thr->dbs[t] ? bk_thread_task_inputs(thr, t, offs) : 0;
         for (int s = 0; thr->dbs[t] && s < thr->plan->nstores; s++) {
@@ -111,13 +116,18 @@ static int commit_steps(bk_thread_t *thr)
             return -1;
         }
     }
+    t2 = bk_clock_mono_ms();
     /* 5. input offsets */
-    list = rd_kafka_topic_partition_list_new(thr->ntp ? thr->ntp : 1);
-    for (int i = 0; i < thr->ntp; i++) {
-        if (thr->tp_dirty[i]) {
-            rd_kafka_topic_partition_list_add(list, thr->plan->topics[thr->tp_topic[i]].name,
-                                              thr->tp_partition[i])
-                ->offset = thr->tp_next[i];
+    list = rd_kafka_topic_partition_list_new(nslots + 1);
+    for (int k = 0; k < nslots; k++) {
+        int t = slots[k];
+        for (int i = thr->tp_base[t];
+             i < thr->tp_base[t] + thr->plan->subs[thr->tasks[t].sub].ntopics; i++) {
+            if (thr->tp_dirty[i]) {
+                rd_kafka_topic_partition_list_add(list, thr->plan->topics[thr->tp_topic[i]].name,
+                                                  thr->tp_partition[i])
+                    ->offset = thr->tp_next[i];
+            }
         }
     }
     if (list->cnt > 0) {
@@ -125,22 +135,38 @@ static int commit_steps(bk_thread_t *thr)
         if (kerr) {
             /* Not fatal: the next commit carries the same offsets. */
             bk_log_warn("%s: offset commit failed: %s", thr->name, rd_kafka_err2str(kerr));
-        } else if (write_markers(thr) != 0) {
+        } else if (write_markers(thr, slots, nslots) != 0) {
             rd_kafka_topic_partition_list_destroy(list);
             return -1;
         } else {
-            memset(thr->tp_dirty, 0, (size_t)thr->ntp);
+            for (int k = 0; k < nslots; k++) {
+                int t = slots[k];
+                memset(thr->tp_dirty + thr->tp_base[t], 0,
+                       (size_t)thr->plan->subs[thr->tasks[t].sub].ntopics);
+            }
             thr->stats.commits++;
-            report_progress(thr);
+            report_progress(thr, slots, nslots);
         }
     }
     rd_kafka_topic_partition_list_destroy(list);
+    thr->commit_took[0] = t1 - t0;
+    thr->commit_took[1] = t2 - t1;
+    thr->commit_took[2] = bk_clock_mono_ms() - t2;
     return 0;
 }
 
 int bk_thread_commit(bk_thread_t *thr)
 {
-    if (commit_steps(thr) != 0) {
+    if (commit_steps(thr, thr->owned, thr->ntasks) != 0) {
+        thr->commit_failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+int bk_thread_commit_tasks(bk_thread_t *thr, const int32_t *slots, int n)
+{
+    if (commit_steps(thr, slots, n) != 0) {
         thr->commit_failed = 1;
         return -1;
     }
@@ -164,12 +190,7 @@ void bk_thread_make_snapshots(bk_thread_t *thr)
     bk_plan_snapshot_dir(thr->plan, thr->conf, root, sizeof(root));
     for (int i = 0; i < n; i++) {
         bk_snapshot_made_t *r = &reqs[i];
-        int t = -1;
-        for (int k = 0; k < thr->ntasks; k++) {
-            if (thr->ids && thr->ids[k] == r->id) {
-                t = k;
-            }
-        }
+        int t = r->id >= 0 && r->id < thr->cap && thr->slot_state[r->id] == SLOT_LIVE ? r->id : -1;
         r->ok = 0;
         if (t < 0 || !thr->dbs[t]) {
             snprintf(r->err, sizeof(r->err), "task not active on this thread, or without state");
@@ -203,13 +224,9 @@ void bk_thread_make_snapshots(bk_thread_t *thr)
 
 int bk_thread_request_snapshot(bk_thread_t *thr, int32_t id, const char *req)
 {
-    int found = 0, rc = -1;
-    for (int k = 0; k < thr->ntasks; k++) {
-        found |= thr->ids && thr->ids[k] == id;
-    }
-    if (!found) {
-        return -1;
-    }
+    int rc = -1;
+    /* whether this thread runs the task is the thread's to say when it makes the snapshot:
+     * the caller (the crew) asks the thread it gave the task to */
     pthread_mutex_lock(&thr->snap_lock);
     if (thr->nsnap_req < BK_SNAPSHOT_REQUESTS) {
         bk_snapshot_made_t *r = &thr->snap_req[thr->nsnap_req++];

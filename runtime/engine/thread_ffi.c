@@ -120,7 +120,8 @@ void bk_ffi_thread_punctuation_failed(bk_thread_t *thr, const char *msg, size_t 
 
 bk_store_t *bk_ffi_thread_store(bk_thread_t *thr, int32_t task, int32_t store)
 {
-    if (task < 0 || task >= thr->ntasks || store < 0 || store >= thr->plan->nstores) {
+    if (task < 0 || task >= thr->cap || !thr->store_of[task] || store < 0 ||
+        store >= thr->plan->nstores) {
         return NULL;
     }
     return thr->store_of[task][store];

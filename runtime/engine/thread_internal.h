@@ -1,9 +1,11 @@
 /* thread_internal.h - a stream thread's insides, shared by the files that make it up:
- * thread.c (life cycle, the record path, the loop), thread_setup.c (start-up: tables,
- * stores, clients, Lua, restore, offsets), thread_commit.c (commit, commit markers,
- * snapshots) and thread_ffi.c (what Lua calls). Nothing else includes it. Every field
- * belongs to the stream thread itself, except where a comment says another thread reads or
- * writes it (flags, the snapshot mailbox under snap_lock, done). */
+ * thread.c (life cycle, the record path, the loop), thread_setup.c (what is set up once:
+ * tables, clients, Lua), thread_tasks.c (tasks coming and going: the node's asks, the
+ * background opening and restore, going live, leaving), thread_commit.c (commit, commit
+ * markers, snapshots) and thread_ffi.c (what Lua calls). Nothing else includes it. Every
+ * field belongs to the stream thread itself, except where a comment says another thread
+ * reads or writes it (flags, the box under box_lock, the snapshot mailbox under snap_lock,
+ * an opening job's slots, done). */
 #ifndef BK_THREAD_INTERNAL_H
 #define BK_THREAD_INTERNAL_H
 
@@ -15,10 +17,34 @@
 #include <stdatomic.h>
 
 #include "base/ffi.h"
+#include "engine/restore.h"
 #include "engine/store.h"
 #include "engine/thread.h"
 
 typedef enum { POLICY_FAIL, POLICY_SKIP, POLICY_DLQ } policy_t;
+
+/* A slot (an app task index) on this thread. */
+enum { SLOT_FREE, SLOT_OPENING, SLOT_LIVE };
+
+/* A background open-and-restore of tasks added while the thread runs (thread_tasks.c): on
+ * a pthread and a consumer of its own, so that the thread's other tasks keep processing.
+ * It writes only its slots' DBs, stores and next offsets, which the stream thread leaves
+ * alone until it has joined the job. */
+typedef struct bk_thread_job_s {
+    struct bk_thread_s *thr;
+    int32_t *slots;
+    int n;
+    pthread_t tid;
+    atomic_int stop, done;
+    int rc;
+    char err[1024];
+    int64_t t0, t_open, t_restore; /* clock at its start, when opened, when restored */
+    /* on_restore's progress, fired by the stream thread (Lua lives there) */
+    pthread_mutex_t lock;
+    bk_restore_progress_t progress;
+    int progress_seq, fired_seq;
+    struct bk_thread_job_s *next;
+} bk_thread_job_t;
 
 struct bk_thread_s {
     int index;
@@ -26,8 +52,6 @@ struct bk_thread_s {
     const bk_plan_t *plan;
     const bk_conf_t *conf;
     bk_node_flags_t *flags;
-    bk_task_id_t *tasks;
-    int ntasks;
     policy_t policy;
     int batch_size;
     int64_t commit_interval_ms;
@@ -38,14 +62,25 @@ struct bk_thread_s {
 
     lua_State *L;
     int ref_run, ref_punctuate, ref_close, ref_flush, ref_hook, ref_init;
+    int ref_add_task, ref_init_task, ref_close_task, ref_drop_task;
 
-    /* State: one DB per task; store_of[task][plan store] or NULL. */
+    /* Tasks. A slot is the task's index in the app's task table (bk_plan_task_at), so any
+     * task can come and go; cap of them. owned lists the live ones. */
+    int cap;
+    bk_task_id_t *tasks;  /* [cap] */
+    uint8_t *slot_state;  /* [cap] SLOT_* */
+    uint64_t *task_epoch; /* [cap] the epoch a task went live in (its log lines) */
+    int32_t *owned;       /* [cap] the live slots */
+    int ntasks;           /* how many are live */
+
+    /* State: one DB per task; store_of[slot][plan store] or NULL. */
     bk_db_t **dbs;
     bk_store_t ***store_of;
     rd_kafka_topic_t **changelog_rkts; /* by plan store */
 
     rd_kafka_t *consumer, *producer;
     rd_kafka_queue_t *queue;
+    atomic_int queue_ready;      /* queue may be woken (bk_thread_wake) */
     rd_kafka_topic_t **out_rkts; /* by topic index, sinks only */
     rd_kafka_topic_t *dlq_rkt;
 
@@ -54,15 +89,28 @@ struct bk_thread_s {
     rd_kafka_message_t **msgs;
     int *rec_tp; /* toppar of each record */
 
-    /* Assigned topic-partitions and the next offset to commit of each. */
-    int ntp;
+    /* Input topic-partitions: every task's, numbered once (tp_base[slot] + j is the j-th
+     * input of the slot's subtopology); the next offset to commit of each. */
+    int ntp_all;
+    int *tp_base; /* [cap] */
     int *tp_topic, *tp_partition;
     int64_t *tp_next;
     int64_t *tp_first; /* first offset processed, -1: none yet */
     char *tp_dirty;
-    int **task_of, **tp_of; /* [topic][partition] -> task / toppar, -1 */
+    int **task_of, **tp_of; /* [topic][partition] -> live slot / toppar, -1 */
     const rd_kafka_topic_t *last_rkt;
     int last_topic;
+
+    /* Changes asked for by the node (bk_thread_add_tasks, bk_thread_remove_tasks), taken
+     * at the top of the loop. Guarded by box_lock; box_cond wakes a remover. */
+    pthread_mutex_t box_lock;
+    pthread_cond_t box_cond;
+    int32_t *box_add, *box_rm; /* [cap] */
+    uint64_t *box_add_epoch;   /* [cap] */
+    int nbox_add, nbox_rm;
+    uint64_t box_asked, box_done; /* removals asked for, done */
+    atomic_int box_pending;       /* something is in the box (read without the lock) */
+    bk_thread_job_t *jobs;        /* opening tasks (the stream thread's) */
 
     int dr_failed;
     int punct_failed;  /* a stream-time punctuation raised under on_error=fail */
@@ -79,30 +127,45 @@ struct bk_thread_s {
     int nsnap_req, nsnap_done;
     atomic_int snap_wanted;
     int clean; /* the final commit went through */
+    /* the last commit's time (ms): cache and producer flushed, stores synced and
+     * checkpointed, offsets committed and markers written */
+    int64_t commit_took[3];
 
-    /* In a cluster (bk_thread_set_cluster). */
-    uint64_t epoch;
-    int32_t *ids;
+    /* Who hears each task's progress after a commit (bk_thread_set_progress). */
     bk_thread_progress_cb progress;
     void *progress_opaque;
 };
 
-/* Start-up, in order (thread_setup.c); each 0, or -1 with thr->err. */
+/* Start-up (thread_setup.c); each 0, or -1 with thr->err. */
 void bk_thread_build_tables(bk_thread_t *thr);
-int bk_thread_open_stores(bk_thread_t *thr);
 int bk_thread_start_kafka(bk_thread_t *thr);
 int bk_thread_start_lua(bk_thread_t *thr);
-int bk_thread_restore(bk_thread_t *thr);
-int bk_thread_init_lua(bk_thread_t *thr);
-int bk_thread_assign_inputs(bk_thread_t *thr);
 
-/* The input offsets of task t (next to read, -1: none), in the order of its input
+/* Tasks coming and going (thread_tasks.c), on the stream thread: takes the changes asked
+ * for and polls the opening jobs. 0, or -1 with thr->err (the thread then stops). */
+int bk_thread_apply_changes(bk_thread_t *thr);
+/* Stops and joins every opening job (at the thread's end); their DBs go back closed. */
+void bk_thread_stop_jobs(bk_thread_t *thr);
+/* Reads the committed input offsets of the slots' partitions into tp_next (-1 where none)
+ * through consumer. 0, or -1 with err. */
+int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const int32_t *slots, int n,
+                             char *err, size_t errsize);
+
+/* The "last record" lines of slots' input partitions, after a commit that covered them. */
+void bk_thread_log_last(bk_thread_t *thr, const int32_t *slots, int n);
+
+/* The input offsets of slot s (next to read, -1: none), in the order of its input
  * partitions; their count. */
-int bk_thread_task_inputs(const bk_thread_t *thr, int t, int64_t *offs);
+int bk_thread_task_inputs(const bk_thread_t *thr, int s, int64_t *offs);
 
 /* Commit (thread_commit.c): flush, write, mark, commit offsets (thread.h has the order).
  * 0, or -1 with thr->err (the node then stops without committing). */
 int bk_thread_commit(bk_thread_t *thr);
+/* The same for some tasks only (those leaving the thread): the record cache and the
+ * producer are flushed whole, but only their stores are synced and checkpointed, only their
+ * input offsets committed and their markers written; the others' wait for the next commit.
+ * A task leaves at the cost of its own fsyncs, not of every task's. */
+int bk_thread_commit_tasks(bk_thread_t *thr, const int32_t *slots, int n);
 /* Makes the snapshots asked for (bk_thread_request_snapshot), right after a commit. */
 void bk_thread_make_snapshots(bk_thread_t *thr);
 

@@ -30,25 +30,6 @@ static void standby_progress(void *opaque, int32_t task, int64_t offset, int64_t
     bk_member_set_progress(opaque, task, offset, lag);
 }
 
-/* Every task of the app, numbered subtopology by subtopology. */
-static bk_task_id_t *all_tasks(const bk_plan_t *plan, int *ntasks)
-{
-    bk_task_id_t *tasks;
-    int n = 0;
-    for (int s = 0; s < plan->nsubs; s++) {
-        n += plan->subs[s].partitions;
-    }
-    tasks = calloc((size_t)n + 1, sizeof(*tasks));
-    n = 0;
-    for (int s = 0; s < plan->nsubs; s++) {
-        for (int p = 0; p < plan->subs[s].partitions; p++) {
-            tasks[n++] = (bk_task_id_t){s, p};
-        }
-    }
-    *ntasks = n;
-    return tasks;
-}
-
 /* One signal stops the node cleanly, a second aborts it. Returns 1 on a
  * stop request. */
 static int wait_signal(const sigset_t *set, int *signals)
@@ -107,7 +88,7 @@ static void call_hook(bk_hooks_t *hooks, const char *name, char **names, const i
 static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, const sigset_t *set)
 {
     int ntasks, signals = 0, failed;
-    bk_task_id_t *tasks = all_tasks(plan, &ntasks);
+    bk_task_id_t *tasks = bk_plan_tasks(plan, &ntasks);
     char **names = task_names(tasks, ntasks);
     int32_t *every = calloc((size_t)ntasks + 1, sizeof(int32_t));
     bk_crew_t crew;
@@ -115,8 +96,15 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
     for (int i = 0; i < ntasks; i++) {
         every[i] = i;
     }
+    int nthreads = (int)bk_conf_int(conf, BK_CONF_THREADS);
+    if (nthreads > ntasks) {
+        bk_log_warn("%d threads for %d tasks: running %d threads", nthreads, ntasks, ntasks);
+        nthreads = ntasks;
+    }
     call_hook(hooks, "on_assign", names, every, ntasks);
-    bk_crew_start(&crew, plan, conf, tasks, ntasks, NULL, NULL);
+    bk_crew_start(&crew, plan, conf, nthreads, NULL, NULL, NULL);
+    bk_log_info("app %s: %d task(s) on %d thread(s)", plan->id, ntasks, crew.nthreads);
+    bk_crew_add(&crew, 0, every, ntasks);
     for (;;) {
         int done;
         if (wait_signal(set, &signals)) {
@@ -172,7 +160,7 @@ typedef struct member_node_s {
     bk_reconcile_actions_t actions; /* apply_view's, kept to spare allocations */
     int nrun, nstand;
     uint64_t logged_epoch;  /* the last epoch a line was logged for */
-    bk_taskdb_pool_t *pool; /* DBs kept open from one crew to the next */
+    bk_taskdb_pool_t *pool; /* DBs kept open from one owner (thread, standby) to the next */
     bk_bootstrap_t *boot;   /* cold bootstrap, both sides */
     uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
     bk_standby_t *standby;
@@ -187,24 +175,12 @@ static void standby_boot(void *opaque, int32_t task, const char *why)
 /* The active's side of cold bootstrap: the thread of the crew that runs `task`. */
 static int crew_ask(void *opaque, int32_t task, const char *req)
 {
-    bk_crew_t *crew = opaque;
-    for (int t = 0; t < crew->nthreads; t++) {
-        if (bk_thread_request_snapshot(crew->threads[t], task, req) == 0) {
-            return 0;
-        }
-    }
-    return -1;
+    return bk_crew_request_snapshot(opaque, task, req);
 }
 
 static int crew_take(void *opaque, bk_snapshot_made_t *out)
 {
-    bk_crew_t *crew = opaque;
-    for (int t = 0; t < crew->nthreads; t++) {
-        if (bk_thread_take_snapshot(crew->threads[t], out)) {
-            return 1;
-        }
-    }
-    return 0;
+    return bk_crew_take_snapshot(opaque, out);
 }
 
 static void start_standby(member_node_t *mn, const int32_t *which, int n)
@@ -246,9 +222,10 @@ static void stop_standby(member_node_t *mn)
     }
 }
 
-/* Applies a new view: reconcile.h says what to do, this does it in its order (actives
- * commit and close first, standbys checkpoint, releases are published, then the new
- * standbys and actives start). Returns 1 if an active failed while stopping. */
+/* Applies a new view: reconcile.h says what to do, this does it in its order (the actives
+ * given up commit and close, standbys checkpoint, releases are published, then the new
+ * standbys start and the gained actives open). Tasks that stay are not touched. Returns 1
+ * if a stream thread failed. */
 static int apply_view(member_node_t *mn, const bk_member_view_t *view)
 {
     bk_reconcile_now_t now = {mn->ntasks, mn->running, mn->nrun,        mn->standing,
@@ -272,12 +249,8 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
     }
     mn->logged_epoch = view->epoch;
     int64_t t0 = bk_clock_mono_ms(), t1, t2;
-    if (a->stop_actives) {
-        int failed = bk_crew_stop(&mn->crew);
-        bk_crew_add_stats(&mn->total, &mn->crew.total);
-        if (failed) {
-            return 1;
-        }
+    if (a->nrevoked > 0 && bk_crew_remove(&mn->crew, a->revoked, a->nrevoked) != 0) {
+        return 1;
     }
     t1 = bk_clock_mono_ms();
     if (a->stop_standbys) {
@@ -285,9 +258,9 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
     }
     t2 = bk_clock_mono_ms();
     if (t2 - t0 >= 50) {
-        bk_log_info("epoch %llu: stopping took %lld ms (stream threads %lld, standbys %lld)",
-                    (unsigned long long)view->epoch, (long long)(t2 - t0), (long long)(t1 - t0),
-                    (long long)(t2 - t1));
+        bk_log_info("epoch %llu: giving up took %lld ms (%d active task(s) %lld, standbys %lld)",
+                    (unsigned long long)view->epoch, (long long)(t2 - t0), a->nrevoked,
+                    (long long)(t1 - t0), (long long)(t2 - t1));
     }
     {
         bk_task_id_t *keep = calloc((size_t)a->nkeep + 1, sizeof(*keep));
@@ -315,24 +288,23 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
         bk_hooks_task(mn->hooks, "on_promote", mn->names[a->promoted[i]]);
     }
     memcpy(mn->was_sb, a->was_standby, (size_t)mn->ntasks);
-    if (a->stop_actives) {
-        bk_task_id_t *mine = calloc((size_t)a->nrunning + 1, sizeof(*mine));
-        bk_crew_cluster_t cl = {view->epoch, a->running, active_progress, mn->member};
+    if (a->change_actives) {
         bk_bootstrap_settle(mn->boot, a->running, a->nrunning);
         call_hook(mn->hooks, "on_assign", mn->names, a->gained, a->ngained);
         mn->nrun = a->nrunning;
-        for (int i = 0; i < a->nrunning; i++) {
-            mn->running[i] = a->running[i];
-            mine[i] = mn->tasks[a->running[i]];
-            bk_member_set_progress(mn->member, a->running[i], -1, 0);
+        memcpy(mn->running, a->running, (size_t)a->nrunning * sizeof(int32_t));
+        for (int i = 0; i < a->ngained; i++) {
+            bk_member_set_progress(mn->member, a->gained[i], -1, 0);
         }
         bk_log_info("epoch %llu: running %d task(s), %d waiting for their release, %d standby "
-                    "(running [%s], standby [%s])",
+                    "(running [%s], standby [%s]), gained %d, gave up %d",
                     (unsigned long long)view->epoch, mn->nrun, view->nwaiting, mn->nstand,
                     list_names(mn->names, a->running, a->nrunning, run_list, sizeof(run_list)),
-                    list_names(mn->names, mn->standing, mn->nstand, sb_list, sizeof(sb_list)));
-        bk_crew_start(&mn->crew, mn->plan, mn->conf, mine, a->nrunning, &cl, mn->pool);
-        free(mine);
+                    list_names(mn->names, mn->standing, mn->nstand, sb_list, sizeof(sb_list)),
+                    a->ngained, a->nrevoked);
+        if (bk_crew_add(&mn->crew, view->epoch, a->gained, a->ngained) != 0) {
+            return 1;
+        }
     } else {
         bk_log_info("epoch %llu: %d standby task(s) [%s]", (unsigned long long)view->epoch,
                     mn->nstand,
@@ -349,11 +321,11 @@ static void wake_main(void *opaque)
     pthread_kill(main_thread, SIGUSR2);
 }
 
-/* In a cluster (--cluster): the tasks come from the app's membership
- * (member.h). A change of this node's active tasks restarts its crew: the old
- * one commits and closes, the tasks given up are released for their new
- * owners, and the new crew starts the tasks the view says are ours to run. A
- * change of its standby tasks restarts the standby runner (standby.h). */
+/* In a cluster (--cluster): the tasks come from the app's membership (member.h). The
+ * node's --threads stream threads run for its whole life; a change of its active tasks
+ * changes them in place: the tasks given up commit and close alone and are released for
+ * their new owners, the tasks gained open beside the others (crew.h). A change of its
+ * standby tasks restarts its standby runner (standby.h). */
 static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int dev_port,
                       const sigset_t *set)
 {
@@ -367,7 +339,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mn.plan = plan;
     mn.conf = conf;
     mn.hooks = hooks;
-    mn.tasks = all_tasks(plan, &mn.ntasks);
+    mn.tasks = bk_plan_tasks(plan, &mn.ntasks);
     mn.names = task_names(mn.tasks, mn.ntasks);
     mn.running = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
     mn.standing = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
@@ -395,7 +367,6 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     main_thread = pthread_self();
     mc.on_change = wake_main;
     memset(&view, 0, sizeof(view));
-    bk_crew_start(&mn.crew, plan, conf, NULL, 0, NULL, NULL);
     mn.pool = bk_taskdb_pool_new();
     if (bk_reconcile_actions_new(&mn.actions, mn.ntasks) != 0) {
         bk_log_error("cannot join app %s: out of memory", plan->id);
@@ -408,6 +379,8 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         failed = 1;
         goto done;
     }
+    /* --threads stream threads for the node's life: tasks come and go on them */
+    bk_crew_start(&mn.crew, plan, conf, mc.threads, active_progress, mn.member, mn.pool);
     {
         bk_bootstrap_env_t env = {plan,     conf,     mn.member, mc.node_id, mn.ntasks, mn.tasks,
                                   mn.names, crew_ask, crew_take, &mn.crew,   hooks,     mn.pool};

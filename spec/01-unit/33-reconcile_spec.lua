@@ -39,7 +39,7 @@ local function diff(now, view)
                                      out, counts))
   local r, off = {}, 0
   r.changed, r.log_unchanged = counts[0] == 1, counts[1] == 1
-  r.stop_actives, r.stop_standbys = counts[2] == 1, counts[3] == 1
+  r.change_actives, r.stop_standbys = counts[2] == 1, counts[3] == 1
   for i, name in ipairs(NAMES) do
     local list = {}
     for j = 0, counts[3 + i] - 1 do list[#list + 1] = out[off + j] end
@@ -61,14 +61,14 @@ describe("reconcile", function()
     r = diff(now, { epoch = 5, running = { 0, 3 }, standby = { 5 } })
     assert.is_false(r.changed)
     assert.is_true(r.log_unchanged)
-    assert.is_false(r.stop_actives)
+    assert.is_false(r.change_actives)
     assert.is_false(r.stop_standbys)
   end)
 
   it("starts gained tasks: on_assign hears only those, every new active runs", function()
     local r = diff({ running = { 1 } }, { running = { 1, 2, 6 }, waiting = { 7 } })
     assert.is_true(r.changed)
-    assert.is_true(r.stop_actives)
+    assert.is_true(r.change_actives)
     assert.is_false(r.stop_standbys)
     assert.same({ 2, 6 }, r.gained)
     assert.same({ 1, 2, 6 }, r.running)
@@ -129,7 +129,7 @@ describe("reconcile", function()
   it("restarts the actives when tasks must be released even if the set is unchanged", function()
     local r = diff({ running = { 1, 2 } }, { running = { 1, 2 }, release = { 4 } })
     assert.is_true(r.changed)
-    assert.is_true(r.stop_actives)
+    assert.is_true(r.change_actives)
     assert.same({ 4 }, r.release)
     assert.same({}, r.gained)
   end)
@@ -137,7 +137,7 @@ describe("reconcile", function()
   it("stops everything when the control plane is lost", function()
     local r = diff({ running = { 0, 3 }, standing = { 1 }, was_sb = { [1] = true } },
                    { lost = true, running = { 0, 3 }, standby = { 1 }, waiting = { 4 } })
-    assert.is_true(r.stop_actives)
+    assert.is_true(r.change_actives)
     assert.is_true(r.stop_standbys)
     assert.same({}, r.running)
     assert.same({}, r.standbys)

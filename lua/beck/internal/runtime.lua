@@ -85,43 +85,6 @@ local function new_forward(children)
   return assert(load(forward_src(n), "=beck.internal.runtime:forward"))(
     error, string_format, tostring, unpack(children, 1, n))
 end
-
--- ctx:forward(key, value [, child]): to every child, or to the named one.
--- Each processor instance gets its own copy of forward and of the function
--- that calls its process (compiled from these sources with load): a chain
--- of processors is then a chain of distinct functions, which LuaJIT traces
--- through, rather than one function re-entered at every depth, which it
--- takes for recursion and stops compiling (1.3 us a record at depth 6).
-local FORWARD_SRC = [[
-local error, string_format, tostring = ...
-return function(self, key, value, child)
-  if child == nil then
-    local children = self._children
-    for i = 1, #children do
-      children[i](key, value)
-    end
-  else
-    local f = self._child_by_name[child]
-    if f == nil then
-      error(string_format("forward: processor '%s' has no child '%s'", self.name,
-                          tostring(child)), 2)
-    end
-    f(key, value)
-  end
-end
-]]
-
-local CALL_SRC = [[
-local process, ctx = ...
-return function(key, value) return process(ctx, key, value) end
-]]
-
-local function new_forward()
-  return assert(load(FORWARD_SRC, "=beck.internal.runtime:forward"))(error, string_format,
-                                                                       tostring)
-end
-
--- ctx:forward(key, value [, child]): to every child, or to the named one.
 -- (Each ctx has its own, made by new_forward for its children.)
 
 -- ctx:forward_at(timestamp, key, value [, child]): forwards with another
@@ -372,15 +335,20 @@ local function thread_env(thr)
 end
 
 -- runtime.new(app, io, thread, tasks, cache_bytes [, env]) -> functions for
--- C: run(start), punctuate(now), flush(), init(), close(), hook(name, info).
+-- C: run(start), punctuate(now), flush(), init(), close(), hook(name, info),
+-- and for tasks that come and go while the thread runs: add_task(slot, sub,
+-- partition), init_task(slot), close_task(slot), drop_task(slot).
 -- Called by runtime/engine/thread.c once per stream thread (and by beck.testing
--- with its own env); `tasks` lists { subtopology (0-based), partition }.
+-- with its own env); `tasks` lists { subtopology (0-based), partition }, task i
+-- in slot i - 1. A record's `task` is its slot: C's slots are the app's task
+-- indices, so a thread's tasks may be any of them.
 function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   local io = ffi.cast("bk_io_t *", io_ptr)
   local rt = { io = io, env = env or thread_env(ffi.cast("bk_thread_t *", thr_ptr)),
                schedules = {}, cache = store.new_cache(cache_bytes or 0) }
   local plan = app:describe()
-  local tasks = {}
+  local tasks = {} -- [slot + 1] = task
+  local order = {} -- the tasks in the order they were added (init and close go by it)
 
   rt.now = rt.env.now
   rt.punctuation_error = rt.env.punctuation_error or function(err) error(err, 0) end
@@ -393,19 +361,67 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
     io.next_wall_ms = next_due
   end
 
-  for i, t in ipairs(task_list) do
-    tasks[i] = build_task(rt, app, plan, i - 1, t[1], t[2])
+  local fns = {}
+
+  local function init_one(task)
+    for _, ctx in ipairs(task.ctxs) do
+      if ctx._inst.init then ctx._inst.init(ctx) end
+    end
   end
 
-  local fns = {}
+  local function close_one(task)
+    task.cur = -1
+    for _, ctx in ipairs(task.ctxs) do
+      if ctx._inst.close then
+        local ok, err = pcall(ctx._inst.close, ctx)
+        if not ok then
+          local msg = string_format("task %s %s: close failed: %s", task.id, ctx.name,
+                                    tostring(err))
+          C.bk_ffi_log(LEVELS.error, msg, #msg)
+        end
+      end
+    end
+    task.closed = true
+  end
+
+  function fns.add_task(slot, sub, partition)
+    local task = build_task(rt, app, plan, slot, sub, partition)
+    tasks[slot + 1] = task
+    order[#order + 1] = task
+  end
+
+  -- init(ctx) of every processor of one task (a task added while the thread runs)
+  function fns.init_task(slot)
+    init_one(tasks[slot + 1])
+  end
+
+  -- close(ctx) of one task's processors: what they forward is committed with the rest
+  function fns.close_task(slot)
+    close_one(tasks[slot + 1])
+  end
+
+  -- Forgets a closed task, once committed: its schedules, its stores' cached entries.
+  function fns.drop_task(slot)
+    local task = tasks[slot + 1]
+    if not task then return end
+    tasks[slot + 1] = nil
+    for i = #order, 1, -1 do
+      if order[i] == task then table.remove(order, i) end
+    end
+    for _, p in ipairs(rt.schedules) do
+      if p.task == task then p.cancelled = true end
+    end
+    rt.reschedule()
+    for _, st in pairs(task.stores) do rt.cache.drop(st) end
+  end
+
+  for i, t in ipairs(task_list) do
+    fns.add_task(i - 1, t[1], t[2])
+  end
 
   -- init(ctx) of every processor of every task, in declaration order
   function fns.init()
-    for _, task in ipairs(tasks) do
-      for _, ctx in ipairs(task.ctxs) do
-        if ctx._inst.init then ctx._inst.init(ctx) end
-      end
-    end
+    for _, task in ipairs(order) do init_one(task) end
   end
 
   -- The record loop. C catches an error, reads io.cur and calls run again
@@ -459,18 +475,8 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   end
 
   function fns.close()
-    for _, task in ipairs(tasks) do
-      task.cur = -1
-      for _, ctx in ipairs(task.ctxs) do
-        if ctx._inst.close then
-          local ok, err = pcall(ctx._inst.close, ctx)
-          if not ok then
-            local msg = string_format("task %s %s: close failed: %s", task.id, ctx.name,
-                                      tostring(err))
-            C.bk_ffi_log(LEVELS.error, msg, #msg)
-          end
-        end
-      end
+    for _, task in ipairs(order) do
+      if not task.closed then close_one(task) end
     end
   end
 
@@ -480,7 +486,7 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
     if f then f(info) end
   end
 
-  fns.tasks = tasks -- for beck.testing
+  fns.tasks = tasks -- for beck.testing ([slot + 1])
   return fns
 end
 

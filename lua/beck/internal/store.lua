@@ -50,6 +50,20 @@ function M.new_cache(max)
       cache.bytes = 0
     end
   end
+  -- Forgets a store whose task left the thread (its dirty entries were flushed by the
+  -- commit before): its entries no longer count against the budget.
+  function cache.drop(st)
+    for i = #cache.stores, 1, -1 do
+      if cache.stores[i] == st then table.remove(cache.stores, i) end
+    end
+    for i = #cache.dirty_stores, 1, -1 do
+      if cache.dirty_stores[i] == st then table.remove(cache.dirty_stores, i) end
+    end
+    for k, v in pairs(st.entries) do
+      cache.bytes = cache.bytes - #k - (v == TOMBSTONE and 0 or #v) - ENTRY_OVERHEAD
+    end
+    st.entries, st.dirty, st.ndirty = {}, {}, 0
+  end
   return cache
 end
 

@@ -1,0 +1,669 @@
+/* thread_tasks.c - tasks that come and go while a stream thread runs (thread.h).
+ *
+ * The node asks (bk_thread_add_tasks, bk_thread_remove_tasks, from its own thread); the
+ * stream thread takes the asks at the top of its loop, between batches:
+ * - An added task opens in the background: a job on a pthread and a consumer of its own
+ *   opens its DB, reads its committed input offsets and replays its changelogs, so that the
+ *   thread's other tasks keep processing. The stream thread then settles what a previous
+ *   owner left after its last commit marker, builds the task's processors in its VM, runs
+ *   their init() and adds its input partitions to the consumer (incremental assign).
+ * - A removed task's processors close, the thread commits, its partitions leave the
+ *   consumer (incremental unassign) and its DB goes back to the node's pool, open. Only
+ *   then is the node told, so that it may publish the task's release.
+ * Nothing else of the thread stops: the other tasks' processors, stores, clients and VM
+ * stay as they are. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <librdkafka/rdkafka.h>
+
+#include "base/clock.h"
+#include "base/ffi.h"
+#include "base/log.h"
+#include "base/task.h"
+#include "engine/changelog.h"
+#include "engine/db.h"
+#include "engine/kafka.h"
+#include "engine/restore.h"
+#include "engine/store.h"
+#include "engine/taskdb.h"
+#include "engine/thread_internal.h"
+#include "engine/vm.h"
+
+/* -- Asks, from the node's thread --------------------------------------------------------- */
+
+static void wake(bk_thread_t *thr)
+{
+    if (thr->queue_ready) {
+        rd_kafka_queue_yield(thr->queue); /* out of its blocking consume at once */
+    }
+}
+
+void bk_thread_add_tasks(bk_thread_t *thr, const int32_t *ids, int n, uint64_t epoch)
+{
+    pthread_mutex_lock(&thr->box_lock);
+    for (int i = 0; i < n; i++) {
+        if (ids[i] >= 0 && ids[i] < thr->cap && thr->nbox_add < thr->cap) {
+            thr->box_add_epoch[thr->nbox_add] = epoch;
+            thr->box_add[thr->nbox_add++] = ids[i];
+        }
+    }
+    thr->box_pending = 1;
+    pthread_mutex_unlock(&thr->box_lock);
+    wake(thr);
+}
+
+uint64_t bk_thread_remove_tasks(bk_thread_t *thr, const int32_t *ids, int n)
+{
+    uint64_t ticket;
+
+    pthread_mutex_lock(&thr->box_lock);
+    for (int i = 0; i < n; i++) {
+        if (ids[i] >= 0 && ids[i] < thr->cap && thr->nbox_rm < thr->cap) {
+            thr->box_rm[thr->nbox_rm++] = ids[i];
+        }
+    }
+    ticket = ++thr->box_asked;
+    thr->box_pending = 1;
+    pthread_mutex_unlock(&thr->box_lock);
+    wake(thr);
+    return ticket;
+}
+
+int bk_thread_wait_removed(bk_thread_t *thr, uint64_t ticket)
+{
+    int rc;
+    pthread_mutex_lock(&thr->box_lock);
+    while (thr->box_done < ticket && !thr->done) {
+        pthread_cond_wait(&thr->box_cond, &thr->box_lock);
+    }
+    rc = thr->box_done >= ticket ? 0 : -1; /* the thread ended first: it failed or was stopped */
+    pthread_mutex_unlock(&thr->box_lock);
+    return rc;
+}
+
+/* -- Offsets -------------------------------------------------------------------------------- */
+
+int bk_thread_task_inputs(const bk_thread_t *thr, int s, int64_t *offs)
+{
+    const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[s].sub];
+    int n = sub->ntopics < BK_STORE_MAX_INPUTS ? sub->ntopics : BK_STORE_MAX_INPUTS;
+    for (int j = 0; j < n; j++) {
+        offs[j] = thr->tp_next[thr->tp_base[s] + j];
+    }
+    return n;
+}
+
+int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const int32_t *slots, int n,
+                             char *err, size_t errsize)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n + 1);
+    rd_kafka_resp_err_t kerr;
+
+    for (int k = 0; k < n; k++) {
+        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[slots[k]].sub];
+        for (int j = 0; j < sub->ntopics; j++) {
+            int tp = thr->tp_base[slots[k]] + j;
+            rd_kafka_topic_partition_list_add(list, thr->plan->topics[thr->tp_topic[tp]].name,
+                                              thr->tp_partition[tp])
+                ->opaque = (void *)(intptr_t)tp;
+        }
+    }
+    kerr = list->cnt > 0 ? rd_kafka_committed(consumer, list, 10000) : 0;
+    for (int i = 0; !kerr && i < list->cnt; i++) {
+        int tp = (int)(intptr_t)list->elems[i].opaque;
+        thr->tp_next[tp] = list->elems[i].offset >= 0 ? list->elems[i].offset : -1;
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    if (kerr) {
+        snprintf(err, errsize, "cannot read the committed input offsets: %s",
+                 rd_kafka_err2str(kerr));
+        return -1;
+    }
+    return 0;
+}
+
+/* -- Opening, in the background ------------------------------------------------------------- */
+
+static void job_progress(void *opaque, const bk_restore_progress_t *p)
+{
+    bk_thread_job_t *job = opaque;
+    pthread_mutex_lock(&job->lock);
+    job->progress = *p;
+    job->progress_seq++;
+    pthread_mutex_unlock(&job->lock);
+}
+
+/* The job's thread: DBs, committed offsets, the restore, a checkpoint of what it replayed. */
+static void *job_main(void *arg)
+{
+    bk_thread_job_t *job = arg;
+    bk_thread_t *thr = job->thr;
+    const bk_plan_t *plan = thr->plan;
+    bk_restore_item_t *items = calloc((size_t)(job->n * plan->nstores) + 1, sizeof(*items));
+    char(*names)[BK_TASK_NAME_MAX] = calloc((size_t)job->n + 1, BK_TASK_NAME_MAX);
+    int64_t *before = NULL;
+    rd_kafka_t *consumer = NULL;
+    char cid[128];
+    int n = 0;
+
+    bk_log_set_thread_name(thr->name);
+    job->rc = -1;
+    if (!items || !names) {
+        snprintf(job->err, sizeof(job->err), "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < job->n; k++) {
+        int s = job->slots[k], logged;
+        bk_task_name(thr->tasks[s], names[k]);
+        thr->store_of[s] = calloc((size_t)plan->nstores + 1, sizeof(bk_store_t *));
+        thr->dbs[s] = bk_taskdb_open(thr->pool, plan, thr->conf, thr->tasks[s], thr->store_of[s],
+                                     &logged, job->err, sizeof(job->err));
+        if (!thr->dbs[s] && job->err[0]) {
+            goto done;
+        }
+        for (int st = 0; st < plan->nstores; st++) {
+            bk_store_t *store = thr->store_of[s][st];
+            if (!store) {
+                continue;
+            }
+            bk_store_set_changelog(store, thr->producer, thr->changelog_rkts[st],
+                                   thr->tasks[s].partition);
+            if (bk_store_logged(store)) {
+                items[n++] = (bk_restore_item_t){store, plan->stores[st].changelog,
+                                                 thr->tasks[s].partition, names[k]};
+            }
+        }
+    }
+    job->t_open = bk_clock_wall_ms();
+    snprintf(cid, sizeof(cid), "%s-restore-%d", plan->id, thr->index);
+    consumer =
+        bk_kafka_new(thr->conf, BK_KAFKA_CONSUMER, cid, NULL, NULL, job->err, sizeof(job->err));
+    if (!consumer || bk_thread_read_committed(thr, consumer, job->slots, job->n, job->err,
+                                              sizeof(job->err)) != 0) {
+        goto done;
+    }
+    before = calloc((size_t)n + 1, sizeof(*before));
+    for (int i = 0; before && i < n; i++) {
+        before[i] = bk_store_changelog_next(items[i].st);
+    }
+    if (bk_restore_run(consumer, items, n, job_progress, job, &job->stop, job->err,
+                       sizeof(job->err)) != 0) {
+        goto done;
+    }
+    job->t_restore = bk_clock_wall_ms();
+    /* Checkpoint what the restore replayed (a DB it did not move keeps its checkpoint, which
+     * is as good: each costs two fsyncs). */
+    for (int k = 0; k < job->n; k++) {
+        int s = job->slots[k], moved = 0;
+        for (int i = 0; before && i < n; i++) {
+            moved |= items[i].task == names[k] && bk_store_changelog_next(items[i].st) != before[i];
+        }
+        if (thr->dbs[s] && moved &&
+            bk_db_checkpoint(thr->dbs[s], job->err, sizeof(job->err)) != 0) {
+            goto done;
+        }
+    }
+    job->rc = 0;
+
+done:
+    if (consumer) {
+        rd_kafka_consumer_close(consumer);
+        rd_kafka_destroy(consumer);
+    }
+    free(before);
+    free(items);
+    free(names);
+    job->done = 1;
+    return NULL;
+}
+
+static void job_free(bk_thread_job_t *job)
+{
+    pthread_mutex_destroy(&job->lock);
+    free(job->slots);
+    free(job);
+}
+
+static int job_start(bk_thread_t *thr, const int32_t *slots, int n)
+{
+    bk_thread_job_t *job = calloc(1, sizeof(*job));
+    if (!job || !(job->slots = calloc((size_t)n + 1, sizeof(int32_t)))) {
+        free(job);
+        snprintf(thr->err, sizeof(thr->err), "out of memory");
+        return -1;
+    }
+    memcpy(job->slots, slots, (size_t)n * sizeof(int32_t));
+    job->n = n;
+    job->thr = thr;
+    job->t0 = bk_clock_wall_ms();
+    pthread_mutex_init(&job->lock, NULL);
+    if (pthread_create(&job->tid, NULL, job_main, job) != 0) {
+        job_free(job);
+        snprintf(thr->err, sizeof(thr->err), "cannot start a thread to open %d task(s)", n);
+        return -1;
+    }
+    job->next = thr->jobs;
+    thr->jobs = job;
+    return 0;
+}
+
+/* Puts a job's DBs back (closed: nothing of them is committed) and frees its slots. */
+static void job_drop_slots(bk_thread_t *thr, bk_thread_job_t *job)
+{
+    for (int k = 0; k < job->n; k++) {
+        int s = job->slots[k];
+        if (thr->dbs[s]) {
+            bk_taskdb_release(thr->pool, thr->tasks[s], thr->dbs[s], 0);
+            thr->dbs[s] = NULL;
+        }
+        free(thr->store_of[s]);
+        thr->store_of[s] = NULL;
+        thr->slot_state[s] = SLOT_FREE;
+    }
+}
+
+static void job_unlink(bk_thread_t *thr, bk_thread_job_t *job)
+{
+    for (bk_thread_job_t **p = &thr->jobs; *p; p = &(*p)->next) {
+        if (*p == job) {
+            *p = job->next;
+            return;
+        }
+    }
+}
+
+void bk_thread_stop_jobs(bk_thread_t *thr)
+{
+    while (thr->jobs) {
+        bk_thread_job_t *job = thr->jobs;
+        job->stop = 1;
+        pthread_join(job->tid, NULL);
+        job_drop_slots(thr, job);
+        thr->jobs = job->next;
+        job_free(job);
+    }
+}
+
+/* The restore's progress, to the on_restore hook (Lua lives on this thread). */
+static void fire_progress(bk_thread_t *thr, bk_thread_job_t *job)
+{
+    bk_restore_progress_t p;
+    lua_State *L = thr->L;
+    char err[1024];
+
+    pthread_mutex_lock(&job->lock);
+    if (job->progress_seq == job->fired_seq) {
+        pthread_mutex_unlock(&job->lock);
+        return;
+    }
+    job->fired_seq = job->progress_seq;
+    p = job->progress;
+    pthread_mutex_unlock(&job->lock);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref_hook);
+    lua_pushstring(L, "on_restore");
+    lua_createtable(L, 0, 10);
+    lua_pushstring(L, "restore");
+    lua_setfield(L, -2, "kind");
+    lua_pushnumber(L, (lua_Number)p.records);
+    lua_setfield(L, -2, "records");
+    lua_pushnumber(L, (lua_Number)p.total);
+    lua_setfield(L, -2, "total");
+    lua_pushnumber(L, p.total ? 100.0 * (double)p.records / (double)p.total : 100.0);
+    lua_setfield(L, -2, "percent");
+    lua_pushnumber(L, p.rate);
+    lua_setfield(L, -2, "rate");
+    lua_pushnumber(L, p.eta_s);
+    lua_setfield(L, -2, "eta_s");
+    lua_pushnumber(L, p.elapsed_s);
+    lua_setfield(L, -2, "elapsed_s");
+    lua_pushinteger(L, p.stores);
+    lua_setfield(L, -2, "stores");
+    lua_pushboolean(L, p.done);
+    lua_setfield(L, -2, "done");
+    lua_pushinteger(L, thr->index);
+    lua_setfield(L, -2, "thread");
+    if (bk_vm_pcall(L, 2, 0, 1, err, sizeof(err)) != 0) {
+        bk_log_error("%s: on_restore hook failed: %s", thr->name, err);
+    }
+}
+
+/* -- Going live, on the stream thread ------------------------------------------------------- */
+
+/* A previous owner may have left changelog records after its last commit marker (it was
+ * killed, or failed between committing its input and writing the marker). Their fate
+ * follows the committed input offsets: kept if those moved past the last marker, dropped
+ * if not. Then a marker here says so to every other reader. */
+static int settle(bk_thread_t *thr, int slot)
+{
+    int64_t offs[BK_STORE_MAX_INPUTS];
+    int n = bk_thread_task_inputs(thr, slot, offs);
+
+    for (int s = 0; thr->store_of[slot] && s < thr->plan->nstores; s++) {
+        bk_store_t *st = thr->store_of[slot][s];
+        int64_t pending;
+        int kept;
+        if (!st || !bk_store_logged(st)) {
+            continue;
+        }
+        pending = bk_changelog_pending(st);
+        kept = bk_changelog_resolve(st, offs, n, thr->err, sizeof(thr->err));
+        if (kept < 0) {
+            return -1;
+        }
+        if (pending > 0) {
+            bk_log_info("task %s store %s: %lld write(s) after the previous owner's last "
+                        "commit %s",
+                        BK_TASK_NAME(thr->tasks[slot]), bk_store_name(st), (long long)pending,
+                        kept ? "kept: their input was committed"
+                             : "dropped: their input was not committed");
+        }
+        bk_store_set_input(st, offs, n);
+        if (bk_changelog_write_marker(st, pending == 0 || kept, offs, n) != 0) {
+            snprintf(thr->err, sizeof(thr->err), "%s", bk_ffi_store_error(st));
+            return -1;
+        }
+        if (pending > 0 && !kept) {
+            /* the dropped records' keys again, with their committed values, then a commit
+             * marker for them: in a compacted changelog a dropped record must not stay the
+             * newest of its key (docs/state.md, Markers) */
+            int64_t repaired;
+            if (bk_changelog_repair(st, &repaired) != 0 ||
+                bk_changelog_write_marker(st, 1, offs, n) != 0) {
+                snprintf(thr->err, sizeof(thr->err), "%s", bk_ffi_store_error(st));
+                return -1;
+            }
+            bk_log_info("task %s store %s: %lld key(s) written again with their committed "
+                        "values",
+                        BK_TASK_NAME(thr->tasks[slot]), bk_store_name(st), (long long)repaired);
+        }
+    }
+    return 0;
+}
+
+static int lua_slot(bk_thread_t *thr, int ref, int slot)
+{
+    lua_rawgeti(thr->L, LUA_REGISTRYINDEX, ref);
+    lua_pushinteger(thr->L, slot);
+    return bk_vm_pcall(thr->L, 1, 0, 1, thr->err, sizeof(thr->err));
+}
+
+/* A task of a finished job: settled, its processors built and init()ed, its partitions in
+ * the table (the consumer gets them from the caller). */
+static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *assign)
+{
+    const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[slot].sub];
+    lua_State *L = thr->L;
+
+    if (settle(thr, slot) != 0) {
+        return -1;
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref_add_task);
+    lua_pushinteger(L, slot);
+    lua_pushinteger(L, thr->tasks[slot].sub);
+    lua_pushinteger(L, thr->tasks[slot].partition);
+    if (bk_vm_pcall(L, 3, 0, 1, thr->err, sizeof(thr->err)) != 0 ||
+        lua_slot(thr, thr->ref_init_task, slot) != 0) {
+        return -1; /* an init() that raises stops the thread, as at start-up */
+    }
+    for (int j = 0; j < sub->ntopics; j++) {
+        int tp = thr->tp_base[slot] + j, t = sub->topics[j], p = thr->tasks[slot].partition;
+        thr->task_of[t][p] = slot;
+        thr->tp_of[t][p] = tp;
+        thr->tp_first[tp] = -1;
+        thr->tp_dirty[tp] = 0;
+        /* from the committed offset the job read; none: INVALID, auto.offset.reset */
+        rd_kafka_topic_partition_list_add(assign, thr->plan->topics[t].name, p)->offset =
+            thr->tp_next[tp] >= 0 ? thr->tp_next[tp] : RD_KAFKA_OFFSET_INVALID;
+    }
+    thr->slot_state[slot] = SLOT_LIVE;
+    thr->owned[thr->ntasks++] = slot;
+    return 0;
+}
+
+/* "0_1 0_4 ..." of slots into buf. */
+static const char *slot_names(bk_thread_t *thr, const int32_t *slots, int n, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < n && len + BK_TASK_NAME_MAX + 5 < size; k++) {
+        len += (size_t)snprintf(buf + len, size - len, "%s%s", k ? " " : "",
+                                BK_TASK_NAME(thr->tasks[slots[k]]));
+    }
+    if (n > 0 && len + BK_TASK_NAME_MAX + 5 >= size) {
+        snprintf(buf + len, size - len, " ...");
+    }
+    return buf;
+}
+
+/* A finished job: its tasks go live, or it failed (the thread stops), or it was stopped
+ * because some of its tasks were removed (the others open again in a new job). */
+static int job_finish(bk_thread_t *thr, bk_thread_job_t *job)
+{
+    rd_kafka_topic_partition_list_t *assign;
+    rd_kafka_error_t *kerr;
+    char list[512];
+    int64_t t_live0 = bk_clock_wall_ms();
+
+    pthread_join(job->tid, NULL);
+    job_unlink(thr, job);
+    fire_progress(thr, job);
+    if (job->rc != 0) {
+        int32_t *again = calloc((size_t)job->n + 1, sizeof(int32_t));
+        int n = 0, stopped = job->stop;
+        for (int k = 0; again && k < job->n; k++) {
+            if (thr->slot_state[job->slots[k]] == SLOT_OPENING) {
+                again[n++] = job->slots[k];
+            }
+        }
+        if (!stopped) {
+            snprintf(thr->err, sizeof(thr->err), "cannot open task(s) %.200s: %.780s",
+                     slot_names(thr, job->slots, job->n, list, sizeof(list)), job->err);
+        }
+        job_drop_slots(thr, job);
+        job_free(job);
+        if (stopped && again && n > 0) {
+            for (int k = 0; k < n; k++) {
+                thr->slot_state[again[k]] = SLOT_OPENING;
+            }
+            stopped = job_start(thr, again, n) == 0;
+        }
+        free(again);
+        return stopped ? 0 : -1;
+    }
+    assign = rd_kafka_topic_partition_list_new(job->n + 1);
+    for (int k = 0; k < job->n; k++) {
+        if (go_live(thr, job->slots[k], assign) != 0) {
+            rd_kafka_topic_partition_list_destroy(assign);
+            job_free(job);
+            return -1;
+        }
+    }
+    int nparts = assign->cnt;
+    kerr = nparts > 0 ? rd_kafka_incremental_assign(thr->consumer, assign) : NULL;
+    rd_kafka_topic_partition_list_destroy(assign);
+    if (kerr) {
+        snprintf(thr->err, sizeof(thr->err), "cannot assign input partitions: %s",
+                 rd_kafka_error_string(kerr));
+        rd_kafka_error_destroy(kerr);
+        job_free(job);
+        return -1;
+    }
+    bk_log_info("%s: running %d task(s), with %s live in %lld ms (open %lld, restore %lld, "
+                "settle and init %lld) over %d partition(s)",
+                thr->name, thr->ntasks, slot_names(thr, job->slots, job->n, list, sizeof(list)),
+                (long long)(bk_clock_wall_ms() - job->t0), (long long)(job->t_open - job->t0),
+                (long long)(job->t_restore - job->t_open),
+                (long long)(bk_clock_wall_ms() - t_live0), nparts);
+    job_free(job);
+    return 0;
+}
+
+/* -- Leaving, on the stream thread ---------------------------------------------------------- */
+
+static int owned_index(const bk_thread_t *thr, int slot)
+{
+    for (int k = 0; k < thr->ntasks; k++) {
+        if (thr->owned[k] == slot) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+/* Removes live tasks: close, commit, unassign, last-record lines, DBs back to the pool. */
+static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
+{
+    rd_kafka_topic_partition_list_t *list;
+    rd_kafka_error_t *kerr;
+    int64_t t0 = bk_clock_wall_ms();
+    char names[512];
+
+    for (int k = 0; k < n; k++) {
+        if (lua_slot(thr, thr->ref_close_task, slots[k]) != 0) {
+            bk_log_error("%s: closing task %s: %s", thr->name, BK_TASK_NAME(thr->tasks[slots[k]]),
+                         thr->err);
+        }
+    }
+    /* what they did so far, flushed and committed: the task's next owner starts from here
+     * (the others' part waits for the thread's next commit) */
+    if (bk_thread_commit_tasks(thr, slots, n) != 0) {
+        snprintf(thr->err, sizeof(thr->err), "the commit before releasing task(s) %s failed",
+                 slot_names(thr, slots, n, names, sizeof(names)));
+        return -1;
+    }
+    bk_thread_log_last(thr, slots, n);
+    list = rd_kafka_topic_partition_list_new(n + 1);
+    for (int k = 0; k < n; k++) {
+        int slot = slots[k], at = owned_index(thr, slot);
+        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[slot].sub];
+        for (int j = 0; j < sub->ntopics; j++) {
+            int t = sub->topics[j], p = thr->tasks[slot].partition;
+            rd_kafka_topic_partition_list_add(list, thr->plan->topics[t].name, p);
+            thr->task_of[t][p] = thr->tp_of[t][p] = -1; /* what is still queued is dropped */
+        }
+        if (lua_slot(thr, thr->ref_drop_task, slot) != 0) {
+            bk_log_error("%s: dropping task %s: %s", thr->name, BK_TASK_NAME(thr->tasks[slot]),
+                         thr->err);
+        }
+        if (thr->dbs[slot]) {
+            bk_taskdb_release(thr->pool, thr->tasks[slot], thr->dbs[slot], 1);
+            thr->dbs[slot] = NULL;
+        }
+        free(thr->store_of[slot]);
+        thr->store_of[slot] = NULL;
+        thr->slot_state[slot] = SLOT_FREE;
+        if (at >= 0) {
+            thr->owned[at] = thr->owned[--thr->ntasks];
+        }
+    }
+    kerr = rd_kafka_incremental_unassign(thr->consumer, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (kerr) {
+        snprintf(thr->err, sizeof(thr->err), "cannot unassign the partitions of task(s) %s: %s",
+                 slot_names(thr, slots, n, names, sizeof(names)), rd_kafka_error_string(kerr));
+        rd_kafka_error_destroy(kerr);
+        return -1;
+    }
+    bk_log_info("%s: released task(s) %s in %lld ms: closed, committed (outputs flushed in %lld "
+                "ms, stores synced in %lld, offsets and markers in %lld); running %d task(s)",
+                thr->name, slot_names(thr, slots, n, names, sizeof(names)),
+                (long long)(bk_clock_wall_ms() - t0), (long long)thr->commit_took[0],
+                (long long)thr->commit_took[1], (long long)thr->commit_took[2], thr->ntasks);
+    return 0;
+}
+
+/* Removes tasks still opening: their job stops, the job's other tasks open again. */
+static int remove_opening(bk_thread_t *thr, int slot)
+{
+    for (bk_thread_job_t *job = thr->jobs; job; job = job->next) {
+        for (int k = 0; k < job->n; k++) {
+            if (job->slots[k] == slot) {
+                job->stop = 1;
+                pthread_join(job->tid, NULL);
+                thr->slot_state[slot] = SLOT_FREE; /* not opened again */
+                job->rc = -1;
+                return job_finish(thr, job);
+            }
+        }
+    }
+    return 0;
+}
+
+int bk_thread_apply_changes(bk_thread_t *thr)
+{
+    int32_t *add = NULL, *rm = NULL, *live = NULL;
+    uint64_t *epochs = NULL, asked;
+    int nadd, nrm, nlive = 0, rc = 0;
+
+    /* the opening jobs that finished */
+    for (bk_thread_job_t *job = thr->jobs, *next; job; job = next) {
+        next = job->next;
+        fire_progress(thr, job);
+        if (job->done && job_finish(thr, job) != 0) {
+            return -1;
+        }
+    }
+    if (!thr->box_pending) {
+        return 0;
+    }
+    pthread_mutex_lock(&thr->box_lock);
+    nadd = thr->nbox_add;
+    nrm = thr->nbox_rm;
+    add = calloc((size_t)nadd + 1, sizeof(int32_t));
+    epochs = calloc((size_t)nadd + 1, sizeof(uint64_t));
+    rm = calloc((size_t)nrm + 1, sizeof(int32_t));
+    live = calloc((size_t)nrm + 1, sizeof(int32_t));
+    if (add && epochs && rm && live) {
+        memcpy(add, thr->box_add, (size_t)nadd * sizeof(int32_t));
+        memcpy(epochs, thr->box_add_epoch, (size_t)nadd * sizeof(uint64_t));
+        memcpy(rm, thr->box_rm, (size_t)nrm * sizeof(int32_t));
+        thr->nbox_add = thr->nbox_rm = 0;
+        thr->box_pending = 0;
+    } else {
+        nadd = nrm = 0;
+    }
+    asked = thr->box_asked;
+    pthread_mutex_unlock(&thr->box_lock);
+
+    /* removals first: a task moved between threads leaves one before it joins the other */
+    for (int i = 0; rc == 0 && i < nrm; i++) {
+        if (thr->slot_state[rm[i]] == SLOT_LIVE) {
+            live[nlive++] = rm[i];
+        } else if (thr->slot_state[rm[i]] == SLOT_OPENING) {
+            rc = remove_opening(thr, rm[i]);
+        }
+    }
+    if (rc == 0 && nlive > 0) {
+        rc = remove_live(thr, live, nlive);
+    }
+    pthread_mutex_lock(&thr->box_lock);
+    if (rc == 0) {
+        thr->box_done = asked;
+    }
+    pthread_cond_broadcast(&thr->box_cond);
+    pthread_mutex_unlock(&thr->box_lock);
+
+    /* additions: one job opens them all */
+    if (rc == 0 && nadd > 0) {
+        int n = 0;
+        for (int i = 0; i < nadd; i++) {
+            if (thr->slot_state[add[i]] == SLOT_FREE) {
+                thr->slot_state[add[i]] = SLOT_OPENING;
+                thr->task_epoch[add[i]] = epochs[i];
+                add[n++] = add[i];
+            }
+        }
+        if (n > 0) {
+            rc = job_start(thr, add, n);
+        }
+    }
+    free(add);
+    free(epochs);
+    free(rm);
+    free(live);
+    return rc;
+}
