@@ -266,6 +266,53 @@ static void put_header(bk_wire_buf_t *w, int kind, const bk_assigncodec_t *ac)
     bk_wire_put_uv(w, ac->base_epoch);
 }
 
+/* Version 2's front coding: the length of the prefix s shares with prev, then the rest as
+ * a string. Node ids and endpoints of a cluster share most of their bytes with the slot
+ * before ("node-017", "node-018"; "10.0.0.17:8080", "10.0.0.18:8080"). */
+static void put_fc(bk_wire_buf_t *w, const char *prev, const char *s)
+{
+    size_t n = 0;
+    while (prev[n] && prev[n] == s[n]) {
+        n++;
+    }
+    bk_wire_put_uv(w, (uint64_t)n);
+    bk_wire_put_str(w, s + n);
+}
+
+/* Bits for a slot + 1 of nnodes slots (1 at least). */
+static int slot_bits(int32_t nnodes)
+{
+    int b = 1;
+    while (b < 31 && ((int64_t)1 << b) <= (int64_t)nnodes) {
+        b++;
+    }
+    return b;
+}
+
+/* Version 2's task rows in a full message: every slot + 1 in slot_bits(nnodes) bits, low
+ * bits first, row after row, the last byte padded with zeros. 400 nodes take 9 bits a slot
+ * instead of a varint's 16. */
+static void put_packed_rows(bk_wire_buf_t *w, const bk_assigncodec_t *ac)
+{
+    int bits = slot_bits(ac->nnodes), have = 0;
+    uint64_t acc = 0;
+    size_t n = (size_t)ac->ntasks * (size_t)(ac->k + 1);
+    for (size_t i = 0; i < n; i++) {
+        int32_t t = (int32_t)(i / (size_t)(ac->k + 1)), j = (int32_t)(i % (size_t)(ac->k + 1));
+        int32_t slot = j == 0 ? ac->active[t] : ac->standby[(size_t)t * (size_t)ac->k + j - 1];
+        acc |= (uint64_t)(slot + 1) << have;
+        have += bits;
+        while (have >= 8) {
+            bk_wire_put_u8(w, (uint8_t)acc);
+            acc >>= 8;
+            have -= 8;
+        }
+    }
+    if (have > 0) {
+        bk_wire_put_u8(w, (uint8_t)acc);
+    }
+}
+
 static void put_row(bk_wire_buf_t *w, const bk_assigncodec_t *ac, int32_t t)
 {
     put_slot(w, ac->active[t]);
@@ -322,18 +369,24 @@ int bk_assigncodec_encode(const bk_assigncodec_t *ac, uint8_t **buf, size_t *len
         }
     }
     bk_wire_put_uv(&w, (uint64_t)ac->nnodes);
-    for (int32_t i = 0; i < ac->nnodes; i++) {
-        bk_wire_put_str(&w, ac->nodes[i].id);
-        if (ac->nodes[i].id[0]) {
+    {
+        const char *prev_id = "", *prev_ep = "";
+        for (int32_t i = 0; i < ac->nnodes; i++) {
+            if (!ac->nodes[i].id[0]) {
+                bk_wire_put_uv(&w, 0); /* an empty slot: nothing shared, nothing more */
+                bk_wire_put_str(&w, "");
+                continue;
+            }
+            put_fc(&w, prev_id, ac->nodes[i].id);
             bk_wire_put_uv(&w, (uint64_t)rack_of[i]);
-            bk_wire_put_str(&w, ac->nodes[i].endpoint);
+            put_fc(&w, prev_ep, ac->nodes[i].endpoint);
+            prev_id = ac->nodes[i].id;
+            prev_ep = ac->nodes[i].endpoint;
         }
     }
     bk_wire_put_uv(&w, (uint64_t)ac->ntasks);
     bk_wire_put_uv(&w, (uint64_t)ac->k);
-    for (int32_t t = 0; t < ac->ntasks; t++) {
-        put_row(&w, ac, t);
-    }
+    put_packed_rows(&w, ac);
     free(rack_of);
     return finish(&w, buf, len, errstr, errstr_size);
 }
@@ -435,15 +488,20 @@ static int32_t get_slot(bk_wire_reader_t *r, int32_t nnodes)
     return (int32_t)bk_wire_get_uvmax(r, (uint64_t)nnodes, "slot index out of range") - 1;
 }
 
-static int get_header(bk_wire_reader_t *r, int *kind, uint64_t *epoch, uint64_t *base)
+/* Reads the header; *version (may be NULL) is 1 or 2: a node reads what a node of the
+ * version before publishes, so that a rolling upgrade works. */
+static int get_header(bk_wire_reader_t *r, int *kind, uint64_t *epoch, uint64_t *base, int *version)
 {
     if (r->left < 2) {
         r->fault = "truncated header";
         return -1;
     }
-    if (r->p[0] != BK_ASSIGNCODEC_VERSION) {
+    if (r->p[0] != 1 && r->p[0] != BK_ASSIGNCODEC_VERSION) {
         r->fault = "unknown version";
         return -1;
+    }
+    if (version) {
+        *version = r->p[0];
     }
     if (r->p[1] != BK_ASSIGNCODEC_FULL && r->p[1] != BK_ASSIGNCODEC_DELTA) {
         r->fault = "unknown kind";
@@ -461,7 +519,7 @@ int bk_assigncodec_peek(const uint8_t *buf, size_t len, int *kind, uint64_t *epo
                         uint64_t *base_epoch, char *errstr, size_t errstr_size)
 {
     bk_wire_reader_t r = {buf, len, NULL};
-    if (get_header(&r, kind, epoch, base_epoch) != 0) {
+    if (get_header(&r, kind, epoch, base_epoch, NULL) != 0) {
         seterr(errstr, errstr_size, "assignment: %s", r.fault);
         return -1;
     }
@@ -474,6 +532,65 @@ static void get_row(bk_wire_reader_t *r, bk_assigncodec_t *ac, int32_t t)
     ac->active[t] = get_slot(r, ac->nnodes);
     for (int32_t j = 0; j < ac->k; j++) {
         ac->standby[(size_t)t * (size_t)ac->k + (size_t)j] = get_slot(r, ac->nnodes);
+    }
+}
+
+/* A front-coded string (put_fc) into buf (room for BK_ASSIGNCODEC_MAX_STR + 1); prev is
+ * the last node's (NULL: none). Its length goes to *n. */
+static const char *get_fc(bk_wire_reader_t *r, const char *prev, size_t prevlen, char *buf,
+                          size_t *n)
+{
+    uint64_t shared = bk_wire_get_uvmax(r, prev ? prevlen : 0,
+                                        "shared prefix longer than the "
+                                        "string before");
+    size_t restlen = 0;
+    const char *rest = bk_wire_get_str(r, BK_ASSIGNCODEC_MAX_STR, &restlen);
+    *n = 0;
+    buf[0] = '\0';
+    if (r->fault) {
+        return buf;
+    }
+    if (shared + restlen > BK_ASSIGNCODEC_MAX_STR) {
+        r->fault = "string over the limit";
+        return buf;
+    }
+    if (shared > 0) {
+        memcpy(buf, prev, (size_t)shared);
+    }
+    memcpy(buf + shared, rest, restlen);
+    *n = (size_t)shared + restlen;
+    buf[*n] = '\0';
+    return buf;
+}
+
+/* Version 2's packed rows (put_packed_rows); the caller checked that the bytes are there. */
+static void get_packed_rows(bk_wire_reader_t *r, bk_assigncodec_t *ac)
+{
+    int bits = slot_bits(ac->nnodes), have = 0;
+    uint64_t acc = 0, mask = ((uint64_t)1 << bits) - 1;
+    size_t n = (size_t)ac->ntasks * (size_t)(ac->k + 1);
+    for (size_t i = 0; i < n && !r->fault; i++) {
+        int32_t t = (int32_t)(i / (size_t)(ac->k + 1)), j = (int32_t)(i % (size_t)(ac->k + 1));
+        uint64_t v;
+        while (have < bits) {
+            acc |= (uint64_t)bk_wire_get_u8(r) << have;
+            have += 8;
+        }
+        v = acc & mask;
+        acc >>= bits;
+        have -= bits;
+        if (v > (uint64_t)ac->nnodes) {
+            r->fault = "slot index out of range";
+            return;
+        }
+        if (j == 0) {
+            ac->active[t] = (int32_t)v - 1;
+        } else {
+            ac->standby[(size_t)t * (size_t)ac->k + j - 1] = (int32_t)v - 1;
+        }
+    }
+    if (!r->fault && acc != 0) {
+        r->fault = "padding bits set"; /* one assignment, one encoding */
     }
 }
 
@@ -506,9 +623,11 @@ bk_assigncodec_t *bk_assigncodec_decode(const uint8_t *buf, size_t len, char *er
     const char **racks = NULL;
     size_t *racklen = NULL;
     uint64_t epoch, base, nracks, nnodes, ntasks, k;
-    int kind;
+    int kind, version;
+    char *prev_id = NULL, *prev_ep = NULL; /* version 2: what the next node's strings share */
+    size_t prev_idlen = 0, prev_eplen = 0;
 
-    if (get_header(&r, &kind, &epoch, &base) != 0) {
+    if (get_header(&r, &kind, &epoch, &base, &version) != 0) {
         goto fail;
     }
     if (kind != BK_ASSIGNCODEC_FULL) {
@@ -539,8 +658,14 @@ bk_assigncodec_t *bk_assigncodec_decode(const uint8_t *buf, size_t len, char *er
         goto fail;
     }
     for (int32_t i = 0; i < ac->nnodes && !r.fault; i++) {
+        char idbuf[BK_ASSIGNCODEC_MAX_STR + 1], epbuf[BK_ASSIGNCODEC_MAX_STR + 1];
         size_t idlen, eplen = 0, rlen = 0;
-        const char *id = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &idlen), *ep = "", *rack = "";
+        const char *id, *ep = "", *rack = "";
+        if (version == 1) {
+            id = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &idlen);
+        } else {
+            id = get_fc(&r, prev_id, prev_idlen, idbuf, &idlen);
+        }
         if (idlen > 0) {
             uint64_t rk = bk_wire_get_uvmax(&r, nracks ? nracks - 1 : 0, "rack index out of range");
             if (!r.fault && nracks == 0) {
@@ -550,22 +675,41 @@ bk_assigncodec_t *bk_assigncodec_decode(const uint8_t *buf, size_t len, char *er
                 rack = racks[rk];
                 rlen = racklen[rk];
             }
-            ep = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &eplen);
+            if (version == 1) {
+                ep = bk_wire_get_str(&r, BK_ASSIGNCODEC_MAX_STR, &eplen);
+            } else {
+                ep = get_fc(&r, prev_ep, prev_eplen, epbuf, &eplen);
+            }
         }
         if (!r.fault && set_node(&ac->nodes[i], id, idlen, rack, rlen, ep, eplen) != 0) {
             r.fault = "out of memory";
         }
+        if (!r.fault && idlen > 0) {
+            prev_id = ac->nodes[i].id;
+            prev_idlen = idlen;
+            prev_ep = ac->nodes[i].endpoint;
+            prev_eplen = eplen;
+        }
     }
     ntasks = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_TASKS, "task count over the limit");
     k = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_K, "standby count over the limit");
-    if (!r.fault && ntasks * (k + 1) > r.left) {
-        r.fault = "task count exceeds the message";
+    if (!r.fault) {
+        /* a row takes a byte at least (version 1), or (k + 1) slots of its bits (2) */
+        uint64_t need = version == 1 ? ntasks * (k + 1)
+                                     : (ntasks * (k + 1) * (uint64_t)slot_bits(ac->nnodes) + 7) / 8;
+        if (need > r.left) {
+            r.fault = "task count exceeds the message";
+        }
     }
     if (!r.fault && alloc_tasks(ac, (int32_t)ntasks, (int32_t)k) != 0) {
         r.fault = "out of memory";
     }
-    for (int32_t t = 0; t < ac->ntasks && !r.fault; t++) {
-        get_row(&r, ac, t);
+    if (version == 1) {
+        for (int32_t t = 0; t < ac->ntasks && !r.fault; t++) {
+            get_row(&r, ac, t);
+        }
+    } else if (!r.fault) {
+        get_packed_rows(&r, ac);
     }
 fail:
     free(racks);
@@ -585,7 +729,7 @@ bk_assigncodec_t *bk_assigncodec_apply(const bk_assigncodec_t *prev, const uint8
     int64_t last = -1;
     int kind;
 
-    if (get_header(&r, &kind, &epoch, &base) != 0) {
+    if (get_header(&r, &kind, &epoch, &base, NULL) != 0) {
         goto fail;
     }
     if (kind != BK_ASSIGNCODEC_DELTA) {

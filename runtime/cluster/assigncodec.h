@@ -16,7 +16,8 @@
 
 #include "cluster/assign.h"
 
-#define BK_ASSIGNCODEC_VERSION 1
+/* The version written; decoders read 1 as well (docs/assignment.md, Wire format). */
+#define BK_ASSIGNCODEC_VERSION 2
 enum { BK_ASSIGNCODEC_FULL = 0, BK_ASSIGNCODEC_DELTA = 1 };
 
 /* Limits a decoder enforces (and an encoder refuses to exceed). */

@@ -28,4 +28,39 @@ describe("incremental task changes", function()
                         r.unmoved[worst_task].worst, r.unmoved[worst_task].normal))
     for _, id in ipairs { "na", "nb" } do assert.equal(0, r.nodes[id]:stop()) end
   end)
+
+  it("spreads a node's tasks evenly over its threads as they come and go", function()
+    local broker = helpers.start_broker { topics = { "stamp-in:12", "stamp-out:12" } }
+    local bs = broker.bootstrap
+    local function start(id, rack)
+      return helpers.start_node(rebalance.TOPOLOGY, {
+        "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack, "--threads", "3",
+        "--heartbeat-interval-ms", "200", "--session-timeout-ms", "2000" }, { name = id })
+    end
+    -- each thread's task count, from its latest line that says it
+    local function per_thread(n)
+      local counts = {}
+      for line in n:log():gmatch("[^\n]+") do
+        local t, k = line:match("%[stream%-(%d+)%] stream%-%d+: running (%d+) task")
+        if not t then
+          t, k = line:match("%[stream%-(%d+)%] stream%-%d+: released task%(s%) .*; running (%d+) task")
+        end
+        if t then counts[tonumber(t)] = tonumber(k) end
+      end
+      return counts
+    end
+    local function even(n, each)
+      local c = per_thread(n)
+      return c[0] == each and c[1] == each and c[2] == each
+    end
+    local na = start("na", "a")
+    helpers.eventually(function() return even(na, 4) end, 30, 0.2)
+    local nb = start("nb", "b")
+    helpers.eventually(function() return even(na, 2) and even(nb, 2) end, 30, 0.2)
+    assert.equal(0, nb:stop())
+    helpers.eventually(function() return even(na, 4) end, 30, 0.2)
+    -- no thread stopped before the node did: tasks came and went in place
+    assert.is_nil(na:log():match("%[stream%-%d+%] stream%-%d+: stopped"))
+    assert.equal(0, na:stop())
+  end)
 end)
