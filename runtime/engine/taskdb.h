@@ -1,11 +1,12 @@
 /* taskdb.h - a task's RocksDB as the node opens it, and the pool that keeps it open from
- * one crew to the next.
+ * one owner to the next.
  *
- * A change of epoch restarts the node's stream threads and its standby runner. Closing and
- * reopening every task's DB then cost most of a failover (each open ~40 ms with its fsyncs,
- * each close a flush): so a thread or standby runner that stops gives its DBs back to the
- * node's pool, and the next one takes them from there, open, with their in-memory state
- * (changelog offsets, held records of a standby) intact. A DB handed back after a failure
+ * A task moves between owners on a node: the standby runner (restarted when the standby
+ * set changes), a stream thread, another stream thread. Closing and reopening its DB each
+ * time cost most of a failover (each open ~40 ms with its fsyncs, each close a flush): so an
+ * owner that gives a task up gives its DB back to the node's pool, and the next one takes
+ * it from there, open, with its in-memory state (changelog offsets, held records of a
+ * standby) intact. A DB handed back after a failure
  * is closed instead. The pool closes the DBs of tasks the node no longer keeps when told
  * (bk_taskdb_pool_keep) and all of them when destroyed.
  * @locality any thread (a mutex guards the pool); a DB belongs to whoever took it. */
