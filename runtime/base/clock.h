@@ -15,5 +15,7 @@ int64_t bk_clock_wall_ms(void);
 int64_t bk_clock_mono_ms(void);
 /* The monotonic clock in seconds, for rates and progress lines. */
 double bk_clock_mono_s(void);
+/* Sleeps ms milliseconds (a retry's back-off). */
+void bk_clock_sleep_ms(int64_t ms);
 
 #endif

@@ -147,9 +147,10 @@ int bk_thread_apply_changes(bk_thread_t *thr);
 /* Stops and joins every opening job (at the thread's end); their DBs go back closed. */
 void bk_thread_stop_jobs(bk_thread_t *thr);
 /* Reads the committed input offsets of the slots' partitions into tp_next (-1 where none)
- * through consumer. 0, or -1 with err. */
+ * through consumer, trying again for up to a minute while the group coordinator is not
+ * ready (a fresh cluster) or *stop is set. 0, or -1 with err. */
 int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const int32_t *slots, int n,
-                             char *err, size_t errsize);
+                             atomic_int *stop, char *err, size_t errsize);
 
 /* The "last record" lines of slots' input partitions, after a commit that covered them. */
 void bk_thread_log_last(bk_thread_t *thr, const int32_t *slots, int n);

@@ -97,11 +97,23 @@ int bk_thread_task_inputs(const bk_thread_t *thr, int s, int64_t *offs)
     return n;
 }
 
+/* Errors of an offset fetch that pass: a fresh cluster is still making __consumer_offsets,
+ * or its coordinator moved. */
+static int retriable(rd_kafka_resp_err_t err)
+{
+    return err == RD_KAFKA_RESP_ERR_NOT_COORDINATOR ||
+           err == RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS ||
+           err == RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE ||
+           err == RD_KAFKA_RESP_ERR__TIMED_OUT || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+           err == RD_KAFKA_RESP_ERR__WAIT_COORD;
+}
+
 int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const int32_t *slots, int n,
-                             char *err, size_t errsize)
+                             atomic_int *stop, char *err, size_t errsize)
 {
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n + 1);
     rd_kafka_resp_err_t kerr;
+    int64_t give_up = bk_clock_mono_ms() + 60000, backoff = 50;
 
     for (int k = 0; k < n; k++) {
         const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[slots[k]].sub];
@@ -112,7 +124,17 @@ int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const int32
                 ->opaque = (void *)(intptr_t)tp;
         }
     }
-    kerr = list->cnt > 0 ? rd_kafka_committed(consumer, list, 10000) : 0;
+    for (;;) {
+        kerr = list->cnt > 0 ? rd_kafka_committed(consumer, list, 10000) : 0;
+        if (!kerr || !retriable(kerr) || bk_clock_mono_ms() + backoff > give_up ||
+            (stop && *stop)) {
+            break;
+        }
+        bk_log_debug("%s: reading committed offsets: %s: again in %lld ms", thr->name,
+                     rd_kafka_err2str(kerr), (long long)backoff);
+        bk_clock_sleep_ms(backoff);
+        backoff = backoff < 1000 ? backoff * 2 : 1000;
+    }
     for (int i = 0; !kerr && i < list->cnt; i++) {
         int tp = (int)(intptr_t)list->elems[i].opaque;
         thr->tp_next[tp] = list->elems[i].offset >= 0 ? list->elems[i].offset : -1;
@@ -182,8 +204,8 @@ static void *job_main(void *arg)
     snprintf(cid, sizeof(cid), "%s-restore-%d", plan->id, thr->index);
     consumer =
         bk_kafka_new(thr->conf, BK_KAFKA_CONSUMER, cid, NULL, NULL, job->err, sizeof(job->err));
-    if (!consumer || bk_thread_read_committed(thr, consumer, job->slots, job->n, job->err,
-                                              sizeof(job->err)) != 0) {
+    if (!consumer || bk_thread_read_committed(thr, consumer, job->slots, job->n, &job->stop,
+                                              job->err, sizeof(job->err)) != 0) {
         goto done;
     }
     before = calloc((size_t)n + 1, sizeof(*before));

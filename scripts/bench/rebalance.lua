@@ -8,7 +8,7 @@ describe("rebalance bench", function()
 
   it("measures the pauses of a join", function()
     local r = rebalance.run { rate = tonumber(os.getenv("BENCH_RATE") or "1200"),
-                              seconds = tonumber(os.getenv("BENCH_SECONDS") or "40") }
+                              seconds = tonumber(os.getenv("BENCH_SECONDS") or "60") }
     for key, n in pairs(r.want) do assert.equal(n, r.latest[key], "count of " .. key) end
     local pause, gap, normal, unmoved, moved, nmoved, inits = 0, 0, 0, 0, 0, 0, 0
     for task, u in pairs(r.unmoved) do
