@@ -17,8 +17,10 @@ describe("incremental task changes", function()
       assert.equal(1, u.inits, "init() of task " .. task .. " on " .. u.node)
       assert.is_true(u.normal > 0, "task " .. task .. " had outputs before the changes")
       assert.is_true(u.worst <= u.normal + 50, string.format(
-        "task %s on %s paused %d ms during the %s (normally at most %d ms)", task, u.node,
-        u.worst, tostring(u.during), u.normal))
+        "task %s on %s paused %d ms during the %s, until %s.%03d UTC (normally at most %d ms)",
+        task, u.node, u.worst, tostring(u.during),
+        os.date("!%H:%M:%S", math.floor((u.worst_at or 0) / 1000)), (u.worst_at or 0) % 1000,
+        u.normal))
       if u.worst - u.normal > worst then worst, worst_task = u.worst - u.normal, task end
     end
     -- with 12 tasks over 3, 4, 3 and 2 nodes, some of na's and nb's never moved
