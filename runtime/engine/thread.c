@@ -513,6 +513,7 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->box_add);
     free(thr->box_rm);
     free(thr->box_add_epoch);
+    free(thr->reap);
     pthread_mutex_destroy(&thr->snap_lock);
     pthread_mutex_destroy(&thr->box_lock);
     pthread_cond_destroy(&thr->box_cond);

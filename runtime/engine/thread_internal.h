@@ -111,6 +111,8 @@ struct bk_thread_s {
     uint64_t box_asked, box_done; /* removals asked for, done */
     atomic_int box_pending;       /* something is in the box (read without the lock) */
     bk_thread_job_t *jobs;        /* opening tasks (the stream thread's) */
+    pthread_t *reap;              /* finished jobs' threads still closing their consumers */
+    int nreap;
 
     int dr_failed;
     int punct_failed;  /* a stream-time punctuation raised under on_error=fail */

@@ -12,6 +12,7 @@
  *   then is the node told, so that it may publish the task's release.
  * Nothing else of the thread stops: the other tasks' processors, stores, clients and VM
  * stay as they are. */
+#define _GNU_SOURCE /* pthread_tryjoin_np */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,6 +233,9 @@ static void *job_main(void *arg)
     job->rc = 0;
 
 done:
+    /* Done before the consumer goes: closing it takes ~100 ms, which the task need not
+     * wait for. From here on the job struct is the stream thread's (it may free it). */
+    job->done = 1;
     if (consumer) {
         rd_kafka_consumer_close(consumer);
         rd_kafka_destroy(consumer);
@@ -239,8 +243,19 @@ done:
     free(before);
     free(items);
     free(names);
-    job->done = 1;
     return NULL;
+}
+
+/* A finished job's thread, joined once it has closed its consumer (reap). */
+static void reap_later(bk_thread_t *thr, pthread_t tid)
+{
+    pthread_t *more = realloc(thr->reap, (size_t)(thr->nreap + 1) * sizeof(*more));
+    if (!more) {
+        pthread_join(tid, NULL); /* no room to remember it: wait for it now */
+        return;
+    }
+    thr->reap = more;
+    thr->reap[thr->nreap++] = tid;
 }
 
 static void job_free(bk_thread_job_t *job)
@@ -307,6 +322,22 @@ void bk_thread_stop_jobs(bk_thread_t *thr)
         job_drop_slots(thr, job);
         thr->jobs = job->next;
         job_free(job);
+    }
+    for (int i = 0; i < thr->nreap; i++) {
+        pthread_join(thr->reap[i], NULL);
+    }
+    thr->nreap = 0;
+}
+
+/* Joins the finished jobs' threads that have ended (without waiting for the others). */
+static void reap(bk_thread_t *thr)
+{
+    for (int i = 0; i < thr->nreap;) {
+        if (pthread_tryjoin_np(thr->reap[i], NULL) == 0) {
+            thr->reap[i] = thr->reap[--thr->nreap];
+        } else {
+            i++;
+        }
     }
 }
 
@@ -470,7 +501,7 @@ static int job_finish(bk_thread_t *thr, bk_thread_job_t *job)
     char list[512];
     int64_t t_live0 = bk_clock_wall_ms();
 
-    pthread_join(job->tid, NULL);
+    reap_later(thr, job->tid); /* it may still be closing its consumer */
     job_unlink(thr, job);
     fire_progress(thr, job);
     if (job->rc != 0) {
@@ -605,7 +636,9 @@ static int remove_opening(bk_thread_t *thr, int slot)
         for (int k = 0; k < job->n; k++) {
             if (job->slots[k] == slot) {
                 job->stop = 1;
-                pthread_join(job->tid, NULL);
+                while (!job->done) {
+                    bk_clock_sleep_ms(1);
+                }
                 thr->slot_state[slot] = SLOT_FREE; /* not opened again */
                 job->rc = -1;
                 return job_finish(thr, job);
@@ -621,6 +654,9 @@ int bk_thread_apply_changes(bk_thread_t *thr)
     uint64_t *epochs = NULL, asked;
     int nadd, nrm, nlive = 0, rc = 0;
 
+    if (thr->nreap > 0) {
+        reap(thr);
+    }
     /* the opening jobs that finished */
     for (bk_thread_job_t *job = thr->jobs, *next; job; job = next) {
         next = job->next;
