@@ -308,12 +308,13 @@ static int run_loop(bk_thread_t *thr)
             break;
         }
         if (now - last_commit >= thr->commit_interval_ms || thr->snap_wanted) {
-            if (bk_thread_commit(thr) != 0) {
+            int crc = bk_thread_commit(thr);
+            if (crc < 0) {
                 rc = -1;
                 break;
             }
             last_commit = now;
-            if (thr->snap_wanted) {
+            if (thr->snap_wanted && crc == 0) { /* a snapshot is of a commit that went through */
                 bk_thread_make_snapshots(thr);
             }
         }
@@ -379,9 +380,17 @@ static void *thread_main(void *arg)
     /* Processors may forward from close(); what they send is flushed and
      * committed with the rest, unless committing is what failed. */
     close_lua(thr);
-    if (!thr->commit_failed && bk_thread_commit(thr) != 0) {
+    int failed_before = thr->commit_failed;
+    int crc = failed_before ? -1 : bk_thread_commit(thr);
+    if (crc < 0 && !failed_before) {
         rc = -1;
-    } else if (!thr->commit_failed) {
+    } else if (crc > 0) {
+        /* nothing of the last interval is synced: the DBs close, and the next owner keeps
+         * or drops the interval's changelog records by the committed offsets */
+        bk_log_warn("%s: final commit: the offsets were not committed; the last interval's "
+                    "input will be processed again",
+                    thr->name);
+    } else if (crc == 0) {
         bk_thread_log_last(thr, thr->owned, thr->ntasks);
         bk_log_info("%s: final commit: outputs flushed, stores synced, offsets of %d "
                     "task(s) committed",

@@ -8,11 +8,12 @@
  * at-least-once order (engine/thread_commit.c; docs/state.md says why):
  *   1. flush the record cache into the stores' write batches and changelogs;
  *   2. flush the producer: every output and changelog record acknowledged;
- *   3. write each task's batch into RocksDB with a synced WAL, and
- *   4. its checkpoint file (changelog offsets, and the input offsets that state is of);
- *   5. commit the input offsets of what was processed;
+ *   3. commit the input offsets of what was processed (a failure: nothing below, the next
+ *      commit carries it all);
+ *   4. write each task's batch into RocksDB with a synced WAL, and
+ *   5. its checkpoint file (changelog offsets, and the input offsets that state is of);
  *   6. write a commit marker into each changelog of each task whose input moved.
- * A failure in 1-4 or 6 stops the node without committing further. */
+ * A failure in 1, 2, 4, 5 or 6 stops the node without committing further. */
 #ifndef BK_THREAD_H
 #define BK_THREAD_H
 

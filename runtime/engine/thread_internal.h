@@ -130,7 +130,7 @@ struct bk_thread_s {
     atomic_int snap_wanted;
     int clean; /* the final commit went through */
     /* the last commit's time (ms): cache and producer flushed, stores synced and
-     * checkpointed, offsets committed and markers written */
+     * checkpointed and markers written, offsets committed */
     int64_t commit_took[3];
 
     /* Who hears each task's progress after a commit (bk_thread_set_progress). */
@@ -161,13 +161,14 @@ void bk_thread_log_last(bk_thread_t *thr, const int32_t *slots, int n);
  * partitions; their count. */
 int bk_thread_task_inputs(const bk_thread_t *thr, int s, int64_t *offs);
 
-/* Commit (thread_commit.c): flush, write, mark, commit offsets (thread.h has the order).
- * 0, or -1 with thr->err (the node then stops without committing). */
+/* Commit (thread_commit.c): flush, commit offsets, sync the stores, mark (thread.h has the
+ * order). 0; 1 if the offset commit failed (not fatal: nothing was synced, the next commit
+ * carries it all); -1 with the reason logged (the node then stops without committing). */
 int bk_thread_commit(bk_thread_t *thr);
 /* The same for some tasks only (those leaving the thread): the record cache and the
- * producer are flushed whole, but only their stores are synced and checkpointed, only their
- * input offsets committed and their markers written; the others' wait for the next commit.
- * A task leaves at the cost of its own fsyncs, not of every task's. */
+ * producer are flushed whole, but only their offsets are committed, their stores synced
+ * and checkpointed and their markers written; the others' wait for the next commit. A
+ * task leaves at the cost of its own fsyncs, not of every task's. */
 int bk_thread_commit_tasks(bk_thread_t *thr, const int32_t *slots, int n);
 /* Makes the snapshots asked for (bk_thread_request_snapshot), right after a commit. */
 void bk_thread_make_snapshots(bk_thread_t *thr);

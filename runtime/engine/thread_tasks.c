@@ -236,6 +236,8 @@ done:
     /* Done before the consumer goes: closing it takes ~100 ms, which the task need not
      * wait for. From here on the job struct is the stream thread's (it may free it). */
     job->done = 1;
+    wake(thr); /* out of its wait for input: the task can go live now (thr outlives the job
+                * thread: the stream thread joins it before it ends) */
     if (consumer) {
         rd_kafka_consumer_close(consumer);
         rd_kafka_destroy(consumer);
@@ -583,7 +585,8 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
     }
     /* what they did so far, flushed and committed: the task's next owner starts from here
      * (the others' part waits for the thread's next commit) */
-    if (bk_thread_commit_tasks(thr, slots, n) != 0) {
+    int crc = bk_thread_commit_tasks(thr, slots, n);
+    if (crc < 0) {
         snprintf(thr->err, sizeof(thr->err), "the commit before releasing task(s) %s failed",
                  slot_names(thr, slots, n, names, sizeof(names)));
         return -1;
@@ -603,7 +606,8 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
                          thr->err);
         }
         if (thr->dbs[slot]) {
-            bk_taskdb_release(thr->pool, thr->tasks[slot], thr->dbs[slot], 1);
+            /* kept open for the next owner only if its writes are synced (crc 0) */
+            bk_taskdb_release(thr->pool, thr->tasks[slot], thr->dbs[slot], crc == 0);
             thr->dbs[slot] = NULL;
         }
         free(thr->store_of[slot]);
@@ -622,7 +626,7 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
         return -1;
     }
     bk_log_info("%s: released task(s) %s in %lld ms: closed, committed (outputs flushed in %lld "
-                "ms, stores synced in %lld, offsets and markers in %lld); running %d task(s)",
+                "ms, stores synced and marked in %lld, offsets in %lld); running %d task(s)",
                 thr->name, slot_names(thr, slots, n, names, sizeof(names)),
                 (long long)(bk_clock_wall_ms() - t0), (long long)thr->commit_took[0],
                 (long long)thr->commit_took[1], (long long)thr->commit_took[2], thr->ntasks);
