@@ -32,7 +32,7 @@ int bk_snapshot_remove(const char *dir);
  * thread's next commit, or failed. Cold bootstrap (replica/bootstrap.h) asks and takes. */
 #define BK_SNAPSHOT_REQUESTS 32 /* waiting per thread, at most */
 typedef struct bk_snapshot_made_s {
-    int32_t id;    /* the task, as the caller's id (bk_thread_set_cluster) */
+    int32_t id;    /* the task: its index in the app's task table (bk_plan_tasks) */
     char req[128]; /* the request's tag, returned as given */
     int ok;
     char dir[4096]; /* ok: the snapshot's directory, absolute */

@@ -1,7 +1,6 @@
 /* thread_setup.c - what a stream thread sets up once, whatever tasks it runs: its
  * (topic, partition) tables (bk_thread_new, on the caller's thread), its Kafka clients and
  * its Lua VM (on the stream thread). Tasks come and go in thread_tasks.c. */
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +13,7 @@
 #include "base/ffi.h"
 #include "base/log.h"
 #include "base/task.h"
-#include "engine/changelog.h"
-#include "engine/db.h"
 #include "engine/kafka.h"
-#include "engine/restore.h"
-#include "engine/snapshot.h"
 #include "engine/store.h"
 #include "engine/taskdb.h"
 #include "engine/thread_internal.h"
