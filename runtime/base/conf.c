@@ -59,6 +59,9 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
      "how often a node heartbeats on the control topic (cluster only)"},
     {"session_timeout_ms", T_INT, "10000", 50, 3600000, NULL,
      "a node silent this long is dead and its tasks move; > 2 heartbeat intervals"},
+    {"control_checkpoint_ms", T_INT, "600000", 100, 86400000, NULL,
+     "cluster only: the leader checkpoints the membership view on the control topic at least "
+     "this often; a node starts from the latest checkpoint"},
     {"endpoint", T_STR, NULL, 0, 0, NULL,
      "host:port where this node serves queries, published to the others"},
     {"ssh_key", T_STR, NULL, 0, 0, NULL,

@@ -110,6 +110,16 @@ int32_t bk_ffi_member_task(bk_member_spec_t *s, int32_t t, int32_t *holder);
 int bk_ffi_member_rec_heartbeat(const char *id, uint64_t inc, const char *rack, int32_t threads,
                                 int32_t ntasks, uint64_t epoch, int32_t session_ms, char **buf,
                                 size_t *len);
+/* Checkpoints (cluster/member_checkpoint.c): the view's state as bytes, and a view replaced
+ * by a checkpoint record's (*last: the offset it describes; *err says why not). */
+int bk_ffi_member_state(bk_member_spec_t *s, char **buf, size_t *len);
+int bk_ffi_member_load(bk_member_spec_t *s, const char *rec, size_t len, int64_t *last,
+                       const char **err);
+int bk_ffi_member_rec_progress(const char *id, uint64_t inc, const int32_t *tasks,
+                               const int64_t *offsets, int32_t n, int32_t session_ms, char **buf,
+                               size_t *len);
+int bk_ffi_member_rec_checkpoint(bk_member_spec_t *s, const char *id, uint64_t inc, char **buf,
+                                 size_t *len);
 int bk_ffi_member_rec_leave(const char *id, uint64_t inc, char **buf, size_t *len);
 int bk_ffi_member_rec_assign(const char *id, uint64_t inc, const char *payload, size_t plen,
                              char **buf, size_t *len);

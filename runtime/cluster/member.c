@@ -98,7 +98,7 @@ static void after_batch(bk_member_t *m, int64_t now)
      * record per fetch, joiners of a busy log fell further behind, were lost, rejoined and
      * dragged the others down with the churn). */
     rd_kafka_get_watermark_offsets(m->consumer, m->topic, 0, &lo, &hi);
-    caught_up = m->phase != PH_START && m->phase != PH_FAILED && m->next_offset >= hi &&
+    caught_up = (m->phase == PH_CATCHUP || m->phase == PH_RUN) && m->next_offset >= hi &&
                 m->next_offset >= m->catchup_to;
     if (caught_up && !m->caught_up) {
         m->caught_up = 1;
@@ -128,6 +128,9 @@ static void after_batch(bk_member_t *m, int64_t now)
      * own record in flight is `pending`, and an assignment computed on a view a few records
      * old is replaced by the next one. Waiting to catch up cost ~70 ms a change with 100
      * members on the dev broker, which hands out one record per fetch. */
+    if (self >= 0 && bk_member_leader_peer(m) == self && caught_up) {
+        bk_member_maybe_checkpoint(m, now);
+    }
     if (self >= 0 && bk_member_leader_peer(m) == self && !m->pending) {
         if (!bk_member_stable(m)) {
             bk_member_lead(m, now, 0);
@@ -181,35 +184,149 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaqu
     } else if (type == REC_LEAVE) {
         m->leave_state = 1;
     }
+    if (type == REC_CHECKPOINT) {
+        bk_member_checkpoint_delivered(m, msg);
+    }
     pthread_mutex_unlock(&m->lock);
 }
 
 /* -- The member thread --------------------------------------------------------------------- */
 
-/* Where the log ends now; a log that does not start at 0 lost records the view needs. */
-static void start_reading(bk_member_t *m)
+static int read_from(bk_member_t *m, int64_t offset)
 {
-    int64_t lo = 0, hi = 0;
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_resp_err_t err;
+    rd_kafka_topic_partition_list_add(list, m->topic, 0)->offset = offset;
+    err = rd_kafka_assign(m->consumer, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (err) {
+        bk_log_warn("member %s: cannot read %s from offset %" PRId64 ": %s", m->node_id, m->topic,
+                    offset, rd_kafka_err2str(err));
+        return -1;
+    }
+    return 0;
+}
+
+/* Where to start reading (docs/cluster.md, Checkpoints): the checkpoint whose offset the
+ * leader committed, when the log still holds it; else the first record, when the log still
+ * holds that; else the end of a log that lost every record (nobody has written for a whole
+ * retention: there is nothing to know). A log that lost its first records and has no
+ * checkpoint to use yet waits for the leader to write one (it does at once when it knows of
+ * none), CKPT_WAIT_MS at most. Called again (a poll later) while the phase stays START. */
+static void start_reading(bk_member_t *m, int64_t now)
+{
+    int64_t lo = 0, hi = 0, ckpt = -1;
     rd_kafka_resp_err_t err =
         rd_kafka_query_watermark_offsets(m->consumer, m->topic, 0, &lo, &hi, 2000);
+    rd_kafka_topic_partition_list_t *list;
+
     if (err) {
         bk_log_warn("member %s: cannot read the end of %s yet: %s", m->node_id, m->topic,
                     rd_kafka_err2str(err));
         return;
     }
+    list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, m->topic, 0);
+    err = hi > lo ? rd_kafka_committed(m->consumer, list, 5000) : RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (!err && !list->elems[0].err) {
+        ckpt = list->elems[0].offset;
+    } else if (err || list->elems[0].err) {
+        bk_log_warn("member %s: cannot read where the latest checkpoint of %s is: %s", m->node_id,
+                    m->topic, rd_kafka_err2str(err ? err : list->elems[0].err));
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    if (err && lo > 0) {
+        return; /* ask again */
+    }
     pthread_mutex_lock(&m->lock);
-    if (lo > 0) {
-        m->phase = PH_FAILED;
-        m->error = "the control topic lost its first records (retention): the view cannot be"
-                   " rebuilt (docs/cluster.md, Retention)";
-        bk_log_error("member %s: %s starts at offset %" PRId64 ": %s", m->node_id, m->topic, lo,
-                     m->error);
-    } else {
+    bk_member_view_reset(m);
+    m->catchup_to = hi;
+    if (ckpt >= lo && ckpt < hi) {
+        m->phase = PH_CKPT;
+        m->ckpt_at = ckpt;
+        m->start_from = ckpt;
+    } else if (lo == 0 || lo == hi) {
         m->phase = PH_CATCHUP;
-        m->catchup_to = hi;
+        m->start_from = m->next_offset = lo;
+    } else {
+        if (!m->wait_since) {
+            m->wait_since = now;
+        }
+        if (now - m->wait_since > CKPT_WAIT_MS) {
+            m->phase = PH_FAILED;
+            m->error = "the control topic lost its first records and has no checkpoint to"
+                       " start from (docs/cluster.md, Checkpoints)";
+            bk_log_error("member %s: %s starts at offset %" PRId64 ": %s", m->node_id, m->topic,
+                         lo, m->error);
+        } else if (now - m->wait_warned >= 10000) {
+            m->wait_warned = now;
+            bk_log_warn("member %s: %s starts at offset %" PRId64 " and no checkpoint covers it"
+                        " yet: waiting for the leader to write one",
+                        m->node_id, m->topic, lo);
+        }
     }
     m->version++;
     pthread_mutex_unlock(&m->lock);
+    if ((m->phase == PH_CKPT || m->phase == PH_CATCHUP) &&
+        read_from(m, m->phase == PH_CKPT ? m->ckpt_at : m->start_from) != 0) {
+        m->phase = PH_START;
+    }
+}
+
+/* The checkpoint record arrived: load it and read from the record after the one it
+ * describes; a checkpoint that cannot be used (unreadable, or the records after it are
+ * gone) sends the member back to START. 1 when the reader moved (the rest of the batch is
+ * from before the move), else 0. Under the lock. */
+static int take_checkpoint(bk_member_t *m, const rd_kafka_message_t *msg)
+{
+    char err[256];
+    int64_t last = -1, lo = 0, hi = 0;
+
+    if (msg->offset != m->ckpt_at) {
+        return 0;
+    }
+    rd_kafka_get_watermark_offsets(m->consumer, m->topic, 0, &lo, &hi);
+    if (bk_member_checkpoint_load(m, msg->payload, msg->len, &last, err, sizeof(err)) != 0) {
+        bk_log_warn("member %s: the checkpoint at offset %" PRId64 " of %s cannot be used: %s",
+                    m->node_id, msg->offset, m->topic, err);
+    } else if (last + 1 < lo) {
+        bk_log_warn("member %s: the checkpoint at offset %" PRId64 " needs the records from %" PRId64
+                    ", and %s starts at %" PRId64,
+                    m->node_id, msg->offset, last + 1, m->topic, lo);
+    } else if (read_from(m, last + 1) == 0) {
+        m->phase = PH_CATCHUP;
+        m->start_from = last + 1;
+        bk_log_info("member %s: starting from the checkpoint at offset %" PRId64 " (the view after"
+                    " offset %" PRId64 ", %zu bytes): %" PRId64 " records to read",
+                    m->node_id, msg->offset, last, msg->len, m->catchup_to - last - 1);
+        return 1;
+    }
+    bk_member_view_reset(m);
+    m->phase = PH_START;
+    if (!m->wait_since) {
+        m->wait_since = bk_clock_wall_ms();
+    }
+    return 1;
+}
+
+/* A fetch fell off the log's start: records this member has not read are gone. Before it
+ * joined it starts over (from a checkpoint); after, its view is no longer the others'. */
+static void fell_off(bk_member_t *m)
+{
+    bk_log_warn("member %s: %s lost records before offset %" PRId64 " that this member had not"
+                " read yet",
+                m->node_id, m->topic, m->next_offset);
+    if (m->phase == PH_RUN && !m->observe) {
+        m->phase = PH_FAILED;
+        m->error = "the control topic deleted records this member had not read (its retention is"
+                   " too short, or this member too slow)";
+        bk_log_error("member %s: %s", m->node_id, m->error);
+    } else {
+        bk_member_view_reset(m);
+        m->phase = PH_START;
+        m->caught_up = 0;
+    }
+    m->version++;
 }
 
 static void *member_main(void *arg)
@@ -225,7 +342,7 @@ static void *member_main(void *arg)
         uint64_t version;
 
         if (m->phase == PH_START) {
-            start_reading(m);
+            start_reading(m, now);
         }
         if (m->phase == PH_RUN && m->next_wake - now < timeout) {
             timeout = m->next_wake > now ? (int)(m->next_wake - now) : 0;
@@ -244,10 +361,17 @@ static void *member_main(void *arg)
         now = bk_clock_wall_ms();
         pthread_mutex_lock(&m->lock);
         for (int i = 0; i < n; i++) {
-            if (msgs[i]->err) {
+            if (msgs[i]->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET) {
+                fell_off(m);
+                break;
+            } else if (msgs[i]->err) {
                 bk_log_debug("member %s: %s: %s", m->node_id, m->topic,
                              rd_kafka_err2str(msgs[i]->err));
-            } else if (m->phase != PH_FAILED) {
+            } else if (m->phase == PH_CKPT) {
+                if (take_checkpoint(m, msgs[i])) {
+                    break;
+                }
+            } else if (m->phase == PH_CATCHUP || m->phase == PH_RUN) {
                 bk_member_apply(m, msgs[i]);
             }
         }
@@ -277,7 +401,10 @@ static void *member_main(void *arg)
  * whole wait (MEASURED.md), so it adds up to that much per hop. 100 ms keeps 100 members'
  * idle fetches at ~1,000/s against the mock (10 ms: 10,000/s, which saturated two cores).
  * Control records are few and latency matters more than batching: no linger. */
-static const char *consumer_settings[] = {"fetch.wait.max.ms", "100", NULL};
+/* A fetch past the log's start (records deleted under a member still catching up) must not
+ * skip to the earliest record: the view would miss what lay between (member_main). */
+static const char *consumer_settings[] = {"fetch.wait.max.ms", "100", "auto.offset.reset", "error",
+                                          NULL};
 static const char *producer_settings[] = {"linger.ms", "0", NULL};
 
 static rd_kafka_t *client_new(bk_member_t *m, const char *app_id, bk_kafka_role_t role,
@@ -378,6 +505,7 @@ bk_member_t *bk_member_new_view(const bk_member_conf_t *mconf, char *errstr, siz
         goto fail;
     }
     m->dev_port = mconf->dev_port;
+    m->ckpt_ms = mconf->checkpoint_interval_ms > 0 ? mconf->checkpoint_interval_ms : CKPT_MS;
     m->on_change = mconf->on_change;
     m->opaque = mconf->opaque;
     m->lost_tasks = malloc(((size_t)m->ntasks + 1) * sizeof(*m->lost_tasks));
@@ -401,6 +529,8 @@ bk_member_t *bk_member_new_view(const bk_member_conf_t *mconf, char *errstr, siz
     m->backoff = m->hb_ms;
     m->version = 1;
     m->phase = PH_START;
+    m->ckpt_offset = -1;
+    m->expire_at = INT64_MIN;
     return m;
 
 fail:
@@ -432,20 +562,23 @@ fail:
     return NULL;
 }
 
-/* A member rebuilds its view from the whole control topic and refuses one whose first
- * records are gone (docs/cluster.md, Retention): so nothing may delete them. The rules
- * read log time: the broker's clock, not each node's. */
+/* A member starts from the latest checkpoint (docs/cluster.md, Checkpoints), so the log
+ * may lose what is older: a week, as Kafka's default. The rules read log time: the broker's
+ * clock, not each node's. */
 static const char *const control_configs[] = {
-    "cleanup.policy",         "delete",        "retention.ms", "-1", "retention.bytes", "-1",
-    "message.timestamp.type", "LogAppendTime", NULL,
+    "cleanup.policy",         "delete",        "retention.ms", "604800000", "retention.bytes",
+    "-1",                     "message.timestamp.type",        "LogAppendTime", NULL,
 };
 
-/* A control topic made by hand with other configs works until its first records are
- * deleted, and then no member can start: say so while it is still fixable. */
-static void warn_control_configs(rd_kafka_t *rk, const char *topic)
+/* A control topic made by hand with other configs may work until the wrong records are
+ * deleted: say so while it is still fixable. */
+static void warn_control_configs(const bk_member_t *m, rd_kafka_t *rk, const char *topic)
 {
+    /* checkpoints come at least this often: a retention 6 times as long keeps several */
+    int64_t min_retention = 6 * (int64_t)(m->ckpt_ms > CKPT_MS ? m->ckpt_ms : CKPT_MS);
     char values[4][BK_KAFKA_CONFIG_MAX], err[256];
     const char *names[4];
+    long long retention;
     for (int i = 0; i < 4; i++) {
         names[i] = control_configs[2 * i];
     }
@@ -453,15 +586,29 @@ static void warn_control_configs(rd_kafka_t *rk, const char *topic)
         bk_log_warn("cannot check the configs of control topic %s: %s", topic, err);
         return;
     }
-    for (int i = 0; i < 4; i++) {
-        if (values[i][0] && strcmp(values[i], control_configs[2 * i + 1]) != 0) {
-            bk_log_warn("control topic %s has %s=%s, beck wants %s: %s", topic, names[i], values[i],
-                        control_configs[2 * i + 1],
-                        i < 3 ? "once its first records are deleted no member can start "
-                                "(docs/cluster.md, Retention)"
-                              : "the membership rules read the nodes' clocks instead of the "
-                                "broker's");
-        }
+    if (values[0][0] && strcmp(values[0], "delete") != 0) {
+        bk_log_warn("control topic %s has cleanup.policy=%s, beck wants delete: compaction keeps"
+                    " one record per member and kind, and members that start read a history the"
+                    " others never had",
+                    topic, values[0]);
+    }
+    retention = values[1][0] ? strtoll(values[1], NULL, 10) : -1;
+    if (retention >= 0 && retention < min_retention) {
+        bk_log_warn("control topic %s has retention.ms=%s, beck wants at least %lld: a member"
+                    " starts from the latest checkpoint (one every %d ms at least) and the"
+                    " records after it, which a shorter retention may delete before it reads them",
+                    topic, values[1], (long long)min_retention, m->ckpt_ms);
+    }
+    if (values[2][0] && strcmp(values[2], "-1") != 0) {
+        bk_log_warn("control topic %s has retention.bytes=%s, beck wants -1: a burst of records"
+                    " can delete the latest checkpoint, and then no member can start until the"
+                    " next",
+                    topic, values[2]);
+    }
+    if (values[3][0] && strcmp(values[3], "LogAppendTime") != 0) {
+        bk_log_warn("control topic %s has message.timestamp.type=%s, beck wants LogAppendTime:"
+                    " the membership rules read the nodes' clocks instead of the broker's",
+                    topic, values[3]);
     }
 }
 
@@ -469,8 +616,6 @@ int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
 {
     bk_member_t *m = member;
     const char *topics[1] = {m->topic};
-    rd_kafka_topic_partition_list_t *list;
-    rd_kafka_resp_err_t err;
     int port = m->dev_port, count = 0;
 
     /* Never ask a dev broker about the topic by name before it exists: that would make it
@@ -504,16 +649,9 @@ int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
         return -1;
     }
     if (count == 1 && !m->observe && port <= 0) { /* observers (beck status) stay quiet */
-        warn_control_configs(m->consumer, m->topic);
+        warn_control_configs(m, m->consumer, m->topic);
     }
-    list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, m->topic, 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
-    err = rd_kafka_assign(m->consumer, list);
-    rd_kafka_topic_partition_list_destroy(list);
-    if (err) {
-        snprintf(errstr, errstr_size, "cannot read %s: %s", m->topic, rd_kafka_err2str(err));
-        return -1;
-    }
+    /* The member thread assigns the partition once it knows where to read (start_reading). */
     if (pthread_create(&m->thread, NULL, member_main, m) != 0) {
         snprintf(errstr, errstr_size, "cannot start the member thread");
         return -1;

@@ -1,6 +1,7 @@
 /* member.h - cluster membership of one node through its app's control topic
  * (`<app id>-control`, one partition): heartbeats, leave notices, assignments and releases.
- * Every member reads the topic from its start, in order, and derives the same view from it:
+ * Every member reads the topic in order (from the latest checkpoint of the view, or its start)
+ * and derives the same view from it:
  * who is alive, who leads, the current epoch's assignment and which node holds each task.
  * The leader computes a new assignment (assign.h, published with assigncodec.h) when the
  * live set changes. Moving a task is cooperative: the member tells its node what to release
@@ -52,6 +53,9 @@ typedef struct bk_member_conf {
      * held back may move now (0: 5000 ms). */
     int probe_interval_ms;
     int heartbeat_interval_ms; /* 0: BK_MEMBER_HEARTBEAT_MS */
+    /* The leader checkpoints the view at least this often (0: 10 minutes), and whenever the
+     * records since the last checkpoint outweigh it 4 times (docs/cluster.md, Checkpoints). */
+    int checkpoint_interval_ms;
     /* 0: BK_MEMBER_SESSION_MS; > 2 heartbeat intervals. An observer given 0 takes the one the
      * heartbeats it reads announce, which is what the members that wrote them use. */
     int session_timeout_ms;
@@ -61,7 +65,7 @@ typedef struct bk_member_conf {
      * any bk_member_* function but bk_member_stop/destroy. NULL: poll instead. */
     void (*on_change)(void *opaque);
     void *opaque;
-    /* 1: an observer. It reads the log from its start and derives the view exactly as a
+    /* 1: an observer. It reads the log (from the latest checkpoint) and derives the view as a
      * member does, but never joins, heartbeats or publishes, and refuses a missing control
      * topic instead of creating it (bk_member_start). It has no producer. */
     int observe;
@@ -154,8 +158,9 @@ typedef struct bk_member_view {
 bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t errstr_size);
 
 /* Creates the control topic when it is missing (on a real cluster through the Admin API with
- * conf's replication factor), starts reading it from its start and starts the member thread,
- * which joins once it has read the log up to its end. Blocks up to ~10 s on metadata.
+ * conf's replication factor) and starts the member thread, which reads from the latest
+ * checkpoint of the view (docs/cluster.md, Checkpoints) and joins once it has read the log
+ * up to its end. Blocks up to ~10 s on metadata.
  * 0, or -1 with errstr. An observer instead fails when the topic is missing. */
 int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size);
 

@@ -90,6 +90,41 @@ int32_t bk_ffi_member_task(bk_member_spec_t *s, int32_t t, int32_t *holder)
     return s->view.owner[t];
 }
 
+/* The view's state as a checkpoint holds it (member_checkpoint.c), without the record
+ * header: two views with the same bytes follow the same rules. */
+int bk_ffi_member_state(bk_member_spec_t *s, char **buf, size_t *len)
+{
+    bk_wire_buf_t w = {0};
+    char err[256];
+    int rc;
+    pthread_mutex_lock(&s->m->lock);
+    rc = bk_member_checkpoint_encode(s->m, &w, err, sizeof(err));
+    pthread_mutex_unlock(&s->m->lock);
+    if (rc != 0 || w.oom) {
+        free(w.p);
+        return BK_FFI_ERR;
+    }
+    *buf = (char *)w.p;
+    *len = w.len;
+    return BK_FFI_OK;
+}
+
+/* Replaces the view with a checkpoint record's; *last: the offset it describes. */
+int bk_ffi_member_load(bk_member_spec_t *s, const char *rec, size_t len, int64_t *last,
+                       const char **err)
+{
+    static __thread char msg[256];
+    int rc;
+    pthread_mutex_lock(&s->m->lock);
+    rc = bk_member_checkpoint_load(s->m, rec, len, last, msg, sizeof(msg));
+    pthread_mutex_unlock(&s->m->lock);
+    *err = rc == 0 ? NULL : msg;
+    if (rc != 0) {
+        return BK_FFI_ERR;
+    }
+    return bk_member_poll_force(s->m, &s->view) < 0 ? BK_FFI_ERR : BK_FFI_OK;
+}
+
 /* -- Records as a member writes them (member_leader.c) ---------------------------------- */
 
 static void header(bk_wire_buf_t *w, const char *id, uint64_t inc, int type)
@@ -127,6 +162,50 @@ int bk_ffi_member_rec_heartbeat(const char *id, uint64_t inc, const char *rack, 
     bk_wire_put_uv(&w, 0); /* no progress */
     bk_wire_put_uv(&w, 1000);
     bk_wire_put_uv(&w, (uint64_t)session_ms);
+    return done(&w, buf, len);
+}
+
+/* A heartbeat reporting progress: n tasks (ascending) at their offsets, lag 0. */
+int bk_ffi_member_rec_progress(const char *id, uint64_t inc, const int32_t *tasks,
+                               const int64_t *offsets, int32_t n, int32_t session_ms, char **buf,
+                               size_t *len)
+{
+    bk_wire_buf_t w = {0};
+    int32_t prev = -1;
+    header(&w, id, inc, REC_HEARTBEAT);
+    bk_wire_put_str(&w, "");
+    bk_wire_put_str(&w, "");
+    bk_wire_put_uv(&w, 1);
+    bk_wire_put_uv(&w, 4);
+    bk_wire_put_uv(&w, 1);
+    bk_wire_put_uv(&w, 0);
+    bk_wire_put_uv(&w, (uint64_t)n);
+    for (int32_t i = 0; i < n; i++) {
+        bk_wire_put_uv(&w, (uint64_t)(tasks[i] - prev - 1));
+        bk_wire_put_sv(&w, offsets[i]);
+        bk_wire_put_uv(&w, 0);
+        prev = tasks[i];
+    }
+    bk_wire_put_uv(&w, 1000);
+    bk_wire_put_uv(&w, (uint64_t)session_ms);
+    return done(&w, buf, len);
+}
+
+/* A checkpoint record by `id` holding the view of s. */
+int bk_ffi_member_rec_checkpoint(bk_member_spec_t *s, const char *id, uint64_t inc, char **buf,
+                                 size_t *len)
+{
+    bk_wire_buf_t w = {0};
+    char err[256];
+    int rc;
+    header(&w, id, inc, REC_CHECKPOINT);
+    pthread_mutex_lock(&s->m->lock);
+    rc = bk_member_checkpoint_encode(s->m, &w, err, sizeof(err));
+    pthread_mutex_unlock(&s->m->lock);
+    if (rc != 0) {
+        free(w.p);
+        return BK_FFI_ERR;
+    }
     return done(&w, buf, len);
 }
 

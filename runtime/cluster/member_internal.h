@@ -47,6 +47,7 @@
  *   RELEASE   uvar epoch, uvar n, n x uvar (task - previous task), tasks ascending
  *   TICK      -
  *   NOTE      str to (a node id, "" for every node), str kind, str text (bk_member_note)
+ *   CHECKPOINT the rest: the view after an earlier offset (member_checkpoint.c)
  * uvar: LEB128; svar: zigzag LEB128; str: uvar length + bytes. The key is "<type>/<node id>"
  * ("h/n1"); nothing reads it. A reader ignores bytes past what it knows, and records of a
  * type or version it does not know (docs/cluster.md, Records). */
@@ -58,9 +59,19 @@ enum {
     REC_ASSIGN = 3,
     REC_RELEASE = 4,
     REC_TICK = 5,
-    REC_NOTE = 6
+    REC_NOTE = 6,
+    REC_CHECKPOINT = 7
 };
 extern const char bk_member_rec_key_char[];
+/* Checkpoints (member_checkpoint.c): the leader writes one when the records since the last
+ * outweigh it CKPT_BYTES_FACTOR times (at least CKPT_MIN_BYTES), or CKPT_MS of log time
+ * after it; never one over CKPT_MAX_BYTES (Kafka's default record limit is 1 MB). A start
+ * that finds none to use in a log whose first records are gone waits CKPT_WAIT_MS for one. */
+#define CKPT_BYTES_FACTOR 4
+#define CKPT_MIN_BYTES 65536
+#define CKPT_MS 600000 /* unless bk_member_conf_t says otherwise */
+#define CKPT_MAX_BYTES 900000
+#define CKPT_WAIT_MS 60000
 /* Notes delivered and not yet taken; more are dropped (with a warning): their senders time
  * out and fall back. */
 #define NOTES_MAX 64
@@ -79,7 +90,7 @@ typedef struct rec {
     bk_wire_reader_t list; /* HEARTBEAT progress, RELEASE tasks: decoded by the applier */
     uint64_t nlist;
     int hb_ms, session_ms; /* HEARTBEAT: the sender's settings, 0: not announced */
-    /* ASSIGN */
+    /* ASSIGN, CHECKPOINT */
     const uint8_t *payload;
     size_t payload_len;
     /* NOTE */
@@ -99,6 +110,7 @@ typedef struct progress {
 typedef struct peer {
     int used;
     char id[BK_MEMBER_MAX_ID + 1], rack[BK_MEMBER_MAX_ID + 1], endpoint[BK_MEMBER_MAX_ID + 1];
+    uint32_t id_hash; /* bk_member_id_hash(id): finding a peer compares this first */
     uint64_t inc;
     int32_t threads, ntasks;
     uint32_t layout;
@@ -111,7 +123,9 @@ typedef struct peer {
     int32_t cap_spare;
 } peer_t;
 
-enum { PH_START, PH_CATCHUP, PH_RUN, PH_FAILED };
+/* START: finding where to read; CKPT: reading the checkpoint at ckpt_at; CATCHUP: reading
+ * to where the log ended at start; RUN: joined. */
+enum { PH_START, PH_CKPT, PH_CATCHUP, PH_RUN, PH_FAILED };
 
 struct bk_member_s {
     /* Set by bk_member_new, read-only afterwards. */
@@ -137,6 +151,10 @@ struct bk_member_s {
     uint64_t version;
     /* What the log says (docs/cluster.md, The view). */
     int64_t log_time, next_offset;
+    /* No session ends before log time passes this (a lower bound): the fold looks at every
+     * peer only then, not at every record (with 400 members, per-record scans were most of
+     * a member's work). INT64_MIN: look at the next record. */
+    int64_t expire_at;
     peer_t *peers;
     int32_t npeers, cap_peers;
     peer_t *gone; /* an observer's [GONE_MAX] forgotten peers, for show only (no progress) */
@@ -147,6 +165,9 @@ struct bk_member_s {
     uint64_t *slot_inc; /* [cur->nnodes] its incarnation then */
     int32_t nown;       /* cur->ntasks */
     int32_t *own;       /* [nown] the peer that holds the task, -1: nobody */
+    /* The latest checkpoint record seen (-1: none), log time then, and the bytes of the
+     * records since: part of the fold, so any leader knows when the next is due. */
+    int64_t ckpt_offset, ckpt_log_time, ckpt_bytes;
     uint8_t *rel_sent;  /* [nown] this member published a release of it, not yet seen */
     uint8_t *told;      /* [nown] a view listed it in running; the node has not released it */
     /* This member. */
@@ -155,6 +176,13 @@ struct bk_member_s {
     int caught_up; /* latched: read up to where the log ended at start (bk_member_view_t) */
     const char *error;
     int64_t catchup_to, next_hb, first_hb, join_ts;
+    int64_t start_from; /* where this member's fold began: 0, a checkpoint's offset + 1, or
+                         * the end of a log that had lost all its records */
+    int64_t ckpt_at;    /* PH_CKPT: the checkpoint's offset */
+    int64_t wait_since, wait_warned; /* PH_START: since when no checkpoint could be used */
+    int ckpt_pending;   /* the leader's checkpoint in flight */
+    int64_t ckpt_len, ckpt_warned;
+    int ckpt_ms; /* the checkpoint interval (CKPT_MS) */
     int joined_once; /* this incarnation's heartbeat was seen in the log */
     int lost;
     int64_t lost_at, backoff;
@@ -187,6 +215,7 @@ int bk_member_rec_parse(const void *buf, size_t len, rec_t *rec);
 
 /* The view (member_view.c): peers, leader, holders, applying a record. */
 uint32_t bk_member_fnv1a(uint32_t h, const void *p, size_t n);
+uint32_t bk_member_id_hash(const char *id);
 int32_t bk_member_leader_peer(const bk_member_t *m);
 uint64_t bk_member_make_incarnation(void);
 int32_t bk_member_peer_find(const bk_member_t *m, const char *id);
@@ -200,6 +229,18 @@ void bk_member_free_assignment(bk_member_t *m);
  * no clock and no Kafka: spec/01-unit/32-member_view_spec.lua drives it directly. */
 void bk_member_apply_record(bk_member_t *m, const void *payload, size_t len, int64_t offset,
                             int64_t ts);
+
+/* Checkpoints (member_checkpoint.c). encode appends the view (after the record header);
+ * load replaces the view with the one a checkpoint record holds, *last its offset (the next
+ * record to apply is *last + 1): 0, or -1 with errstr and the view untouched. reset empties
+ * the view. */
+int bk_member_checkpoint_encode(const bk_member_t *m, bk_wire_buf_t *w, char *errstr,
+                                size_t errstr_size);
+int bk_member_checkpoint_load(bk_member_t *m, const void *payload, size_t len, int64_t *last,
+                              char *errstr, size_t errstr_size);
+void bk_member_view_reset(bk_member_t *m);
+void bk_member_maybe_checkpoint(bk_member_t *m, int64_t now);
+void bk_member_checkpoint_delivered(bk_member_t *m, const rd_kafka_message_t *msg);
 
 /* Writing and leading (member_leader.c). */
 int bk_member_produce(bk_member_t *m, int type, bk_wire_buf_t *w, int64_t ts);

@@ -21,7 +21,7 @@
 #include "devbroker/devctl.h"
 #include "engine/kafka.h"
 
-const char bk_member_rec_key_char[] = "?hlartn";
+const char bk_member_rec_key_char[] = "?hlartnc";
 
 /* Copies a string into out[BK_MEMBER_MAX_ID + 1]; longer ones, or ones with a NUL, are bad. */
 static void r_str(bk_wire_reader_t *r, char *out)
@@ -97,6 +97,7 @@ int bk_member_rec_parse(const void *buf, size_t len, rec_t *rec)
         rec->list = r;
         break;
     case REC_ASSIGN:
+    case REC_CHECKPOINT:
         rec->payload = r.p;
         rec->payload_len = r.left;
         break;

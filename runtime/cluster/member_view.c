@@ -38,10 +38,16 @@ uint32_t bk_member_fnv1a(uint32_t h, const void *p, size_t n)
     return h;
 }
 
+uint32_t bk_member_id_hash(const char *id)
+{
+    return bk_member_fnv1a(2166136261u, id, strlen(id));
+}
+
 int32_t bk_member_peer_find(const bk_member_t *m, const char *id)
 {
+    uint32_t h = bk_member_id_hash(id);
     for (int32_t i = 0; i < m->npeers; i++) {
-        if (m->peers[i].used && strcmp(m->peers[i].id, id) == 0) {
+        if (m->peers[i].used && m->peers[i].id_hash == h && strcmp(m->peers[i].id, id) == 0) {
             return i;
         }
     }
@@ -122,6 +128,14 @@ static void free_task(bk_member_t *m, int32_t t)
     give(m, t);
 }
 
+/* Something may happen once log time passes `at`: expire() must look then. */
+static void lower_expiry(bk_member_t *m, int64_t at)
+{
+    if (at < m->expire_at) {
+        m->expire_at = at;
+    }
+}
+
 /* A peer's incarnation ends (died, left or was replaced): what it held is free. Final. */
 static void peer_end(bk_member_t *m, int32_t i, int state)
 {
@@ -130,6 +144,7 @@ static void peer_end(bk_member_t *m, int32_t i, int state)
 
     p->state = state;
     p->end_ts = m->log_time;
+    lower_expiry(m, p->end_ts + m->session_ms);
     for (int32_t t = 0; t < m->nown; t++) {
         if (m->own[t] == i) {
             free_task(m, t);
@@ -194,6 +209,10 @@ static void gone_drop(bk_member_t *m, const char *id)
  * (docs/cluster.md, Liveness). Runs per record, so every member does it at the same place. */
 static void expire(bk_member_t *m)
 {
+    int64_t next = INT64_MAX;
+    if (m->log_time <= m->expire_at) {
+        return; /* nothing ends before then (expire_at is a lower bound) */
+    }
     for (int32_t i = 0; i < m->npeers; i++) {
         peer_t *p = &m->peers[i];
         if (!p->used) {
@@ -212,6 +231,17 @@ static void expire(bk_member_t *m)
             m->version++;
         }
     }
+    /* The next deadline: a live peer's session end, an ended one's forgetting (one that the
+     * current assignment still names waits for the next install, which resets this). */
+    for (int32_t i = 0; i < m->npeers; i++) {
+        const peer_t *p = &m->peers[i];
+        int64_t at = !p->used                          ? INT64_MAX
+                     : p->state == BK_MEMBER_ALIVE     ? p->last_ts + m->session_ms
+                     : m->log_time - p->end_ts <= m->session_ms ? p->end_ts + m->session_ms
+                                                        : INT64_MAX;
+        next = at < next ? at : next;
+    }
+    m->expire_at = next;
 }
 
 /* -- Applying records ---------------------------------------------------------------------- */
@@ -312,6 +342,7 @@ static void apply_heartbeat(bk_member_t *m, rec_t *rec, int64_t offset, int64_t 
         memset(p, 0, sizeof(*p));
         p->used = 1;
         memcpy(p->id, rec->id, sizeof(p->id));
+        p->id_hash = bk_member_id_hash(p->id);
         p->inc = rec->inc;
         p->state = BK_MEMBER_ALIVE;
         p->join_offset = offset;
@@ -340,6 +371,7 @@ static void apply_heartbeat(bk_member_t *m, rec_t *rec, int64_t offset, int64_t 
     if (ts > p->last_ts) {
         p->last_ts = ts;
     }
+    lower_expiry(m, p->last_ts + m->session_ms);
     apply_progress(p, rec, m->log_time);
 }
 
@@ -432,6 +464,7 @@ static int install(bk_member_t *m, bk_assigncodec_t *next, int64_t offset)
     m->rel_sent = rel_sent;
     m->told = told;
     m->nown = next->ntasks;
+    m->expire_at = INT64_MIN; /* peers it no longer names may be forgotten now */
     for (int32_t t = 0; t < m->nown; t++) {
         if (m->own[t] < 0) {
             give(m, t);
@@ -537,9 +570,18 @@ void bk_member_apply_record(bk_member_t *m, const void *payload, size_t len, int
     rec_t rec;
 
     m->next_offset = offset + 1;
+    m->ckpt_bytes += (int64_t)len;
     if (bk_member_rec_parse(payload, len, &rec) != 0) {
         bk_log_debug("member %s: record at offset %" PRId64 " is not a member record: skipped",
                      m->node_id, offset);
+        return;
+    }
+    /* A checkpoint is only noted, before log time moves: members built before checkpoints
+     * skip it as a type they do not know, and their log time must agree with ours. */
+    if (rec.type == REC_CHECKPOINT) {
+        m->ckpt_offset = offset;
+        m->ckpt_log_time = m->log_time;
+        m->ckpt_bytes = 0;
         return;
     }
     /* An observer has no session timeout of its own: it applies the one the members announce
@@ -547,6 +589,7 @@ void bk_member_apply_record(bk_member_t *m, const void *payload, size_t len, int
     if (m->session_announced && rec.type == REC_HEARTBEAT && rec.session_ms > 0 &&
         rec.session_ms != m->session_ms) {
         m->session_ms = rec.session_ms;
+        m->expire_at = INT64_MIN;
         m->version++;
     }
     /* Log time: the largest timestamp of a member record seen (docs/cluster.md, Log time). */

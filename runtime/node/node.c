@@ -362,6 +362,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mc.probe_interval_ms = (int)bk_conf_int(conf, BK_CONF_PROBE_MS);
     mc.heartbeat_interval_ms = (int)bk_conf_int(conf, BK_CONF_HEARTBEAT_MS);
     mc.session_timeout_ms = (int)bk_conf_int(conf, BK_CONF_SESSION_MS);
+    mc.checkpoint_interval_ms = (int)bk_conf_int(conf, BK_CONF_CONTROL_CHECKPOINT_MS);
     mc.dev_port = dev_port > 0 ? dev_port : -1;
     /* a new view wakes the main thread at once instead of at its next 100 ms tick */
     main_thread = pthread_self();

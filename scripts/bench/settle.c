@@ -6,6 +6,7 @@
  *
  *   settle member -b BS --app APP --node ID [--rack R] [--threads N] [--tasks T]
  *                 [--standbys K] [--heartbeat-ms MS] [--session-ms MS] [--log-level L]
+ *                 [--checkpoint-ms MS]
  *       ONE member. Prints JSON lines on stdout: {"ev":"view",...} whenever its view
  *       changes, {"ev":"start"|"stop","task":T,"epoch":E,...} when its node starts or stops a
  *       task (a stop is printed before the release is published), {"ev":"left"} after a
@@ -40,6 +41,7 @@
 typedef struct opts {
     const char *mode, *app, *node, *rack;
     int threads, tasks, standbys, hb_ms, session_ms, members, racks, repeat;
+    int ckpt_ms; /* 0: the member's default */
 } opts_t;
 
 /* A member and the node it stands for. */
@@ -209,6 +211,7 @@ static void sim_init(sim_t *s, const bk_conf_t *conf, const opts_t *o, const cha
     mc.standbys = o->standbys;
     mc.heartbeat_interval_ms = o->hb_ms;
     mc.session_timeout_ms = o->session_ms;
+    mc.checkpoint_interval_ms = o->ckpt_ms;
     mc.on_change = notify ? on_change : NULL;
     s->m = bk_member_new(&mc, err, sizeof(err));
     if (!s->m) {
@@ -600,13 +603,14 @@ static void usage(void)
             "usage: settle member -b BS --app APP --node ID [--rack R] [options]\n"
             "       settle bench -b BS [--members N] [--racks R] [--repeat N] [options]\n"
             "options: --threads N --tasks T --standbys K --heartbeat-ms MS --session-ms MS\n"
+            "         --checkpoint-ms MS (how often the leader checkpoints the view at least)\n"
             "         --log-level error|warn|info|debug  -X key=value\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    opts_t o = {NULL, "settle", NULL, NULL, 2, 400, 1, 1000, 10000, 100, 3, 3};
+    opts_t o = {NULL, "settle", NULL, NULL, 2, 400, 1, 1000, 10000, 100, 3, 3, 0};
     bk_conf_t *conf = bk_conf_new();
     const char *brokers = NULL, *level = NULL;
     char err[512];
@@ -646,6 +650,8 @@ int main(int argc, char **argv)
             o.hb_ms = atoi(v);
         } else if (strcmp(a, "--session-ms") == 0) {
             o.session_ms = atoi(v);
+        } else if (strcmp(a, "--checkpoint-ms") == 0) {
+            o.ckpt_ms = atoi(v);
         } else if (strcmp(a, "--members") == 0) {
             o.members = atoi(v);
         } else if (strcmp(a, "--racks") == 0) {

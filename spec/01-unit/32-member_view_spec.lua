@@ -25,6 +25,11 @@ function rec.release(id, inc, epoch, tasks)
   local a = ffi.new("int32_t[?]", #tasks + 1, tasks)
   return take(C.bk_ffi_member_rec_release(id, inc, epoch, a, #tasks, bufp, lenp))
 end
+function rec.progress(id, inc, tasks, offsets)
+  local t = ffi.new("int32_t[?]", #tasks + 1, tasks)
+  local o = ffi.new("int64_t[?]", #offsets + 1, offsets)
+  return take(C.bk_ffi_member_rec_progress(id, inc, t, o, #tasks, SESSION, bufp, lenp))
+end
 -- An assignment by `id` (incarnation inc): epoch based on base, nodes = { "a", "b" } (slots),
 -- owners = { [task] = slot }, 0-based tasks and slots.
 function rec.assign(id, inc, epoch, base, nodes, owners, ntasks)
@@ -53,6 +58,28 @@ function View:feed(r, ts)
   assert(C.bk_ffi_member_feed(self.s, r, #r, self.offset, ts) == 0)
   self.offset = self.offset + 1
   return self
+end
+
+-- The view's state as a checkpoint holds it (bytes).
+function View:state()
+  return take(C.bk_ffi_member_state(self.s, bufp, lenp))
+end
+
+-- A checkpoint record of this view, written by `id`.
+function View:checkpoint(id, inc)
+  return take(C.bk_ffi_member_rec_checkpoint(self.s, id, inc, bufp, lenp))
+end
+
+-- A fresh view loaded from a checkpoint record; it goes on at the offset after the one the
+-- checkpoint describes. nil and the error when it refuses.
+local function from_checkpoint(r)
+  local v = view()
+  local last = ffi.new("int64_t[1]")
+  if C.bk_ffi_member_load(v.s, r, #r, last, errp) ~= 0 then
+    return nil, ffi.string(errp[0])
+  end
+  v.offset = tonumber(last[0]) + 1
+  return v
 end
 
 -- { peers = { id = { state =, inc = } }, alive = "a b", leader = id, epoch =, ntasks =,
@@ -165,5 +192,101 @@ describe("the membership view", function()
     v:feed(string.char(0xbe, 99) .. hb:sub(3), 1100) -- a version this reader does not know
     v:feed("", 1100)
     assert.same(before, v:read())
+  end)
+
+  -- A history that exercises every rule: joins, progress, assignments (full, delta, ignored),
+  -- handoffs, a release, a replaced incarnation, a leave, a death by session, a checkpoint
+  -- record, and records that are not the membership's. { record, timestamp } in log order.
+  local function history()
+    local nodes = { "a", "b", "c" }
+    return {
+      { rec.heartbeat("a", 1), 1000 },
+      { rec.heartbeat("b", 1), 1100 },
+      { rec.progress("a", 1, { 0, 2 }, { 10, -1 }), 1150 },
+      { rec.assign("a", 1, 1, 0, { "a", "b" }, { [0] = 0, 0, 1, 1 }, 4), 1200 },
+      { rec.heartbeat("c", 1), 1300 },
+      { "not a member record", 1310 },
+      { rec.assign("a", 1, 2, 1, nodes, { [0] = 0, 2, 1, 2 }, 4), 1400 },
+      { rec.assign("b", 1, 3, 2, nodes, { [0] = 1, 1, 1, 1 }, 4), 1450 }, -- not the leader
+      { rec.progress("b", 1, { 1, 2, 3 }, { 5, 6, 7 }), 1500 },
+      { rec.release("a", 1, 2, { 1 }), 1600 },
+      { rec.progress("b", 1, { 1, 2, 3 }, { 5, 9, 7 }), 2500 },
+      { rec.heartbeat("c", 2), 2600 }, -- c restarts: the old one is replaced
+      { rec.progress("a", 1, { 0 }, { 12 }), 3000 },
+      { rec.leave("b", 1), 3100 },
+      { rec.assign("a", 1, 3, 2, { "a", "", "c" }, { [0] = 0, 2, 0, 2 }, 4), 3200 },
+      { rec.heartbeat("c", 2), 9000 },
+      { rec.heartbeat("a", 1), 12000 },
+      { rec.heartbeat("c", 2), 14000 }, -- log time 14000: b's leave is a session old
+      { rec.heartbeat("c", 2), 22001 }, -- a's last heartbeat is past its session: a died
+      { rec.assign("c", 2, 4, 3, { "", "", "c" }, { [0] = 2, 2, 2, 2 }, 4), 22100 },
+      { rec.heartbeat("a", 3), 22200 }, -- a again, a new incarnation
+    }
+  end
+
+  local function same_views(x, y, what)
+    local rx, ry = x:read(), y:read()
+    assert.equal(x:state(), y:state(), what .. ": states differ")
+    for _, f in ipairs({ "alive", "leader", "epoch", "ntasks" }) do
+      assert.equal(rx[f], ry[f], what .. ": " .. f)
+    end
+    assert.same(rx.owner, ry.owner, what .. ": owners")
+    assert.same(rx.holder, ry.holder, what .. ": holders")
+  end
+
+  it("loads from a checkpoint taken after any record the view a full replay has", function()
+    local h = history()
+    local full = view()
+    for _, r in ipairs(h) do full:feed(r[1], r[2]) end
+    assert.equal(4, full:read().epoch) -- the history did go somewhere
+    assert.equal("c a", full:read().alive)
+    for k = 0, #h do
+      -- the checkpoint is taken after k records and lands in the log after record k + 2
+      -- (records written meanwhile come between): the loaded view replays from k
+      local head = view()
+      for i = 1, k do head:feed(h[i][1], h[i][2]) end
+      local cp = head:checkpoint("a", 1)
+      local log = {}
+      for i = 1, #h do
+        log[#log + 1] = h[i]
+        if i == math.min(k + 2, #h) then log[#log + 1] = { cp, h[i][2] } end
+      end
+      local whole = view()
+      for _, r in ipairs(log) do whole:feed(r[1], r[2]) end
+      local loaded = assert(from_checkpoint(cp))
+      assert.equal(k, loaded.offset)
+      same_views(head, loaded, "after loading at " .. k)
+      for i = k + 1, #log do loaded:feed(log[i][1], log[i][2]) end
+      same_views(whole, loaded, "checkpoint after record " .. k)
+    end
+  end)
+
+  it("notes a checkpoint record without moving log time", function()
+    local v = view():feed(rec.heartbeat("a", 1), 1000)
+    local before = v:read()
+    local w = view():feed(rec.heartbeat("a", 1), 1000)
+    v:feed(w:checkpoint("a", 1), 99999)
+    assert.same(before, v:read())
+    -- a's session still ends 10 s after its heartbeat, not after the checkpoint's time
+    v:feed(rec.heartbeat("b", 1), 11001)
+    assert.equal(DEAD, v:read().peers.a.state)
+  end)
+
+  it("refuses a checkpoint that is cut short or is not one, and keeps its view", function()
+    local v = view()
+    for _, r in ipairs(history()) do v:feed(r[1], r[2]) end
+    local cp = v:checkpoint("a", 1)
+    local target = view():feed(rec.heartbeat("z", 1), 500)
+    local before = target:state()
+    for _, bad in ipairs({ cp:sub(1, #cp - 1), cp:sub(1, 20), rec.heartbeat("a", 1), "",
+                           cp:sub(1, 10) .. string.char(0xff):rep(12) .. cp:sub(23) }) do
+      local last = ffi.new("int64_t[1]")
+      assert.equal(-1, C.bk_ffi_member_load(target.s, bad, #bad, last, errp))
+      assert.truthy(#ffi.string(errp[0]) > 0)
+      assert.equal(before, target:state())
+    end
+    -- and takes the whole one
+    assert.equal(0, C.bk_ffi_member_load(target.s, cp, #cp, ffi.new("int64_t[1]"), errp))
+    assert.equal(v:state(), target:state())
   end)
 end)

@@ -27,11 +27,12 @@ end
 -- (MEASURED.md); a real broker answers as soon as a record arrives. The members' default (100
 -- ms, for 100 members on one dev broker) would add up to that much to every hop here, so
 -- these three or four members wait 20 ms.
-local function start_member(broker, app, node, rack)
-  local p = helpers.spawn({ BIN, "member", "-b", broker.bootstrap, "--app", app, "--node", node,
-                            "--rack", rack, "--tasks", TASKS, "--threads", 1, "--standbys", 1,
-                            "--heartbeat-ms", HB, "--session-ms", SESSION,
-                            "-X", "fetch.wait.max.ms=20" }, { name = node })
+local function start_member(broker, app, node, rack, extra)
+  local argv = { BIN, "member", "-b", broker.bootstrap, "--app", app, "--node", node,
+                 "--rack", rack, "--tasks", TASKS, "--threads", 1, "--standbys", 1,
+                 "--heartbeat-ms", HB, "--session-ms", SESSION, "-X", "fetch.wait.max.ms=20" }
+  for _, a in ipairs(extra or {}) do argv[#argv + 1] = a end
+  local p = helpers.spawn(argv, { name = node })
   p.node, p.rack = node, rack
   return p
 end
@@ -309,6 +310,53 @@ describe("membership through the control topic", function()
                     wall_ms() - resumed)
       -- the others never overlapped (n2 ran nothing while frozen and stopped on waking)
       ownership({ m[1], m[3] }, {})
+    end)
+  end)
+
+  it("starts a member from the latest checkpoint of the view, not from the first record; on "
+     .. "Kafka also once the log has lost its first records", function()
+    helpers.with_timeout(60, function()
+      local broker = helpers.start_broker {}
+      local real = helpers.real_kafka()
+      if real then
+        -- the broker deletes the head while the members run: 2 s retention, 200 ms segments
+        assert(broker:create_topic("ms4-control", 1, { ["retention.ms"] = 2000,
+                                                       ["segment.ms"] = 200,
+                                                       ["message.timestamp.type"] =
+                                                         "LogAppendTime" }))
+      end
+      -- heartbeats every 20 ms make history fast (~100 records a second); a checkpoint at
+      -- least every 300 ms of log time
+      local fast = { "--heartbeat-ms", 20, "--session-ms", 1000, "--checkpoint-ms", 300 }
+      local m = { start_member(broker, "ms4", "n1", "a", fast),
+                  start_member(broker, "ms4", "n2", "b", fast) }
+      wait_converged(m)
+      helpers.sleep(6)
+      local head
+      if real then
+        local se = helpers.offsets(broker.bootstrap, "ms4-control")[0]
+        head = se[1]
+        assert.is_true(se[1] > 0, "the broker deleted nothing yet: " .. se[1] .. " to " .. se[2])
+        -- where a start begins: the checkpoint's offset, committed by the leader
+        assert.is_true(helpers.committed(broker.bootstrap, "ms4-control", "ms4")[0] >= se[1])
+      end
+      m[3] = start_member(broker, "ms4", "n3", "c", fast)
+      wait_converged(m)
+      local log = m[3]:log()
+      local at, after, bytes, left = log:match("starting from the checkpoint at offset (%d+) " ..
+                                               "%(the view after offset (%d+), (%d+) bytes%): " ..
+                                               "(%d+) records to read")
+      assert.is_string(at, "n3 did not start from a checkpoint:\n" .. log)
+      at, after, left = tonumber(at), tonumber(after), tonumber(left)
+      helpers.trace("n3 started from the checkpoint at %d (after %d, %s bytes), %d records to "
+                    .. "read", at, after, bytes, left)
+      -- ~600 records of history; the checkpoint is recent and the rest is a few records
+      assert.is_true(at > 300, "checkpoint at " .. at)
+      assert.is_true(after < at)
+      assert.is_true(left < 200, left .. " records to read")
+      if real then assert.is_true(after + 1 >= head) end
+      assert.not_matches("lost its first records", log)
+      for _, p in ipairs(m) do assert.equal(0, p:stop()) end
     end)
   end)
 end)

@@ -33,10 +33,11 @@ describe("topic configs on a real Kafka", function()
       assert.equal(tostring(60000 + 10000 + DAY_MS), win["retention.ms"])
       -- a key-value store
       assert.equal("compact", helpers.configs(bs, "wordcount-counts-changelog")["cleanup.policy"])
-      -- the control topic keeps its whole history, stamped by the broker
+      -- the control topic keeps a week (members start from its latest checkpoint), stamped
+      -- by the broker
       local ctl = helpers.configs(bs, "wordcount-control")
       assert.equal("delete", ctl["cleanup.policy"])
-      assert.equal("-1", ctl["retention.ms"])
+      assert.equal("604800000", ctl["retention.ms"])
       assert.equal("-1", ctl["retention.bytes"])
       assert.equal("LogAppendTime", ctl["message.timestamp.type"])
       -- outputs and repartition topics: the broker's defaults
@@ -57,15 +58,15 @@ describe("topic configs on a real Kafka", function()
       local bs = kafka.bootstrap
       assert(kafka:create_topic("wordcount-counts-changelog", 2,
                                 { ["cleanup.policy"] = "delete", ["retention.ms"] = 3600000 }))
-      assert(kafka:create_topic("wordcount-control", 1)) -- Kafka's defaults: 7 days
+      assert(kafka:create_topic("wordcount-control", 1, { ["retention.ms"] = 600000 }))
       local wc = cluster.start_node(bs, "na", "a")
       wc:wait_running(30)
       local log = wc:log()
       assert.matches("changelog wordcount%-counts%-changelog of store counts has " ..
                      "cleanup.policy=delete: a replica restoring it misses every key not " ..
                      "written within retention.ms=3600000", log)
-      assert.matches("control topic wordcount%-control has retention.ms=604800000, beck " ..
-                     "wants %-1: once its first records are deleted no member can start", log)
+      assert.matches("control topic wordcount%-control has retention.ms=600000, beck " ..
+                     "wants at least 3600000: a member starts from the latest checkpoint", log)
       assert.matches("control topic wordcount%-control has message.timestamp.type=CreateTime",
                      log)
       -- a warning, not a stop: the node runs
