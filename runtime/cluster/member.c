@@ -192,6 +192,9 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaqu
 
 /* -- The member thread --------------------------------------------------------------------- */
 
+static rd_kafka_t *client_new(bk_member_t *m, const char *app_id, bk_kafka_role_t role,
+                              int32_t min_bytes, char *errstr, size_t errstr_size);
+
 static int read_from(bk_member_t *m, int64_t offset)
 {
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
@@ -329,6 +332,72 @@ static void fell_off(bk_member_t *m)
     m->version++;
 }
 
+/* fetch.min.bytes for `n` live members: at most ~FETCHES_PER_S fetches a second while
+ * heartbeats flow, in powers of two so that it changes seldom; 1 below 64 members.
+ * Every record reaches every member: with fetch.min.bytes=1 the broker answers each fetch
+ * as soon as one record arrives, so n members cost it n x n fetches a second (160,000 at
+ * 400 members, which saturated a 2-core host). Waiting for ~HB_BYTES x n / FETCHES_PER_S
+ * bytes costs a hop ~1 / (2 x FETCHES_PER_S) s on average. */
+#define FETCHES_PER_S 50
+#define HB_BYTES 64
+static int32_t wanted_min_bytes(const bk_member_t *m, int32_t n)
+{
+    int64_t want = (int64_t)n * HB_BYTES * 1000 / m->hb_ms / FETCHES_PER_S;
+    int32_t p = 1;
+    if (n < 64) {
+        return 1;
+    }
+    while (p * 2 <= want && p < (1 << 20)) {
+        p *= 2;
+    }
+    return p;
+}
+
+/* The member's consumer again with fetch.min.bytes fitted to the cluster's size, reading on
+ * from where this one stopped. On the member thread, outside the lock; the checkpoint
+ * commit and the watermarks use m->consumer, on this thread too. */
+static void refit_consumer(bk_member_t *m, int64_t now)
+{
+    int32_t live = 0, want;
+    char err[256];
+    rd_kafka_t *rk, *old;
+
+    if (m->min_bytes < 0 || !m->consumer || m->phase != PH_RUN || now < m->refit_at) {
+        return;
+    }
+    m->refit_at = now + 1000;
+    pthread_mutex_lock(&m->lock);
+    for (int32_t i = 0; i < m->npeers; i++) {
+        live += bk_member_peer_alive(m, i);
+    }
+    pthread_mutex_unlock(&m->lock);
+    want = wanted_min_bytes(m, live);
+    /* a factor of 4 either way before changing: a join or death does not flap it */
+    if (want == m->min_bytes || (want < m->min_bytes * 4 && want * 4 > m->min_bytes)) {
+        return;
+    }
+    if (!(rk = client_new(m, bk_conf_str(m->conf, BK_CONF_APP_ID), BK_KAFKA_CONSUMER, want, err,
+                          sizeof(err)))) {
+        bk_log_warn("member %s: cannot make a consumer with fetch.min.bytes=%d: %s", m->node_id,
+                    want, err);
+        m->min_bytes = -1;
+        return;
+    }
+    old = m->consumer;
+    m->consumer = rk;
+    if (read_from(m, m->next_offset) != 0) {
+        m->consumer = old;
+        rd_kafka_destroy(rk);
+        m->min_bytes = -1;
+        return;
+    }
+    rd_kafka_consumer_close(old);
+    rd_kafka_destroy(old);
+    bk_log_info("member %s: %d members: control topic fetches wait for %d bytes (was %d)",
+                m->node_id, live, want, m->min_bytes);
+    m->min_bytes = want;
+}
+
 static void *member_main(void *arg)
 {
     bk_member_t *m = arg;
@@ -384,6 +453,7 @@ static void *member_main(void *arg)
         if (m->producer) {
             rd_kafka_poll(m->producer, 0);
         }
+        refit_consumer(m, now);
         if (m->on_change && version != m->notified) {
             m->notified = version;
             m->on_change(m->opaque);
@@ -408,8 +478,9 @@ static const char *consumer_settings[] = {"fetch.wait.max.ms", "100", "auto.offs
 static const char *producer_settings[] = {"linger.ms", "0", NULL};
 
 static rd_kafka_t *client_new(bk_member_t *m, const char *app_id, bk_kafka_role_t role,
-                              char *errstr, size_t errstr_size)
+                              int32_t min_bytes, char *errstr, size_t errstr_size)
 {
+    char mb[16];
     const char **defs = role == BK_KAFKA_CONSUMER ? consumer_settings : producer_settings;
     bk_conf_t *conf = bk_conf_new();
     char cid[BK_MEMBER_MAX_ID + 32];
@@ -426,6 +497,10 @@ static rd_kafka_t *client_new(bk_member_t *m, const char *app_id, bk_kafka_role_
     }
     for (int i = 0; defs[i]; i += 2) {
         bk_conf_add_kafka(conf, defs[i], defs[i + 1]);
+    }
+    if (min_bytes > 1) {
+        snprintf(mb, sizeof(mb), "%d", min_bytes);
+        bk_conf_add_kafka(conf, "fetch.min.bytes", mb);
     }
     for (size_t i = 0; i < bk_conf_kafka_count(m->conf); i++) {
         const char *k, *v;
@@ -505,6 +580,12 @@ bk_member_t *bk_member_new_view(const bk_member_conf_t *mconf, char *errstr, siz
         goto fail;
     }
     m->dev_port = mconf->dev_port;
+    m->min_bytes = 1;
+    for (size_t i = 0; i < bk_conf_kafka_count(mconf->conf); i++) {
+        const char *k, *v;
+        bk_conf_kafka_get(mconf->conf, i, &k, &v);
+        m->min_bytes = strcmp(k, "fetch.min.bytes") == 0 ? -1 : m->min_bytes;
+    }
     m->ckpt_ms = mconf->checkpoint_interval_ms > 0 ? mconf->checkpoint_interval_ms : CKPT_MS;
     m->on_change = mconf->on_change;
     m->opaque = mconf->opaque;
@@ -545,13 +626,13 @@ bk_member_t *bk_member_new(const bk_member_conf_t *mconf, char *errstr, size_t e
     if (!m) {
         return NULL;
     }
-    m->consumer = client_new(m, mconf->app_id, BK_KAFKA_CONSUMER, errstr, errstr_size);
+    m->consumer = client_new(m, mconf->app_id, BK_KAFKA_CONSUMER, 1, errstr, errstr_size);
     if (!m->consumer) {
         goto fail;
     }
     /* An observer writes nothing: without a producer it cannot, by mistake either. */
     m->producer =
-        m->observe ? NULL : client_new(m, mconf->app_id, BK_KAFKA_PRODUCER, errstr, errstr_size);
+        m->observe ? NULL : client_new(m, mconf->app_id, BK_KAFKA_PRODUCER, 1, errstr, errstr_size);
     if (!m->producer && !m->observe) {
         goto fail;
     }

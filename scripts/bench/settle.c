@@ -42,6 +42,7 @@ typedef struct opts {
     const char *mode, *app, *node, *rack;
     int threads, tasks, standbys, hb_ms, session_ms, members, racks, repeat;
     int ckpt_ms; /* 0: the member's default */
+    int fresh;   /* 1: each measured death on a fresh app (the dev broker); 0: one app */
 } opts_t;
 
 /* A member and the node it stands for. */
@@ -559,17 +560,21 @@ static int run_bench(const bk_conf_t *conf, const opts_t *o)
                (unsigned long long)epoch, (long long)joins[r]);
         fflush(stdout);
     }
-    cluster_down(&b);
+    if (o->fresh) {
+        cluster_down(&b);
+    }
 
     for (int r = 0; r <= o->repeat; r++) {
         int idx = -1, leader;
         snprintf(suffix, sizeof(suffix), r < o->repeat ? "death%d" : "leader", r);
-        cluster_up(&b, suffix);
+        if (o->fresh) {
+            cluster_up(&b, suffix);
+        }
         leader = leader_sim(&b);
-        /* a member that is not the leader, spread over the cluster; the leader last */
+        /* a live member that is not the leader, spread over the cluster; the leader last */
         for (int k = 0; k < b.n && idx < 0 && r < o->repeat; k++) {
             int i = (17 + 31 * r + k) % b.n;
-            if (i != leader) {
+            if (i != leader && !b.sims[i].dead) {
                 idx = i;
             }
         }
@@ -581,8 +586,11 @@ static int run_bench(const bk_conf_t *conf, const opts_t *o)
             printf("  (that one was the leader)\n");
         }
         fflush(stdout);
-        cluster_down(&b);
+        if (o->fresh) {
+            cluster_down(&b);
+        }
     }
+    cluster_down(&b);
 
     printf("cluster.settle_ms_%d %lld\n", o->members, (long long)median(joins, o->repeat));
     printf("cluster.settle_dead_ms_%d %lld\n", o->members, (long long)median(deaths, o->repeat));
@@ -604,13 +612,14 @@ static void usage(void)
             "       settle bench -b BS [--members N] [--racks R] [--repeat N] [options]\n"
             "options: --threads N --tasks T --standbys K --heartbeat-ms MS --session-ms MS\n"
             "         --checkpoint-ms MS (how often the leader checkpoints the view at least)\n"
+            "         --fresh 0|1 (bench: each death on a fresh app, 1, or all on one app)\n"
             "         --log-level error|warn|info|debug  -X key=value\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    opts_t o = {NULL, "settle", NULL, NULL, 2, 400, 1, 1000, 10000, 100, 3, 3, 0};
+    opts_t o = {NULL, "settle", NULL, NULL, 2, 400, 1, 1000, 10000, 100, 3, 3, 0, 1};
     bk_conf_t *conf = bk_conf_new();
     const char *brokers = NULL, *level = NULL;
     char err[512];
@@ -650,6 +659,8 @@ int main(int argc, char **argv)
             o.hb_ms = atoi(v);
         } else if (strcmp(a, "--session-ms") == 0) {
             o.session_ms = atoi(v);
+        } else if (strcmp(a, "--fresh") == 0) {
+            o.fresh = atoi(v);
         } else if (strcmp(a, "--checkpoint-ms") == 0) {
             o.ckpt_ms = atoi(v);
         } else if (strcmp(a, "--members") == 0) {
