@@ -53,3 +53,9 @@ int32_t bk_ffi_hash_partition(const char *key, size_t key_len, int32_t partition
 {
     return bk_hash_partition(key, key_len, partitions);
 }
+
+void bk_hash_group_range(int32_t task, int32_t ntasks, int32_t *lo, int32_t *hi)
+{
+    *lo = (int32_t)((int64_t)task * BK_HASH_KEY_GROUPS / ntasks);
+    *hi = (int32_t)((int64_t)(task + 1) * BK_HASH_KEY_GROUPS / ntasks);
+}

@@ -19,4 +19,9 @@ int bk_hash_partition(const void *key, size_t len, int partitions);
 /* The key group of a key: toPositive(murmur2(key)) mod BK_HASH_KEY_GROUPS. */
 int bk_hash_key_group(const void *key, size_t len);
 
+/* The key groups task `task` of `ntasks` owns under range ownership (a generation's
+ * repartition topic, docs/repartitioning.md): [task * G / ntasks, (task + 1) * G / ntasks),
+ * contiguous, sizes differing by one at most. */
+void bk_hash_group_range(int32_t task, int32_t ntasks, int32_t *lo, int32_t *hi);
+
 #endif
