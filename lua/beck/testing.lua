@@ -111,28 +111,20 @@ function M.driver(topology, config)
     end
   end
   self.task_list, self.task_of = task_list, task_of
+  self.generations = {} -- [sub] = { n =, gen =, task_of = { [q] = task index }, owner = { [g] = q } }
 
   -- Real stores: one DB per task with a store, as a stream thread opens them.
   self.drv = ffi.gc(C.bk_ffi_driver_new(#task_list), C.bk_ffi_driver_free)
+  self.dirs = {} -- [task index] = its state directory
   for i, t in ipairs(task_list) do
-    local names, logged = {}, {}
-    for _, st in ipairs(plan.stores) do
-      if st.sub == t[1] + 1 then
-        names[#names + 1] = st.name
-        logged[#logged + 1] = (st.logged and C.BK_FFI_STORE_LOGGED or 0) +
-                              (st.window and C.BK_FFI_STORE_WINDOW or 0)
-      end
-    end
-    if #names > 0 then
-      local cnames = ffi.new("const char *[?]", #names)
-      local clogged = ffi.new("int32_t[?]", #names)
-      for j = 1, #names do cnames[j - 1], clogged[j - 1] = names[j], logged[j] end
+    local names, flags = self:_store_specs(t[1] + 1)
+    if names then
       local dir = string.format("%s/%s/%d_%d", self.state_dir, plan.id, t[1], t[2])
-      if C.bk_ffi_driver_open_task(self.drv, i - 1, dir, cnames, clogged, #names) ~= 0 then
-        local msg = "driver: " .. ffi_string(C.bk_ffi_driver_error(self.drv))
+      local ok, err = pcall(self._open_task, self, i, dir, names, flags, 0)
+      if not ok then
         C.bk_ffi_driver_free(ffi.gc(self.drv, nil))
         if self.owns_dir then os.execute("rm -rf '" .. self.state_dir:gsub("'", "") .. "'") end
-        error(msg, 2)
+        error(err, 2)
       end
     end
   end
@@ -153,6 +145,33 @@ function M.driver(topology, config)
     error(err, 0)
   end
   return self
+end
+
+-- The stores of subtopology s (1-based) as C arrays of names and BK_FFI_STORE_* flags, or
+-- nil when it has none.
+function Driver:_store_specs(s)
+  local names, flags = {}, {}
+  for _, st in ipairs(self.plan.stores) do
+    if st.sub == s then
+      names[#names + 1] = st.name
+      flags[#flags + 1] = (st.logged and C.BK_FFI_STORE_LOGGED or 0) +
+                          (st.window and C.BK_FFI_STORE_WINDOW or 0)
+    end
+  end
+  if #names == 0 then return nil end
+  local cnames, cflags = ffi.new("const char *[?]", #names), ffi.new("int32_t[?]", #names)
+  for j = 1, #names do cnames[j - 1], cflags[j - 1] = names[j], flags[j] end
+  self.keep_names = self.keep_names or {}
+  self.keep_names[#self.keep_names + 1] = names -- the C strings point into these
+  return { c = cnames, n = #names }, cflags
+end
+
+-- Opens task `idx`'s DB (1-based) in dir.
+function Driver:_open_task(idx, dir, names, flags, level)
+  if C.bk_ffi_driver_open_task(self.drv, idx - 1, dir, names.c, flags, names.n) ~= 0 then
+    error("driver: " .. ffi_string(C.bk_ffi_driver_error(self.drv)), level > 0 and level + 1 or 0)
+  end
+  self.dirs[idx] = dir
 end
 
 -- The runtime's view of the world: stores from driver.c, sinks into the
@@ -229,13 +248,19 @@ end
 function Driver:_process(rec)
   local ti = self.plan.topic_index[rec.topic]
   local sub = self.plan.topics[ti].sub
-  local task = self.task_of[sub][rec.partition]
+  local gen = self.generations[sub]
+  -- a repartitioned subtopology's records go to the task owning their key's group (a record
+  -- without a key to its first task), as its generation's repartition topic would deliver
+  -- them: in its partition q (ctx:partition())
+  local part = rec.partition
+  if gen then part = rec.key and gen.owner[C.bk_ffi_hash_key_group(rec.key, #rec.key)] or 0 end
+  local task = gen and gen.task_of[part] or self.task_of[sub][part]
   local r = self.recs[0]
   -- keep the strings alive while C pointers point into them
   self.keep[1], self.keep[2] = rec.key, rec.value
   r.key, r.key_len = rec.key, rec.key and #rec.key or 0
   r.value, r.value_len = rec.value, rec.value and #rec.value or 0
-  r.task, r.topic, r.partition = task - 1, ti - 1, rec.partition
+  r.task, r.topic, r.partition = task - 1, ti - 1, part
   r.offset, r.timestamp = rec.offset, rec.timestamp
   self.io.count = 1
   self.current_headers = rec.headers
@@ -369,8 +394,10 @@ end
 local function each_task_store(self)
   if self.driver.closed then error("driver: closed", 3) end
   local list = {}
-  for _, task in ipairs(self.driver.fns.tasks) do
-    if task.stores[self.name] then list[#list + 1] = task.stores[self.name] end
+  local tasks = self.driver.fns.tasks -- [slot + 1]; a repartition leaves holes
+  for i = 1, table.maxn(tasks) do
+    local task = tasks[i]
+    if task and task.stores[self.name] then list[#list + 1] = task.stores[self.name] end
   end
   return list
 end
@@ -431,6 +458,110 @@ function Driver:advance_wall_clock(ms)
       local msg = "punctuation failed: " .. tostring(err)
       C.bk_ffi_log(runtime.LEVELS.error, msg, #msg)
     end
+  end
+  self:_drain()
+  return self
+end
+
+-- -- Repartitioning -----------------------------------------------------------
+
+local KEY_GROUPS = 4096
+
+local function group_range(q, n)
+  local lo, hi = ffi.new("int32_t[1]"), ffi.new("int32_t[1]")
+  C.bk_ffi_hash_group_range(q, n, lo, hi)
+  return lo[0], hi[0]
+end
+
+-- driver:repartition(subtopology, n): moves subtopology `subtopology` (its number in task
+-- ids, 0-based) to n tasks, as `beck repartition` does on a cluster (docs/repartitioning.md):
+-- what was piped is processed and committed, its tasks close, n new tasks are built from
+-- their state by key group (no replay), each owning the key groups
+-- [q * 4096 / n, (q + 1) * 4096 / n), and are initialised; from then on the subtopology's
+-- records go to the task owning their key's group. A new task's stream time is the largest
+-- of the tasks it was built from. Returns the driver.
+function Driver:repartition(sub, n)
+  local plan = self.plan
+  if type(sub) ~= "number" or sub % 1 ~= 0 or sub < 0 or sub >= #plan.subtopologies then
+    error(string.format("driver:repartition: subtopology must be 0 to %d, got %s",
+                        #plan.subtopologies - 1, tostring(sub)), 2)
+  end
+  if type(n) ~= "number" or n % 1 ~= 0 or n < 1 or n > KEY_GROUPS then
+    error(string.format("driver:repartition: the task count must be 1 to %d, got %s",
+                        KEY_GROUPS, tostring(n)), 2)
+  end
+  if self.closed then error("driver:repartition: the driver is closed", 2) end
+  self:_drain()
+  local s = sub + 1
+  local old_gen = self.generations[s]
+  local gen = old_gen and old_gen.gen + 1 or 1
+  -- the old tasks: closed, committed, their DBs closed; their groups
+  local old, stream_time = {}, {}
+  local olds = old_gen and old_gen.task_of or self.task_of[s]
+  for q, idx in pairs(olds) do
+    local task = self.fns.tasks[idx]
+    local lo, hi = 0, KEY_GROUPS -- by input partition: any group
+    if old_gen then lo, hi = group_range(q, old_gen.n) end
+    old[#old + 1] = { idx = idx, lo = lo, hi = hi, dir = self.dirs[idx],
+                      stream_time = task and task.stream_time or -1 }
+  end
+  table.sort(old, function(a, b) return a.idx < b.idx end)
+  for _, o in ipairs(old) do
+    self.fns.close_task(o.idx - 1)
+  end
+  self:_drain() -- what close() forwarded
+  for _, o in ipairs(old) do
+    self.fns.drop_task(o.idx - 1)
+    if o.dir and C.bk_ffi_driver_close_task(self.drv, o.idx - 1) ~= 0 then
+      error("driver:repartition: " .. ffi_string(C.bk_ffi_driver_error(self.drv)), 2)
+    end
+  end
+  -- the new tasks, each built from the old ones that hold its groups
+  local names, flags = self:_store_specs(s)
+  local first = #self.task_list + 1
+  if C.bk_ffi_driver_grow(self.drv, first + n - 1) ~= 0 then
+    error("driver:repartition: " .. ffi_string(C.bk_ffi_driver_error(self.drv)), 2)
+  end
+  local with_state = {}
+  for _, o in ipairs(old) do
+    if o.dir then with_state[#with_state + 1] = o end
+  end
+  local srcs = ffi.new("const char *[?]", #with_state + 1)
+  local groups = ffi.new("int32_t[?]", 2 * #with_state + 2)
+  local paths = {} -- srcs points into these strings: a local keeps them alive
+  for k, o in ipairs(with_state) do
+    paths[k] = o.dir .. "/rocksdb"
+    srcs[k - 1], groups[2 * k - 2], groups[2 * k - 1] = paths[k], o.lo, o.hi
+  end
+  local new = { n = n, gen = gen, task_of = {}, owner = {} }
+  for q = 0, n - 1 do
+    local idx = first + q
+    local lo, hi = group_range(q, n)
+    for g = lo, hi - 1 do new.owner[g] = q end
+    self.task_list[idx] = { sub, q }
+    new.task_of[q] = idx
+    if names then
+      local dir = string.format("%s/%s/%d_%d-g%d", self.state_dir, plan.id, sub, q, gen)
+      if #with_state > 0 and C.bk_ffi_driver_regroup(self.drv, dir .. "/rocksdb", srcs, groups,
+                                                     #with_state, lo, hi) ~= 0 then
+        error("driver:repartition: " .. ffi_string(C.bk_ffi_driver_error(self.drv)), 2)
+      end
+      self:_open_task(idx, dir, names, flags, 2)
+    end
+    self.fns.add_task(idx - 1, sub, q)
+    local t = self.fns.tasks[idx]
+    for _, o in ipairs(old) do
+      if o.lo < hi and lo < o.hi and o.stream_time > t.stream_time then
+        t.stream_time = o.stream_time
+      end
+    end
+  end
+  for q = 0, n - 1 do self.fns.init_task(first + q - 1) end
+  self.generations[s] = new
+  -- the old generation's state: nothing needs it any more
+  for _, o in ipairs(with_state) do
+    os.execute("rm -rf '" .. o.dir:gsub("'", "") .. "'")
+    self.dirs[o.idx] = nil
   end
   self:_drain()
   return self

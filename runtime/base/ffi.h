@@ -96,10 +96,22 @@ bk_store_t *bk_ffi_driver_store(bk_driver_t *d, int32_t task, int32_t i);
 int bk_ffi_driver_commit(bk_driver_t *d);
 const char *bk_ffi_driver_error(bk_driver_t *d);
 void bk_ffi_driver_free(bk_driver_t *d);
+/* Repartitioning in the driver (docs/repartitioning.md): room for ntasks tasks; a task's DB
+ * committed and closed; a task's RocksDB built in dst from closed ones by key groups
+ * (engine/regroup.h: groups[2k], groups[2k + 1] bound source k's). Errors in
+ * bk_ffi_driver_error. */
+int bk_ffi_driver_grow(bk_driver_t *d, int32_t ntasks);
+int bk_ffi_driver_close_task(bk_driver_t *d, int32_t task);
+int bk_ffi_driver_regroup(bk_driver_t *d, const char *dst, const char *const *srcs,
+                          const int32_t *groups, int32_t nsrc, int32_t lo, int32_t hi);
 /* Wall clock in ms since the epoch. */
 int64_t bk_ffi_clock_ms(void);
 /* Kafka's partitioner (murmur2, as the Java client's). */
 int32_t bk_ffi_hash_partition(const char *key, size_t key_len, int32_t partitions);
+/* Key groups (hash.h): a key's group, and the groups [lo, hi) task `task` of `ntasks` owns
+ * in a range-owned generation (docs/repartitioning.md). */
+int32_t bk_ffi_hash_key_group(const char *key, size_t key_len);
+void bk_ffi_hash_group_range(int32_t task, int32_t ntasks, int32_t *lo, int32_t *hi);
 /* BK_FFI_CDEF_END */
 
 #endif

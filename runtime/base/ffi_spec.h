@@ -125,12 +125,10 @@ int bk_ffi_member_rec_assign(const char *id, uint64_t inc, const char *payload, 
                              char **buf, size_t *len);
 int bk_ffi_member_rec_release(const char *id, uint64_t inc, uint64_t epoch, const int32_t *tasks,
                               int32_t n, char **buf, size_t *len);
-/* -- Key groups and the state move of repartitioning (engine/regroup_ffi.c) --------------
+/* -- The state move of repartitioning (engine/regroup_ffi.c) ----------------------------
  * bk_regroup_build and bk_regroup_check (engine/regroup.h) with the stats as an array:
  * [0] primary source, [1] linked bytes, [2] copied keys, [3] copied bytes, [4] dropped
  * files, [5] sources used, [6] ms. *err: why not (valid until the next call). */
-int32_t bk_ffi_hash_key_group(const char *key, size_t key_len);
-void bk_ffi_hash_group_range(int32_t task, int32_t ntasks, int32_t *lo, int32_t *hi);
 int bk_ffi_regroup_build(const char *dst, const char *const *srcs, const int32_t *groups,
                          int32_t nsrc, int32_t lo, int32_t hi, int64_t *stats, const char **err);
 int bk_ffi_regroup_check(const char *dir, int32_t lo, int32_t hi, int32_t *first_bad,

@@ -59,3 +59,13 @@ void bk_hash_group_range(int32_t task, int32_t ntasks, int32_t *lo, int32_t *hi)
     *lo = (int32_t)((int64_t)task * BK_HASH_KEY_GROUPS / ntasks);
     *hi = (int32_t)((int64_t)(task + 1) * BK_HASH_KEY_GROUPS / ntasks);
 }
+
+int32_t bk_ffi_hash_key_group(const char *key, size_t key_len)
+{
+    return bk_hash_key_group(key, key_len);
+}
+
+void bk_ffi_hash_group_range(int32_t task, int32_t ntasks, int32_t *lo, int32_t *hi)
+{
+    bk_hash_group_range(task, ntasks, lo, hi);
+}

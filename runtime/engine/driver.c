@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "engine/db.h"
+#include "engine/regroup.h"
 #include "engine/store.h"
 
 struct bk_driver_s {
@@ -74,4 +75,44 @@ void bk_ffi_driver_free(bk_driver_t *d)
     }
     free(d->dbs);
     free(d);
+}
+
+int bk_ffi_driver_grow(bk_driver_t *d, int32_t ntasks)
+{
+    bk_db_t **dbs;
+    if (ntasks <= d->ntasks) {
+        return BK_FFI_OK;
+    }
+    if (!(dbs = realloc(d->dbs, ((size_t)ntasks + 1) * sizeof(*dbs)))) {
+        snprintf(d->err, sizeof(d->err), "out of memory");
+        return BK_FFI_ERR;
+    }
+    for (int32_t t = d->ntasks; t <= ntasks; t++) {
+        dbs[t] = NULL;
+    }
+    d->dbs = dbs;
+    d->ntasks = ntasks;
+    return BK_FFI_OK;
+}
+
+int bk_ffi_driver_close_task(bk_driver_t *d, int32_t task)
+{
+    int rc;
+    if (task < 0 || task >= d->ntasks || !d->dbs[task]) {
+        snprintf(d->err, sizeof(d->err), "task %d is not open", (int)task);
+        return BK_FFI_ERR;
+    }
+    rc = bk_db_commit(d->dbs[task], d->err, sizeof(d->err));
+    bk_db_close(d->dbs[task]);
+    d->dbs[task] = NULL;
+    return rc == 0 ? BK_FFI_OK : BK_FFI_ERR;
+}
+
+int bk_ffi_driver_regroup(bk_driver_t *d, const char *dst, const char *const *srcs,
+                          const int32_t *groups, int32_t nsrc, int32_t lo, int32_t hi)
+{
+    bk_regroup_stats_t st;
+    return bk_regroup_build(dst, srcs, groups, nsrc, lo, hi, &st, d->err, sizeof(d->err)) == 0
+               ? BK_FFI_OK
+               : BK_FFI_ERR;
 }

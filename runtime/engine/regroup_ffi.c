@@ -1,21 +1,10 @@
-/* regroup_ffi.c - key groups and the state move of repartitioning as specs drive them
+/* regroup_ffi.c - the state move of repartitioning as specs drive it
  * through FFI (base/ffi_spec.h): spec/01-unit/34-regroup_spec.lua. Any thread. */
 #include "engine/regroup.h"
 
 #include "base/ffi_spec.h"
-#include "base/hash.h"
 
 static __thread char ffi_err[1024];
-
-int32_t bk_ffi_hash_key_group(const char *key, size_t key_len)
-{
-    return bk_hash_key_group(key, key_len);
-}
-
-void bk_ffi_hash_group_range(int32_t task, int32_t ntasks, int32_t *lo, int32_t *hi)
-{
-    bk_hash_group_range(task, ntasks, lo, hi);
-}
 
 int bk_ffi_regroup_build(const char *dst, const char *const *srcs, const int32_t *groups,
                          int32_t nsrc, int32_t lo, int32_t hi, int64_t *stats, const char **err)
