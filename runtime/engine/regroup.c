@@ -152,8 +152,7 @@ static int rdb_open(rdb_t *r, const char *dir, int read_only, char *errstr, size
     if (err) {
         snprintf(errstr, errstr_size, "cannot read the column families of %s: %s", dir, err);
         free(err);
-        r->names = NULL;
-        rdb_close(r);
+        rdb_close(r); /* frees the (empty) list RocksDB returns with an error too */
         return -1;
     }
     cfopts = calloc(r->n, sizeof(*cfopts));
