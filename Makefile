@@ -4,10 +4,17 @@
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo       an example topology end to end on the embedded dev broker
 #   make bench      every benchmark in scripts/bench
+#   make fuzz       every fuzz target in fuzz/ for FUZZ_SECONDS each (clang, libFuzzer)
 PREFIX ?= /usr/local
 SAN ?= 0
 
-ifeq ($(SAN),1)
+ifeq ($(FUZZ),1)
+  # the fuzz targets' build (make fuzz): clang, instrumented for libFuzzer
+  VARIANT := fuzz
+  CC := clang
+  OPT := -O1
+  SANFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+else ifeq ($(SAN),1)
   VARIANT := san
   OPT := -O1
   SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -29,6 +36,13 @@ ALL_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -pthread -MMD -MP $(SANFLAGS) \
 ALL_LDFLAGS := $(LDFLAGS) -pthread -Wl,--dynamic-list=runtime/exports $(SANFLAGS)
 LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -ldl
 
+# Fuzz targets (fuzz/README.md): each built with a main that replays inputs (fuzz/replay.c),
+# with this build's compiler and flags, for the spec that replays the corpora; and with
+# libFuzzer by make fuzz.
+FUZZ_TARGETS := $(sort $(patsubst fuzz/%.c,%,$(filter-out fuzz/replay.c,$(wildcard fuzz/*.c))))
+REPLAYS := $(patsubst %,$(B)/replay/%,$(FUZZ_TARGETS))
+FUZZ_SECONDS ?= 30
+
 # runtime/ has a folder per layer (runtime/README.md); includes name the layer: "base/log.h".
 SRCS := $(wildcard runtime/*/*.c)
 OBJS := $(patsubst runtime/%.c,$(B)/%.o,$(SRCS)) $(B)/embed.o
@@ -38,7 +52,7 @@ lua_mod = $(subst /,.,$(patsubst %/init,%,$(patsubst lua/%.lua,%,$(1))))
 EMBED_ARGS := $(foreach f,$(LUA_SRCS),$(call lua_mod,$(f))=$(f)) beck.internal.cdef=$(B)/cdef.lua \
               beck.internal.cdef_spec=$(B)/cdef_spec.lua
 
-.PHONY: all build lib deps test demo bench install clean format
+.PHONY: all build lib deps test demo bench install clean format fuzz fuzz-build
 
 all: deps
 	@$(MAKE) --no-print-directory build
@@ -46,9 +60,11 @@ all: deps
 deps:
 	@vendor/install
 
-build: $(B)/beck
-	@mkdir -p bin
+build: $(B)/beck $(REPLAYS)
+	@mkdir -p bin build/replay
 	@cmp -s $(B)/beck bin/beck || { cp $(B)/beck bin/beck.tmp && mv -f bin/beck.tmp bin/beck; }
+	@for t in $(FUZZ_TARGETS); do cmp -s $(B)/replay/$$t build/replay/$$t || \
+	    cp $(B)/replay/$$t build/replay/$$t; done
 
 $(B)/beck: $(OBJS) runtime/exports
 	$(CC) $(ALL_LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
@@ -59,6 +75,20 @@ lib: $(B)/libbeck.a
 
 $(B)/libbeck.a: $(filter-out $(B)/cmd/%,$(OBJS))
 	$(AR) rcs $@ $^
+
+$(B)/replay/%: fuzz/%.c fuzz/replay.c $(B)/libbeck.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ fuzz/$*.c fuzz/replay.c $(B)/libbeck.a $(LDLIBS) -pthread
+
+fuzz: deps
+	@$(MAKE) --no-print-directory FUZZ=1 fuzz-build
+	@scripts/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-build: $(patsubst %,$(B)/fuzzer/%,$(FUZZ_TARGETS))
+
+$(B)/fuzzer/%: fuzz/%.c $(B)/libbeck.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ fuzz/$*.c $(B)/libbeck.a $(LDLIBS) -pthread
 
 $(B)/%.o: runtime/%.c | $(B)
 	@mkdir -p $(dir $@)

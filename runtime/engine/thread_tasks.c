@@ -656,7 +656,7 @@ int bk_thread_apply_changes(bk_thread_t *thr)
 {
     int32_t *add = NULL, *rm = NULL, *live = NULL;
     uint64_t *epochs = NULL, asked;
-    int nadd, nrm, nlive = 0, rc = 0;
+    int nadd, nrm, nlive = 0, rc = 0, took = 1;
 
     if (thr->nreap > 0) {
         reap(thr);
@@ -686,7 +686,8 @@ int bk_thread_apply_changes(bk_thread_t *thr)
         thr->nbox_add = thr->nbox_rm = 0;
         thr->box_pending = 0;
     } else {
-        nadd = nrm = 0;
+        nadd = nrm = 0; /* out of memory: the mailbox stays pending, tried again next loop */
+        took = 0;
     }
     asked = thr->box_asked;
     pthread_mutex_unlock(&thr->box_lock);
@@ -703,7 +704,7 @@ int bk_thread_apply_changes(bk_thread_t *thr)
         rc = remove_live(thr, live, nlive);
     }
     pthread_mutex_lock(&thr->box_lock);
-    if (rc == 0) {
+    if (rc == 0 && took) { /* never "removed" for a removal not taken */
         thr->box_done = asked;
     }
     pthread_cond_broadcast(&thr->box_cond);
