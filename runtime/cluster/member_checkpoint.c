@@ -229,8 +229,13 @@ int bk_member_checkpoint_load(bk_member_t *m, const void *payload, size_t len, i
         }
     }
     if (bk_wire_get_u8(&r)) {
-        uint64_t n = bk_wire_get_uvmax(&r, r.left, "an assignment longer than the record");
+        /* the length first, then the check: r.left before the read would count the
+         * length's own bytes (found by fuzz/checkpoint.c: a read past the record) */
+        uint64_t n = bk_wire_get_uv(&r);
         char err[256];
+        if (!r.fault && n > r.left) {
+            r.fault = "an assignment longer than the record";
+        }
         if (r.fault) {
             goto fail;
         }
