@@ -102,6 +102,7 @@ static void after_batch(bk_member_t *m, int64_t now)
                 m->next_offset >= m->catchup_to;
     if (caught_up && !m->caught_up) {
         m->caught_up = 1;
+        m->start_records = m->next_offset - m->start_from;
         m->version++;
     }
     if (m->observe) {

@@ -130,6 +130,10 @@ typedef struct bk_member_view {
      * history. Set once, never cleared. */
     int caught_up;
     int64_t next_offset;    /* the next control record the view will read */
+    /* Where this member's reading began (0, or the offset after the one the checkpoint it
+     * started from describes) and how many records it read to catch up (set with
+     * caught_up): what a start costs, which checkpoints keep from growing with the log. */
+    int64_t start_from, start_records;
     int session_timeout_ms; /* the one the liveness rule applies (an observer's: announced) */
     /* The whole app's tasks, for every member (routing, `beck status`). Task t of the current
      * assignment (0..ntasks-1; ntasks is 0 before the first epoch):

@@ -137,6 +137,8 @@ static int poll_view(bk_member_t *m, bk_member_view_t *v, int force)
     v->join_ts = m->join_ts;
     v->caught_up = m->caught_up;
     v->next_offset = m->next_offset;
+    v->start_from = m->start_from;
+    v->start_records = m->start_records;
     v->session_timeout_ms = m->session_ms;
     /* Peers: the live ones in join order, then the ended ones, then an observer's forgotten
      * ones. peer_order maps the view's index to the member's (npeers + i: gone[i]), peer_map

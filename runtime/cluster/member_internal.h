@@ -181,6 +181,7 @@ struct bk_member_s {
     int64_t start_from; /* where this member's fold began: 0, a checkpoint's offset + 1, or
                          * the end of a log that had lost all its records */
     int64_t ckpt_at;    /* PH_CKPT: the checkpoint's offset */
+    int64_t start_records; /* read from start_from to catch up (bk_member_view_t) */
     int64_t wait_since, wait_warned; /* PH_START: since when no checkpoint could be used */
     int ckpt_pending;   /* the leader's checkpoint in flight */
     int64_t ckpt_len, ckpt_warned;

@@ -20,7 +20,8 @@
  *       REPEAT times a member dies (its clients closed, no leave notice) and the same is
  *       measured from the end of its session (its last heartbeat's timestamp + the session
  *       timeout); then the leader dies once. Ends with the figures cluster.settle_ms_N,
- *       cluster.settle_dead_ms_N (medians) and cluster.settle_dead_leader_ms_N.
+ *       cluster.settle_dead_ms_N (medians), cluster.settle_dead_leader_ms_N and
+ *       cluster.start_records_N (the most records a joiner read before it joined).
  *
  * Both take -X key=value (librdkafka settings, as beck run does). Times are wall-clock ms,
  * as the record timestamps are. */
@@ -533,7 +534,7 @@ static int run_bench(const bk_conf_t *conf, const opts_t *o)
     bench_t b = {o, conf, "", NULL, 0, o->members + o->repeat, NULL};
     int64_t *joins = calloc((size_t)o->repeat + 1, sizeof(*joins));
     int64_t *deaths = calloc((size_t)o->repeat + 1, sizeof(*deaths));
-    int64_t t, leader_death = -1;
+    int64_t t, leader_death = -1, start_records = 0;
     uint64_t epoch;
     char suffix[32];
 
@@ -556,8 +557,14 @@ static int run_bench(const bk_conf_t *conf, const opts_t *o)
             die("bench", "no settled epoch after a member joined");
         }
         joins[r] = t - s->v.join_ts;
-        printf("  %s joined: settled at epoch %llu, %lld ms after its first heartbeat\n", s->id,
-               (unsigned long long)epoch, (long long)joins[r]);
+        if (s->v.start_records > start_records) {
+            start_records = s->v.start_records;
+        }
+        printf("  %s joined: settled at epoch %llu, %lld ms after its first heartbeat; it read"
+               " %lld records from offset %lld of a log of %lld\n",
+               s->id, (unsigned long long)epoch, (long long)joins[r],
+               (long long)s->v.start_records, (long long)s->v.start_from,
+               (long long)s->v.next_offset);
         fflush(stdout);
     }
     if (o->fresh) {
@@ -595,6 +602,8 @@ static int run_bench(const bk_conf_t *conf, const opts_t *o)
     printf("cluster.settle_ms_%d %lld\n", o->members, (long long)median(joins, o->repeat));
     printf("cluster.settle_dead_ms_%d %lld\n", o->members, (long long)median(deaths, o->repeat));
     printf("cluster.settle_dead_leader_ms_%d %lld\n", o->members, (long long)leader_death);
+    /* what a joiner read before it could join: a checkpoint's tail, not the app's history */
+    printf("cluster.start_records_%d %lld\n", o->members, (long long)start_records);
     fflush(stdout);
     free(b.sims);
     free(b.count);
