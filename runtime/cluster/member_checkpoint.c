@@ -361,7 +361,24 @@ void bk_member_maybe_checkpoint(bk_member_t *m, int64_t now)
     }
 }
 
-/* Its delivery report: where a member starts from now on. */
+static void committed(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                      rd_kafka_topic_partition_list_t *offsets, void *opaque)
+{
+    bk_member_t *m = opaque;
+    (void)rk;
+    if (!err && offsets && offsets->cnt > 0) {
+        err = offsets->elems[0].err;
+    }
+    if (err) {
+        bk_log_warn("member %s: a checkpoint's offset was not committed: %s (starts read from"
+                    " the one before)",
+                    m->node_id, rd_kafka_err2str(err));
+    }
+}
+
+/* Its delivery report: where a member starts from now on. The commit's result comes on a
+ * queue of its own that the member thread serves (bk_member_serve_commits), so that a
+ * failure is said: a checkpoint not committed leaves starts reading from the one before. */
 void bk_member_checkpoint_delivered(bk_member_t *m, const rd_kafka_message_t *msg)
 {
     rd_kafka_topic_partition_list_t *list;
@@ -371,12 +388,36 @@ void bk_member_checkpoint_delivered(bk_member_t *m, const rd_kafka_message_t *ms
     if (msg->err || !m->consumer) {
         return;
     }
+    if (m->commit_q && m->commit_rk != m->consumer) {
+        rd_kafka_queue_destroy(m->commit_q);
+        m->commit_q = NULL;
+    }
+    if (!m->commit_q) {
+        m->commit_q = rd_kafka_queue_new(m->consumer);
+        m->commit_rk = m->consumer;
+    }
     list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, m->topic, 0)->offset = msg->offset;
-    err = rd_kafka_commit(m->consumer, list, 1);
+    err = rd_kafka_commit_queue(m->consumer, list, m->commit_q, committed, m);
     rd_kafka_topic_partition_list_destroy(list);
     if (err) {
         bk_log_warn("member %s: cannot commit checkpoint offset %" PRId64 ": %s", m->node_id,
                     msg->offset, rd_kafka_err2str(err));
+    }
+}
+
+void bk_member_serve_commits(bk_member_t *m)
+{
+    if (m->commit_q) {
+        rd_kafka_queue_poll_callback(m->commit_q, 0);
+    }
+}
+
+void bk_member_drop_commits(bk_member_t *m)
+{
+    if (m->commit_q) {
+        rd_kafka_queue_destroy(m->commit_q);
+        m->commit_q = NULL;
+        m->commit_rk = NULL;
     }
 }

@@ -132,6 +132,7 @@ struct bk_member_s {
     const bk_conf_t *conf;
     char node_id[BK_MEMBER_MAX_ID + 1], rack[BK_MEMBER_MAX_ID + 1];
     char endpoint[BK_MEMBER_MAX_ID + 1], topic[BK_MEMBER_MAX_ID + 16];
+    char app_id[BK_MEMBER_MAX_ID + 1]; /* its clients' group id */
     int32_t threads, ntasks, standbys;
     int warmup; /* assign.h warm-up, with acceptable_lag */
     int64_t acceptable_lag;
@@ -186,6 +187,8 @@ struct bk_member_s {
     int ckpt_pending;   /* the leader's checkpoint in flight */
     int64_t ckpt_len, ckpt_warned;
     int ckpt_ms; /* the checkpoint interval (CKPT_MS) */
+    rd_kafka_queue_t *commit_q; /* checkpoint commits' results, of consumer commit_rk */
+    rd_kafka_t *commit_rk;
     int joined_once; /* this incarnation's heartbeat was seen in the log */
     int lost;
     int64_t lost_at, backoff;
@@ -244,6 +247,10 @@ int bk_member_checkpoint_load(bk_member_t *m, const void *payload, size_t len, i
 void bk_member_view_reset(bk_member_t *m);
 void bk_member_maybe_checkpoint(bk_member_t *m, int64_t now);
 void bk_member_checkpoint_delivered(bk_member_t *m, const rd_kafka_message_t *msg);
+/* Serves the results of checkpoint commits (the member thread, outside the lock); drops
+ * the queue they come on (before its consumer goes). */
+void bk_member_serve_commits(bk_member_t *m);
+void bk_member_drop_commits(bk_member_t *m);
 
 /* Writing and leading (member_leader.c). */
 int bk_member_produce(bk_member_t *m, int type, bk_wire_buf_t *w, int64_t ts);
