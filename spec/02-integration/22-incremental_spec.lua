@@ -20,10 +20,13 @@ describe("incremental task changes", function()
       -- 0-24 ms in quiet runs). On this project's 2-core VM, four nodes, a broker and a
       -- producer share the cores, and in two full runs of the suite a task still paused
       -- 124 and 212 ms (59 and 70 usual) while the threads' own logs put a task change at
-      -- 3-53 ms. So the spec holds pauses to 250 ms over the usual: a node-wide restart
+      -- 3-53 ms. So the spec held pauses to 250 ms over the usual: a node-wide restart
       -- also runs init() again (checked above), and a restore on the stream thread takes
-      -- seconds.
-      assert.is_true(u.worst <= u.normal + 250, string.format(
+      -- seconds. A third full run (2026-12-04) saw 728 ms once (67 usual) while the same
+      -- spec alone gave 26 and 38 ms over the usual: other specs' disk and CPU load stall a
+      -- stream thread's synced commit. So the bound is 1,000 ms over the usual: what it still
+      -- catches is a task restarted or restored on its thread, which takes seconds.
+      assert.is_true(u.worst <= u.normal + 1000, string.format(
         "task %s on %s paused %d ms during the %s, until %s.%03d UTC (normally at most %d ms)",
         task, u.node, u.worst, tostring(u.during),
         os.date("!%H:%M:%S", math.floor((u.worst_at or 0) / 1000)), (u.worst_at or 0) % 1000,
