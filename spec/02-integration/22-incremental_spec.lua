@@ -23,9 +23,9 @@ describe("incremental task changes", function()
       -- 3-53 ms. So the spec held pauses to 250 ms over the usual: a node-wide restart
       -- also runs init() again (checked above), and a restore on the stream thread takes
       -- seconds. A third full run (2026-12-04) saw 728 ms once (67 usual) while the same
-      -- spec alone gave 26 and 38 ms over the usual: other specs' disk and CPU load stall a
-      -- stream thread's synced commit. So the bound is 1,000 ms over the usual: what it still
-      -- catches is a task restarted or restored on its thread, which takes seconds.
+      -- spec alone gave 26 and 38 ms over the usual (the cause was not found; the suspect
+      -- is a synced commit under other specs' disk load). So the bound is 1,000 ms over the
+      -- usual: it still catches a task restarted or restored on its thread (seconds).
       assert.is_true(u.worst <= u.normal + 1000, string.format(
         "task %s on %s paused %d ms during the %s, until %s.%03d UTC (normally at most %d ms)",
         task, u.node, u.worst, tostring(u.during),
