@@ -256,6 +256,7 @@ static void start_reading(bk_member_t *m, int64_t now)
     } else if (lo == 0 || lo == hi) {
         m->phase = PH_CATCHUP;
         m->start_from = m->next_offset = lo;
+        m->wait_since = 0; /* a later fall off the log's start waits its own CKPT_WAIT_MS */
     } else {
         if (!m->wait_since) {
             m->wait_since = now;
@@ -304,6 +305,7 @@ static int take_checkpoint(bk_member_t *m, const rd_kafka_message_t *msg)
     } else if (read_from(m, last + 1) == 0) {
         m->phase = PH_CATCHUP;
         m->start_from = last + 1;
+        m->wait_since = 0; /* as in start_reading */
         bk_log_info("member %s: starting from the checkpoint at offset %" PRId64 " (the view after"
                     " offset %" PRId64 ", %zu bytes): %" PRId64 " records to read",
                     m->node_id, msg->offset, last, msg->len, m->catchup_to - last - 1);

@@ -191,9 +191,8 @@ int bk_member_checkpoint_load(bk_member_t *m, const void *payload, size_t len, i
     bk_wire_reader_t r;
     peer_t *peers = NULL;
     bk_assigncodec_t *cur = NULL;
-    int32_t *slot_peer = NULL, *own = NULL, *lost = NULL, npeers = 0;
-    uint64_t *slot_inc = NULL;
-    uint8_t *rel_sent = NULL, *told = NULL;
+    bk_member_tables_t t = {0};
+    int32_t npeers = 0;
     int64_t at, log_time, ckpt_offset, ckpt_log_time, ckpt_bytes;
     int session_ms;
     const char *why = "malformed";
@@ -245,30 +244,22 @@ int bk_member_checkpoint_load(bk_member_t *m, const void *payload, size_t len, i
         }
         r.p += n;
         r.left -= n;
-        slot_peer = malloc((size_t)(cur->nnodes + 1) * sizeof(*slot_peer));
-        slot_inc = malloc((size_t)(cur->nnodes + 1) * sizeof(*slot_inc));
-        own = malloc((size_t)(cur->ntasks + 1) * sizeof(*own));
-        rel_sent = calloc((size_t)cur->ntasks + 1, 1);
-        told = calloc((size_t)cur->ntasks + 1, 1);
-        lost = realloc(m->lost_tasks, (size_t)(cur->ntasks + m->nown + 1) * sizeof(*lost));
-        if (lost) {
-            m->lost_tasks = lost;
-        }
-        if (!slot_peer || !slot_inc || !own || !rel_sent || !told || !lost) {
+        if (bk_member_tables_alloc(m, cur, &t) != 0) {
             why = "out of memory";
             goto fail;
         }
         /* Every index names a used peer: the rules never look up another. */
         for (int32_t s = 0; s < cur->nnodes; s++) {
-            slot_peer[s] = (int32_t)bk_wire_get_uvmax(&r, (uint64_t)npeers, "slot's peer") - 1;
-            slot_inc[s] = bk_wire_get_uv(&r);
-            if (slot_peer[s] >= 0 && !peers[slot_peer[s]].used) {
+            t.slot_peer[s] =
+                (int32_t)bk_wire_get_uvmax(&r, (uint64_t)npeers, "slot's peer") - 1;
+            t.slot_inc[s] = bk_wire_get_uv(&r);
+            if (t.slot_peer[s] >= 0 && !peers[t.slot_peer[s]].used) {
                 goto fail;
             }
         }
-        for (int32_t t = 0; t < cur->ntasks; t++) {
-            own[t] = (int32_t)bk_wire_get_uvmax(&r, (uint64_t)npeers, "holder") - 1;
-            if (own[t] >= 0 && !peers[own[t]].used) {
+        for (int32_t i = 0; i < cur->ntasks; i++) {
+            t.own[i] = (int32_t)bk_wire_get_uvmax(&r, (uint64_t)npeers, "holder") - 1;
+            if (t.own[i] >= 0 && !peers[t.own[i]].used) {
                 goto fail;
             }
         }
@@ -280,14 +271,7 @@ int bk_member_checkpoint_load(bk_member_t *m, const void *payload, size_t len, i
     bk_member_view_reset(m);
     m->peers = peers;
     m->npeers = m->cap_peers = npeers;
-    m->cur = cur;
-    m->epoch = cur ? cur->epoch : 0;
-    m->slot_peer = slot_peer;
-    m->slot_inc = slot_inc;
-    m->own = own;
-    m->rel_sent = rel_sent;
-    m->told = told;
-    m->nown = cur ? cur->ntasks : 0;
+    bk_member_tables_take(m, cur, &t);
     m->log_time = log_time;
     m->next_offset = at + 1;
     m->ckpt_offset = ckpt_offset;
@@ -306,11 +290,7 @@ fail:
 out:
     free_peers(peers, npeers);
     bk_assigncodec_destroy(cur);
-    free(slot_peer);
-    free(slot_inc);
-    free(own);
-    free(rel_sent);
-    free(told);
+    bk_member_tables_free(&t);
     return -1;
 }
 

@@ -231,6 +231,20 @@ int bk_member_peer_alive(const bk_member_t *m, int32_t i);
 void bk_member_apply(bk_member_t *m, const rd_kafka_message_t *msg);
 /* Frees the current assignment and what is derived from it (slots, holders). */
 void bk_member_free_assignment(bk_member_t *m);
+/* The tables derived from an assignment (the fields of the same names in bk_member_t),
+ * made before an assignment replaces the current one so that running out of memory
+ * leaves the view as it was. alloc sizes them for `a` (rel_sent and told zeroed) and
+ * grows m->lost_tasks to fit; -1 (nothing kept) without memory. take frees the current
+ * assignment and installs `a` with the tables. */
+typedef struct {
+    int32_t *slot_peer;
+    uint64_t *slot_inc;
+    int32_t *own;
+    uint8_t *rel_sent, *told;
+} bk_member_tables_t;
+int bk_member_tables_alloc(bk_member_t *m, const bk_assigncodec_t *a, bk_member_tables_t *t);
+void bk_member_tables_free(bk_member_tables_t *t);
+void bk_member_tables_take(bk_member_t *m, bk_assigncodec_t *a, bk_member_tables_t *t);
 /* The fold itself: one record (its bytes, offset and timestamp) applied to the view. Reads
  * no clock and no Kafka: spec/01-unit/32-member_view_spec.lua drives it directly. */
 void bk_member_apply_record(bk_member_t *m, const void *payload, size_t len, int64_t offset,

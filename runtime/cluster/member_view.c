@@ -420,50 +420,71 @@ void bk_member_free_assignment(bk_member_t *m)
     m->told = NULL;
 }
 
+int bk_member_tables_alloc(bk_member_t *m, const bk_assigncodec_t *a, bk_member_tables_t *t)
+{
+    int32_t *lost = realloc(m->lost_tasks, (size_t)(a->ntasks + m->nown + 1) * sizeof(*lost));
+
+    if (lost) {
+        m->lost_tasks = lost;
+    }
+    t->slot_peer = malloc((size_t)(a->nnodes + 1) * sizeof(*t->slot_peer));
+    t->slot_inc = malloc((size_t)(a->nnodes + 1) * sizeof(*t->slot_inc));
+    t->own = malloc((size_t)(a->ntasks + 1) * sizeof(*t->own));
+    t->rel_sent = calloc((size_t)a->ntasks + 1, 1);
+    t->told = calloc((size_t)a->ntasks + 1, 1);
+    if (!lost || !t->slot_peer || !t->slot_inc || !t->own || !t->rel_sent || !t->told) {
+        bk_member_tables_free(t);
+        return -1;
+    }
+    return 0;
+}
+
+void bk_member_tables_free(bk_member_tables_t *t)
+{
+    free(t->slot_peer);
+    free(t->slot_inc);
+    free(t->own);
+    free(t->rel_sent);
+    free(t->told);
+    memset(t, 0, sizeof(*t));
+}
+
+void bk_member_tables_take(bk_member_t *m, bk_assigncodec_t *a, bk_member_tables_t *t)
+{
+    bk_member_free_assignment(m);
+    m->cur = a;
+    m->epoch = a ? a->epoch : 0;
+    m->slot_peer = t->slot_peer;
+    m->slot_inc = t->slot_inc;
+    m->own = t->own;
+    m->rel_sent = t->rel_sent;
+    m->told = t->told;
+    m->nown = a ? a->ntasks : 0;
+    memset(t, 0, sizeof(*t));
+}
+
 /* Makes `next` (owned from now on) the current assignment, applied at `offset`. */
 static int install(bk_member_t *m, bk_assigncodec_t *next, int64_t offset)
 {
-    int32_t *slot_peer = malloc((size_t)(next->nnodes + 1) * sizeof(*slot_peer));
-    uint64_t *slot_inc = malloc((size_t)(next->nnodes + 1) * sizeof(*slot_inc));
-    int32_t *own = malloc((size_t)(next->ntasks + 1) * sizeof(*own));
-    uint8_t *rel_sent = calloc((size_t)next->ntasks + 1, 1);
-    uint8_t *told = calloc((size_t)next->ntasks + 1, 1);
-    int32_t *lost_tasks =
-        realloc(m->lost_tasks, (size_t)(next->ntasks + m->nown + 1) * sizeof(*lost_tasks));
+    bk_member_tables_t t;
     int32_t self;
 
-    if (lost_tasks) {
-        m->lost_tasks = lost_tasks;
-    }
-    if (!slot_peer || !slot_inc || !own || !rel_sent || !told || !lost_tasks) {
-        free(slot_peer);
-        free(slot_inc);
-        free(own);
-        free(rel_sent);
-        free(told);
+    if (bk_member_tables_alloc(m, next, &t) != 0) {
         return -1;
     }
     /* A slot means the incarnation of its id that is alive where the assignment is applied:
      * the same in every view, as the position is. */
     for (int32_t s = 0; s < next->nnodes; s++) {
         int32_t p = next->nodes[s].id[0] ? bk_member_peer_find(m, next->nodes[s].id) : -1;
-        slot_peer[s] = bk_member_peer_alive(m, p) ? p : -1;
-        slot_inc[s] = slot_peer[s] >= 0 ? m->peers[p].inc : 0;
+        t.slot_peer[s] = bk_member_peer_alive(m, p) ? p : -1;
+        t.slot_inc[s] = t.slot_peer[s] >= 0 ? m->peers[p].inc : 0;
     }
-    for (int32_t t = 0; t < next->ntasks; t++) {
-        own[t] = t < m->nown ? m->own[t] : -1;
-        rel_sent[t] = t < m->nown ? m->rel_sent[t] : 0;
-        told[t] = t < m->nown ? m->told[t] : 0;
+    for (int32_t i = 0; i < next->ntasks; i++) {
+        t.own[i] = i < m->nown ? m->own[i] : -1;
+        t.rel_sent[i] = i < m->nown ? m->rel_sent[i] : 0;
+        t.told[i] = i < m->nown ? m->told[i] : 0;
     }
-    bk_member_free_assignment(m);
-    m->cur = next;
-    m->epoch = next->epoch;
-    m->slot_peer = slot_peer;
-    m->slot_inc = slot_inc;
-    m->own = own;
-    m->rel_sent = rel_sent;
-    m->told = told;
-    m->nown = next->ntasks;
+    bk_member_tables_take(m, next, &t);
     m->expire_at = INT64_MIN; /* peers it no longer names may be forgotten now */
     for (int32_t t = 0; t < m->nown; t++) {
         if (m->own[t] < 0) {
