@@ -25,9 +25,8 @@ else
 endif
 
 B := build/$(VARIANT)
-# libmicrohttpd (vendor/packages.txt) is installed for the queries over HTTP to come; nothing
-# links it yet.
-PKGS := rdkafka luajit rocksdb libssh2 libxxhash
+# libmicrohttpd serves queries (runtime/query), libcurl routes them between nodes.
+PKGS := rdkafka luajit rocksdb libssh2 libxxhash libmicrohttpd libcurl
 CFLAGS ?= $(OPT) -g
 ALL_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -pthread -MMD -MP $(SANFLAGS) \
               -Iruntime -I$(B) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)

@@ -64,6 +64,11 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
      "this often; a node starts from the latest checkpoint"},
     {"endpoint", T_STR, NULL, 0, 0, NULL,
      "host:port where this node serves queries, published to the others"},
+    {"http_listen", T_STR, NULL, 0, 0, NULL,
+     "address:port this node serves queries over HTTP on (docs/queries.md); default: "
+     "127.0.0.1 at the endpoint's port; port 0: a free one, published in the endpoint"},
+    {"http_token", T_STR, NULL, 0, 0, NULL,
+     "a bearer token every query endpoint but /healthz asks for (unset: none)"},
     {"ssh_key", T_STR, NULL, 0, 0, NULL,
      "private key for cold bootstrap over SSH (docs/bootstrap.md); unset: replicas restore "
      "from changelogs only"},

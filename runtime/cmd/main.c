@@ -12,6 +12,7 @@
 #include "cmd/cmd_describe.h"
 #include "cmd/cmd_dump.h"
 #include "cmd/cmd_fetch.h"
+#include "cmd/cmd_query.h"
 #include "cmd/cmd_run.h"
 #include "cmd/cmd_snapshot.h"
 #include "cmd/cmd_status.h"
@@ -27,6 +28,8 @@ static void usage(FILE *out)
         "  run TOPOLOGY.lua [-b BROKERS] ...  run a topology as one node of its app\n"
         "  broker [--brokers N] ...           host a dev broker (librdkafka's mock cluster)\n"
         "  status -b BROKERS --app ID ...     print an app's cluster: nodes, epoch, tasks\n"
+        "  get -b BROKERS --app ID STORE KEY  read a key of an app's state from any node\n"
+        "  scan -b BROKERS --app ID STORE ... read a range of an app's state, in key order\n"
         "  test [PATH...]                     run busted specs inside the runtime\n"
         "  describe TOPOLOGY.lua              print a topology's subtopologies, stores, topics\n"
         "  dump --state-dir DIR --app ID      print a stopped node's stores\n"
@@ -46,7 +49,8 @@ static const struct {
     {"status", bk_cmd_status_main}, {"describe", bk_cmd_describe_main},
     {"dump", bk_cmd_dump_main},     {"bootstrap", bk_cmd_bootstrap_main},
     {"fetch", bk_cmd_fetch_main},   {"snapshot", bk_cmd_snapshot_main},
-    {"test", bk_cmd_test_main},
+    {"test", bk_cmd_test_main},     {"get", bk_cmd_get_main},
+    {"scan", bk_cmd_scan_main},
 };
 
 int main(int argc, char **argv)

@@ -21,7 +21,9 @@
 /* -- FFI: iterators --------------------------------------------------------
  * Keys are ordered by key group first, so a scan in user-key order merges
  * one cursor per key group present (a binary heap on the current user key).
- * Each cursor reads the batch over the DB, so uncommitted writes show. */
+ * Each cursor reads the batch over the DB, so uncommitted writes show; a committed
+ * scan (bk_store_iter_open, for queries from other threads) reads the DB alone and
+ * touches nothing of the owner's. */
 
 typedef struct {
     rocksdb_iterator_t *it;
@@ -38,11 +40,21 @@ struct bk_store_iter_s {
     int *heap, nheap;
     int last; /* cursor returned last, advanced on the next call */
     int closed;
+    int committed; /* reads the DB without the owner's batch, from any thread */
+    /* committed: every cursor reads one snapshot, so that a commit between two cursors'
+     * creation cannot show half of itself */
+    rocksdb_readoptions_t *snap_ropts;
+    const rocksdb_snapshot_t *snap;
 };
 
-static rocksdb_iterator_t *new_iter(bk_store_t *st)
+static rocksdb_iterator_t *new_iter(bk_store_iter_t *it)
 {
-    rocksdb_iterator_t *base = rocksdb_create_iterator_cf(st->db->rdb, st->db->ropts, st->cf);
+    bk_store_t *st = it->st;
+    rocksdb_iterator_t *base = rocksdb_create_iterator_cf(
+        st->db->rdb, it->snap_ropts ? it->snap_ropts : st->db->ropts, st->cf);
+    if (it->committed) {
+        return base;
+    }
     /* takes over base */
     return rocksdb_writebatch_wi_create_iterator_with_base_cf(st->db->batch, base, st->cf);
 }
@@ -141,10 +153,22 @@ static int single_group(const bk_store_iter_t *it)
 bk_store_iter_t *bk_ffi_store_iter_new(bk_store_t *st, int mode, const char *a, size_t alen,
                                        const char *b, size_t blen)
 {
+    return bk_store_iter_open(st, mode, a, alen, b, blen, 0);
+}
+
+bk_store_iter_t *bk_store_iter_open(bk_store_t *st, int mode, const char *a, size_t alen,
+                                    const char *b, size_t blen, int committed)
+{
     bk_store_iter_t *it = calloc(1, sizeof(*it));
     int cap = 16;
 
     it->st = st;
+    it->committed = committed;
+    if (committed) {
+        it->snap = rocksdb_create_snapshot(st->db->rdb);
+        it->snap_ropts = rocksdb_readoptions_create();
+        rocksdb_readoptions_set_snapshot(it->snap_ropts, it->snap);
+    }
     it->mode = mode;
     it->last = -1;
     if (a) {
@@ -169,7 +193,7 @@ bk_store_iter_t *bk_ffi_store_iter_new(bk_store_t *st, int mode, const char *a, 
         it->ncur = 1;
     } else {
         /* Find the groups present: jump from one to the next with seeks. */
-        rocksdb_iterator_t *probe = new_iter(st);
+        rocksdb_iterator_t *probe = new_iter(it);
         rocksdb_iter_seek_to_first(probe);
         while (rocksdb_iter_valid(probe)) {
             size_t klen;
@@ -201,7 +225,7 @@ bk_store_iter_t *bk_ffi_store_iter_new(bk_store_t *st, int mode, const char *a, 
     it->heap = calloc((size_t)(it->ncur ? it->ncur : 1), sizeof(int));
     for (int i = 0; i < it->ncur; i++) {
         cursor_t *c = &it->cur[i];
-        c->it = new_iter(st);
+        c->it = new_iter(it);
         seek_start(it, c);
         if (cursor_ok(it, c)) {
             it->heap[it->nheap++] = i;
@@ -210,7 +234,9 @@ bk_store_iter_t *bk_ffi_store_iter_new(bk_store_t *st, int mode, const char *a, 
     for (int i = it->nheap / 2 - 1; i >= 0; i--) {
         sift_down(it, i);
     }
-    st->open_iters++;
+    if (!committed) {
+        st->open_iters++;
+    }
     return it;
 }
 
@@ -232,7 +258,7 @@ int bk_ffi_store_iter_next(bk_store_iter_t *it, const char **key, size_t *klen, 
     }
     if (it->nheap == 0) {
         it->closed = 1;
-        it->st->open_iters--;
+        it->st->open_iters -= !it->committed;
         return 0;
     }
     c = &it->cur[it->heap[0]];
@@ -249,12 +275,16 @@ void bk_ffi_store_iter_free(bk_store_iter_t *it)
         return;
     }
     if (!it->closed) {
-        it->st->open_iters--;
+        it->st->open_iters -= !it->committed;
     }
     for (int i = 0; i < it->ncur; i++) {
         if (it->cur[i].it) {
             rocksdb_iter_destroy(it->cur[i].it);
         }
+    }
+    if (it->snap_ropts) {
+        rocksdb_readoptions_destroy(it->snap_ropts);
+        rocksdb_release_snapshot(it->st->db->rdb, it->snap);
     }
     free(it->cur);
     free(it->heap);

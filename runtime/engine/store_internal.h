@@ -1,8 +1,10 @@
 /* store_internal.h - the insides of a task's DB and its stores, shared by the files of the
  * store layer only: db.c (open, commit, checkpoint), store.c (reads and writes of the
- * record path), changelog.c (restore, markers, repair) and iter.c (scans). Nothing else
- * includes it. Every field belongs to the task's owning stream thread, or to the standby
- * runner's thread for a DB it tails (taskdb.h hands a DB to one thread at a time). */
+ * record path), changelog.c (restore, markers, repair), iter.c (scans) and dbread.c
+ * (queries' reads). Nothing else includes it. Every field belongs to the task's owning
+ * stream thread, or to the standby runner's thread for a DB it tails (taskdb.h hands a DB
+ * to one thread at a time); dbread.c only reads what stays fixed while the DB is open
+ * (handles, names, read options). */
 #ifndef BK_STORE_INTERNAL_H
 #define BK_STORE_INTERNAL_H
 
@@ -11,6 +13,7 @@
 
 #include <rocksdb/c.h>
 
+#include "base/ffi.h"
 #include "base/hash.h"
 #include "base/keys.h"
 #include "engine/store.h"
@@ -65,6 +68,12 @@ struct bk_db_s {
      * failed sync its WAL writer asserts), the node is stopping. */
     char failed[512];
 };
+
+/* A scan (iter.c): committed = 0 reads the owner's batch over the DB (bk_ffi_store_iter_new,
+ * the owner's thread only); 1 reads the DB alone and touches nothing of the owner's
+ * (dbread.h, any thread). */
+bk_store_iter_t *bk_store_iter_open(bk_store_t *st, int mode, const char *a, size_t alen,
+                                    const char *b, size_t blen, int committed);
 
 /* The key group of a store key: a window store's keys are under their record key's. */
 static inline int bk_store_group_of(const bk_store_t *st, const char *key, size_t klen)

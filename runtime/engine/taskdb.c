@@ -3,6 +3,7 @@
 #include "engine/db.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +13,23 @@ typedef struct entry_s {
     bk_db_t *db;
 } entry_t;
 
+/* A served DB. Allocated alone: a reader holds it while the list changes. */
+typedef struct served_s {
+    bk_task_id_t task;
+    bk_db_t *db;
+    int role;
+    int64_t lag;
+    int readers;
+    int gone; /* off the list: the last reader wakes the releaser */
+} served_t;
+
 struct bk_taskdb_pool_s {
     pthread_mutex_t lock;
+    pthread_cond_t idle; /* a reader of a gone entry ended */
     entry_t *e;
     int n, cap;
+    served_t **sv;
+    int nsv, capsv;
 };
 
 bk_taskdb_pool_t *bk_taskdb_pool_new(void)
@@ -23,6 +37,7 @@ bk_taskdb_pool_t *bk_taskdb_pool_new(void)
     bk_taskdb_pool_t *pool = calloc(1, sizeof(*pool));
     if (pool) {
         pthread_mutex_init(&pool->lock, NULL);
+        pthread_cond_init(&pool->idle, NULL);
     }
     return pool;
 }
@@ -57,6 +72,11 @@ void bk_taskdb_pool_destroy(bk_taskdb_pool_t *pool)
     }
     bk_taskdb_pool_keep(pool, NULL, 0);
     free(pool->e);
+    for (int i = 0; i < pool->nsv; i++) {
+        free(pool->sv[i]); /* owners that never released (a failed node): nobody reads now */
+    }
+    free(pool->sv);
+    pthread_cond_destroy(&pool->idle);
     pthread_mutex_destroy(&pool->lock);
     free(pool);
 }
@@ -116,10 +136,138 @@ bk_db_t *bk_taskdb_open(bk_taskdb_pool_t *pool, const bk_plan_t *plan, const bk_
     return db;
 }
 
+static int same_task(bk_task_id_t a, bk_task_id_t b)
+{
+    return a.sub == b.sub && a.partition == b.partition;
+}
+
+/* Takes db off the served list and waits for its readers. */
+static void unserve(bk_taskdb_pool_t *pool, bk_db_t *db)
+{
+    pthread_mutex_lock(&pool->lock);
+    for (int i = 0; i < pool->nsv; i++) {
+        served_t *e = pool->sv[i];
+        if (e->db != db) {
+            continue;
+        }
+        pool->sv[i] = pool->sv[--pool->nsv];
+        e->gone = 1;
+        while (e->readers > 0) {
+            pthread_cond_wait(&pool->idle, &pool->lock);
+        }
+        free(e);
+        break;
+    }
+    pthread_mutex_unlock(&pool->lock);
+}
+
+void bk_taskdb_serve(bk_taskdb_pool_t *pool, bk_task_id_t task, bk_db_t *db, int role)
+{
+    served_t *e;
+    if (!pool || !db) {
+        return;
+    }
+    unserve(pool, db); /* a standby runner restarted with the same DB lists it again */
+    if (!(e = calloc(1, sizeof(*e)))) {
+        return; /* not served: queries say so */
+    }
+    e->task = task;
+    e->db = db;
+    e->role = role;
+    e->lag = role == BK_TASKDB_ACTIVE ? 0 : INT64_MAX; /* unknown until its owner says */
+    pthread_mutex_lock(&pool->lock);
+    if (pool->nsv == pool->capsv) {
+        int cap = pool->capsv ? pool->capsv * 2 : 16;
+        served_t **sv = realloc(pool->sv, (size_t)cap * sizeof(*sv));
+        if (!sv) {
+            pthread_mutex_unlock(&pool->lock);
+            free(e);
+            return;
+        }
+        pool->sv = sv;
+        pool->capsv = cap;
+    }
+    pool->sv[pool->nsv++] = e;
+    pthread_mutex_unlock(&pool->lock);
+}
+
+void bk_taskdb_set_lag(bk_taskdb_pool_t *pool, bk_task_id_t task, int64_t lag)
+{
+    if (!pool) {
+        return;
+    }
+    pthread_mutex_lock(&pool->lock);
+    for (int i = 0; i < pool->nsv; i++) {
+        if (same_task(pool->sv[i]->task, task) && pool->sv[i]->role == BK_TASKDB_STANDBY) {
+            pool->sv[i]->lag = lag;
+        }
+    }
+    pthread_mutex_unlock(&pool->lock);
+}
+
+int bk_taskdb_read_begin(bk_taskdb_pool_t *pool, bk_task_id_t task, int roles,
+                         bk_taskdb_read_t *r)
+{
+    served_t *best = NULL;
+    if (!pool) {
+        return -1;
+    }
+    pthread_mutex_lock(&pool->lock);
+    for (int i = 0; i < pool->nsv; i++) {
+        served_t *e = pool->sv[i];
+        if (same_task(e->task, task) && (e->role & roles) &&
+            (!best || e->role == BK_TASKDB_ACTIVE)) {
+            best = e;
+        }
+    }
+    if (best) {
+        best->readers++;
+        r->db = best->db;
+        r->role = best->role;
+        r->lag = best->role == BK_TASKDB_ACTIVE ? 0 : best->lag;
+        r->entry = best;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return best ? 0 : -1;
+}
+
+void bk_taskdb_read_end(bk_taskdb_pool_t *pool, bk_taskdb_read_t *r)
+{
+    served_t *e = r->entry;
+    if (!e) {
+        return;
+    }
+    pthread_mutex_lock(&pool->lock);
+    if (--e->readers == 0 && e->gone) {
+        pthread_cond_broadcast(&pool->idle);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    r->entry = NULL;
+    r->db = NULL;
+}
+
+int bk_taskdb_served(bk_taskdb_pool_t *pool, bk_task_id_t *tasks, int *roles, int max)
+{
+    int n = 0;
+    if (!pool) {
+        return 0;
+    }
+    pthread_mutex_lock(&pool->lock);
+    for (int i = 0; i < pool->nsv && n < max; i++, n++) {
+        tasks[n] = pool->sv[i]->task;
+        roles[n] = pool->sv[i]->role;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return n;
+}
+
 void bk_taskdb_release(bk_taskdb_pool_t *pool, bk_task_id_t task, bk_db_t *db, int clean)
 {
     if (!db) {
         return;
+    }
+    if (pool) {
+        unserve(pool, db);
     }
     for (int i = 0; i < bk_db_store_count(db); i++) {
         bk_store_set_changelog(bk_db_store(db, i), NULL, NULL, task.partition);

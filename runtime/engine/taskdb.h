@@ -35,4 +35,28 @@ bk_db_t *bk_taskdb_open(bk_taskdb_pool_t *pool, const bk_plan_t *plan, const bk_
  * and pool is set, else closed. Its stores lose their producer. */
 void bk_taskdb_release(bk_taskdb_pool_t *pool, bk_task_id_t task, bk_db_t *db, int clean);
 
+/* -- Serving reads (query/): which of the node's DBs answer queries ---------------------
+ * An owner lists its DB once its state is usable: a stream thread when the task goes live
+ * (an active: role ACTIVE), the standby runner when it has opened its replicas (STANDBY).
+ * bk_taskdb_release takes it off first, waiting for the reads in progress to end (a get or
+ * one page of a scan), so a DB is never closed under a reader. A task that is not listed
+ * (restoring, moving between owners) is not served here. */
+enum { BK_TASKDB_ACTIVE = 1, BK_TASKDB_STANDBY = 2 };
+void bk_taskdb_serve(bk_taskdb_pool_t *pool, bk_task_id_t task, bk_db_t *db, int role);
+/* How many changelog records a served standby is behind (its owner's latest figure). */
+void bk_taskdb_set_lag(bk_taskdb_pool_t *pool, bk_task_id_t task, int64_t lag);
+typedef struct bk_taskdb_read_s {
+    bk_db_t *db;
+    int role;
+    int64_t lag; /* records behind the changelogs' end: 0 for an active */
+    void *entry; /* internal */
+} bk_taskdb_read_t;
+/* Takes the served DB of `task` for reading (roles: a mask of BK_TASKDB_*): 0 and *r, or
+ * -1 when none is served. Give it back with bk_taskdb_read_end soon: a release waits. */
+int bk_taskdb_read_begin(bk_taskdb_pool_t *pool, bk_task_id_t task, int roles,
+                         bk_taskdb_read_t *r);
+void bk_taskdb_read_end(bk_taskdb_pool_t *pool, bk_taskdb_read_t *r);
+/* The tasks served here and their roles, into tasks/roles (room for max); their count. */
+int bk_taskdb_served(bk_taskdb_pool_t *pool, bk_task_id_t *tasks, int *roles, int max);
+
 #endif

@@ -476,6 +476,8 @@ static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *
     }
     thr->slot_state[slot] = SLOT_LIVE;
     thr->owned[thr->ntasks++] = slot;
+    /* restored and live: queries may read its committed state (taskdb.h) */
+    bk_taskdb_serve(thr->pool, thr->tasks[slot], thr->dbs[slot], BK_TASKDB_ACTIVE);
     return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "engine/crew.h"
 #include "engine/hooks.h"
 #include "engine/taskdb.h"
+#include "node/node_queries.h"
 #include "replica/bootstrap.h"
 #include "replica/standby.h"
 
@@ -92,7 +93,21 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
     char **names = task_names(tasks, ntasks);
     int32_t *every = calloc((size_t)ntasks + 1, sizeof(int32_t));
     bk_crew_t crew;
+    bk_taskdb_pool_t *pool = bk_taskdb_pool_new();
+    bk_node_queries_t q;
+    char err[1024];
 
+    if (!pool || bk_node_queries_start(&q, plan, conf, pool, err, sizeof(err)) != 0) {
+        bk_log_error("cannot serve queries: %s", pool ? err : "out of memory");
+        bk_taskdb_pool_destroy(pool);
+        free_names(names, ntasks);
+        free(every);
+        free(tasks);
+        return 1;
+    }
+    if (q.route) {
+        bk_route_set_alone(q.route);
+    }
     for (int i = 0; i < ntasks; i++) {
         every[i] = i;
     }
@@ -102,7 +117,7 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
         nthreads = ntasks;
     }
     call_hook(hooks, "on_assign", names, every, ntasks);
-    bk_crew_start(&crew, plan, conf, nthreads, NULL, NULL, NULL);
+    bk_crew_start(&crew, plan, conf, nthreads, NULL, NULL, pool);
     bk_log_info("app %s: %d task(s) on %d thread(s)", plan->id, ntasks, crew.nthreads);
     bk_crew_add(&crew, 0, every, ntasks);
     for (;;) {
@@ -118,7 +133,9 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
             crew.flags.stop = 1; /* a thread ended by itself: stop the node */
         }
     }
+    bk_node_queries_stop(&q); /* before the DBs close: no reader waits on a closing one */
     failed = bk_crew_stop(&crew);
+    bk_taskdb_pool_destroy(pool);
     call_hook(hooks, "on_revoke", names, every, ntasks);
     bk_log_info("app %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered", plan->id,
                 failed ? " after a failure" : "", (unsigned long long)crew.total.in,
@@ -333,9 +350,11 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     member_node_t mn;
     bk_member_conf_t mc;
     bk_member_view_t view;
+    bk_node_queries_t q;
     char err[1024];
 
     memset(&mn, 0, sizeof(mn));
+    memset(&q, 0, sizeof(q));
     mn.plan = plan;
     mn.conf = conf;
     mn.hooks = hooks;
@@ -369,6 +388,15 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mc.on_change = wake_main;
     memset(&view, 0, sizeof(view));
     mn.pool = bk_taskdb_pool_new();
+    /* the query server first: the endpoint published names the port it got */
+    if (bk_node_queries_start(&q, plan, conf, mn.pool, err, sizeof(err)) != 0) {
+        bk_log_error("cannot serve queries: %s", err);
+        failed = 1;
+        goto done;
+    }
+    if (q.endpoint[0]) {
+        mc.endpoint = q.endpoint;
+    }
     if (bk_reconcile_actions_new(&mn.actions, mn.ntasks) != 0) {
         bk_log_error("cannot join app %s: out of memory", plan->id);
         failed = 1;
@@ -418,6 +446,9 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             failed = 1;
             break;
         }
+        if (q.route) {
+            bk_route_update(q.route, &view);
+        }
         if (view.lost && (mn.crew.nthreads > 0 || mn.standby)) {
             bk_log_error("lost the control plane: stopping every task");
         }
@@ -426,6 +457,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             break;
         }
     }
+    bk_node_queries_stop(&q); /* before the DBs close: no reader waits on a closing one */
     failed |= bk_crew_stop(&mn.crew);
     bk_crew_add_stats(&mn.total, &mn.crew.total);
     stop_standby(&mn);
@@ -436,6 +468,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     }
 
 done:
+    bk_node_queries_stop(&q);
     if (mn.crew.threads) {
         bk_crew_stop(&mn.crew);
     }

@@ -245,7 +245,7 @@ static int assign(bk_standby_t *sb)
         }
         sb->boot_lag[t] = lag > 0 ? lag : 1;
         bk_log_info("standby %s: cold bootstrap: %s", BK_TASK_NAME(sb->tasks[t]), why);
-        bk_taskdb_release(NULL, sb->tasks[t], sb->dbs[t], 0);
+        bk_taskdb_release(sb->pool, sb->tasks[t], sb->dbs[t], 0); /* closed, not pooled */
         sb->dbs[t] = NULL;
         sb->fresh[t] = 0;
         if (sb->boot_cb) {
@@ -359,6 +359,7 @@ static void report(bk_standby_t *sb, int log_it)
         if (sb->cb) {
             sb->cb(sb->opaque, sb->ids[t], offset, lag);
         }
+        bk_taskdb_set_lag(sb->pool, sb->tasks[t], lag);
         if (log_it && sb->dbs[t] && len < (int)sizeof(line) - 100) {
             if (sb->applied_ms[t]) {
                 len += snprintf(line + len, sizeof(line) - (size_t)len,
@@ -479,6 +480,10 @@ static void *standby_main(void *arg)
         sb->consumer =
             bk_kafka_new(sb->conf, BK_KAFKA_CONSUMER, cid, sb, NULL, sb->err, sizeof(sb->err));
         rc = sb->consumer ? assign(sb) : -1;
+    }
+    /* queries may read the replicas from now on (taskdb.h); report() keeps their lags */
+    for (int t = 0; rc == 0 && t < sb->ntasks; t++) {
+        bk_taskdb_serve(sb->pool, sb->tasks[t], sb->dbs[t], BK_TASKDB_STANDBY);
     }
     if (rc == 0 && sb->nitems > 0) {
         report(sb, 1);

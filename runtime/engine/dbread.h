@@ -1,0 +1,36 @@
+/* dbread.h - a task's committed state, read from any thread: what queries (query/) see.
+ *
+ * A DB's owner (a stream thread, or the standby runner) writes through its own batch and
+ * commits it; these calls read the DB itself, so they see the last commit of an active, or
+ * the last commit marker a standby applied, never half an interval. RocksDB serves reads
+ * from any thread while another writes. The DB must stay open for the call and for an
+ * iterator's life: take it with bk_taskdb_read_begin (taskdb.h).
+ * @locality any thread */
+#ifndef BK_DBREAD_H
+#define BK_DBREAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/ffi.h"
+#include "engine/store.h"
+
+/* The index (bk_db_store) of the DB's store `name`, -1: the task has no such store. */
+int bk_dbread_store(bk_db_t *db, const char *name);
+/* 1: a window store (its keys have base/keys.h's window layout). */
+int bk_dbread_window(bk_db_t *db, int store);
+/* The committed value of `key` in store `store`: 1 and *value (free() it), 0: no such
+ * key, -1 with errstr. */
+int bk_dbread_get(bk_db_t *db, int store, const char *key, size_t klen, char **value, size_t *vlen,
+                  char *errstr, size_t errstr_size);
+/* A scan of the committed state in key order, as bk_ffi_store_iter_new's modes (range
+ * [a, b], b NULL: to the end; prefix a; all); read with bk_ffi_store_iter_next, free with
+ * bk_ffi_store_iter_free. NULL without memory. */
+bk_store_iter_t *bk_dbread_iter(bk_db_t *db, int store, int mode, const char *a, size_t alen,
+                                const char *b, size_t blen);
+
+/* A RocksDB integer property (e.g. "rocksdb.live-sst-files-size") of the DB (store -1) or
+ * of one store's column family; -1 when RocksDB has no such figure. */
+int64_t bk_dbread_property(bk_db_t *db, int store, const char *name);
+
+#endif

@@ -1,0 +1,233 @@
+/* query_status.c - a node's health, readiness, the assignment as it sees it, and its metrics in
+ * Prometheus' text format (docs/queries.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/task.h"
+#include "engine/dbread.h"
+#include "query/query_internal.h"
+
+enum MHD_Result bk_query_healthz(bk_qreq_t *r)
+{
+    bk_jbuf_t b = {0};
+    bk_jbuf_lit(&b, "{\"ok\":true,\"node\":");
+    bk_jbuf_str(&b, r->q->env.node_id, strlen(r->q->env.node_id));
+    bk_jbuf_lit(&b, "}");
+    return bk_query_reply(r, 200, &b, -1);
+}
+
+/* Is task t served here as an active? */
+static int served_active(bk_qreq_t *r, bk_task_id_t tid)
+{
+    bk_taskdb_read_t rd;
+    if (bk_taskdb_read_begin(r->q->env.pool, tid, BK_TASKDB_ACTIVE, &rd) != 0) {
+        return 0;
+    }
+    bk_taskdb_read_end(r->q->env.pool, &rd);
+    return 1;
+}
+
+/* Ready: every task this node should run as active is restored and running. A task without
+ * stores is never served (nothing to read) and does not count. */
+enum MHD_Result bk_query_readyz(bk_qreq_t *r)
+{
+    const bk_plan_t *plan = r->q->env.plan;
+    int ntasks = 0, n, waiting = 0;
+    bk_task_id_t *all = bk_plan_tasks(plan, &ntasks);
+    int32_t *mine = calloc((size_t)ntasks + 1, sizeof(*mine));
+    bk_jbuf_t b = {0};
+
+    if (!all || !mine) {
+        free(all);
+        free(mine);
+        return bk_query_error(r, 500, -1, "out of memory");
+    }
+    n = bk_route_mine(r->q->env.route, mine);
+    bk_jbuf_lit(&b, "{\"waiting\":[");
+    for (int i = 0; i < n; i++) {
+        bk_task_id_t tid = all[mine[i]];
+        int stores = 0;
+        for (int s = 0; s < plan->nstores; s++) {
+            stores += plan->stores[s].sub == tid.sub;
+        }
+        if (stores && !served_active(r, tid)) {
+            bk_jbuf_printf(&b, "%s\"%s\"", waiting++ ? "," : "", BK_TASK_NAME(tid));
+        }
+    }
+    bk_jbuf_printf(&b, "],\"active\":%d,\"ready\":%s,\"node\":", n, waiting ? "false" : "true");
+    bk_jbuf_str(&b, r->q->env.node_id, strlen(r->q->env.node_id));
+    bk_jbuf_lit(&b, "}");
+    free(all);
+    free(mine);
+    return bk_query_reply(r, waiting ? 503 : 200, &b, waiting ? 1 : -1);
+}
+
+enum MHD_Result bk_query_assignment(bk_qreq_t *r)
+{
+    bk_jbuf_t b = {0};
+    bk_route_json(r->q->env.route, &b);
+    return bk_query_reply(r, 200, &b, -1);
+}
+
+/* What this node serves: its tasks, each role and lag. */
+static void served_json(bk_qreq_t *r, bk_jbuf_t *b)
+{
+    int max = 0, n;
+    bk_task_id_t *all = bk_plan_tasks(r->q->env.plan, &max), *tasks;
+    int *roles;
+    free(all);
+    tasks = calloc((size_t)max * 2 + 1, sizeof(*tasks));
+    roles = calloc((size_t)max * 2 + 1, sizeof(*roles));
+    n = tasks && roles ? bk_taskdb_served(r->q->env.pool, tasks, roles, max * 2) : 0;
+    bk_jbuf_lit(b, "[");
+    for (int i = 0; i < n; i++) {
+        bk_taskdb_read_t rd;
+        long long lag = -1;
+        if (bk_taskdb_read_begin(r->q->env.pool, tasks[i], roles[i], &rd) == 0) {
+            lag = rd.role == roles[i] ? rd.lag : lag;
+            bk_taskdb_read_end(r->q->env.pool, &rd);
+        }
+        bk_jbuf_printf(b, "%s{\"task\":\"%s\",\"role\":\"%s\",\"lag\":%lld}", i ? "," : "",
+                       BK_TASK_NAME(tasks[i]), roles[i] == BK_TASKDB_ACTIVE ? "active" : "standby",
+                       lag);
+    }
+    bk_jbuf_lit(b, "]");
+    free(tasks);
+    free(roles);
+}
+
+enum MHD_Result bk_query_status(bk_qreq_t *r)
+{
+    bk_jbuf_t b = {0};
+    bk_jbuf_lit(&b, "{\"app\":");
+    bk_jbuf_str(&b, r->q->env.plan->id, strlen(r->q->env.plan->id));
+    bk_jbuf_lit(&b, ",\"node\":");
+    bk_jbuf_str(&b, r->q->env.node_id, strlen(r->q->env.node_id));
+    bk_jbuf_lit(&b, ",\"served\":");
+    served_json(r, &b);
+    bk_jbuf_lit(&b, ",\"cluster\":");
+    bk_route_json(r->q->env.route, &b);
+    bk_jbuf_lit(&b, "}");
+    return bk_query_reply(r, 200, &b, -1);
+}
+
+/* -- /metrics ----------------------------------------------------------------------------- */
+
+/* A label value: Prometheus escapes \, " and newlines. */
+static void label(bk_jbuf_t *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"') {
+            bk_jbuf_printf(b, "\\%c", *s);
+        } else if (*s == '\n') {
+            bk_jbuf_lit(b, "\\n");
+        } else {
+            bk_jbuf_raw(b, s, 1);
+        }
+    }
+}
+
+static void head(bk_jbuf_t *b, const char *name, const char *type, const char *help)
+{
+    bk_jbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void sample(bk_qreq_t *r, bk_jbuf_t *b, const char *name, const char *task,
+                   const char *store, const char *role, long long v)
+{
+    bk_jbuf_printf(b, "%s{app=\"", name);
+    label(b, r->q->env.plan->id);
+    bk_jbuf_lit(b, "\",node=\"");
+    label(b, r->q->env.node_id);
+    if (task) {
+        bk_jbuf_printf(b, "\",task=\"%s", task);
+    }
+    if (store) {
+        bk_jbuf_lit(b, "\",store=\"");
+        label(b, store);
+    }
+    if (role) {
+        bk_jbuf_printf(b, "\",role=\"%s", role);
+    }
+    bk_jbuf_printf(b, "\"} %lld\n", v);
+}
+
+/* The served replicas' figures: lag, and RocksDB's per store. */
+static void replica_metrics(bk_qreq_t *r, bk_jbuf_t *b)
+{
+    static const struct {
+        const char *name, *prop, *help;
+    } db_figs[] = {
+        {"beck_rocksdb_live_sst_bytes", "rocksdb.live-sst-files-size",
+         "bytes of the SST files the store's current version uses"},
+        {"beck_rocksdb_pending_compaction_bytes", "rocksdb.estimate-pending-compaction-bytes",
+         "bytes RocksDB estimates compaction has to rewrite"},
+        {"beck_rocksdb_estimated_keys", "rocksdb.estimate-num-keys",
+         "RocksDB's estimate of the store's keys"},
+        {"beck_rocksdb_memtable_bytes", "rocksdb.cur-size-all-mem-tables",
+         "bytes in the store's memtables"},
+    };
+    int max = 0, n;
+    bk_task_id_t *all = bk_plan_tasks(r->q->env.plan, &max), *tasks;
+    int *roles;
+    free(all);
+    tasks = calloc((size_t)max * 2 + 1, sizeof(*tasks));
+    roles = calloc((size_t)max * 2 + 1, sizeof(*roles));
+    n = tasks && roles ? bk_taskdb_served(r->q->env.pool, tasks, roles, max * 2) : 0;
+    head(b, "beck_replica_lag_records", "gauge",
+         "changelog records a served replica is behind (0: an active)");
+    for (int i = 0; i < n; i++) {
+        bk_taskdb_read_t rd;
+        if (bk_taskdb_read_begin(r->q->env.pool, tasks[i], roles[i], &rd) == 0) {
+            sample(r, b, "beck_replica_lag_records", BK_TASK_NAME(tasks[i]), NULL,
+                   rd.role == BK_TASKDB_ACTIVE ? "active" : "standby", rd.lag);
+            bk_taskdb_read_end(r->q->env.pool, &rd);
+        }
+    }
+    for (size_t f = 0; f < sizeof(db_figs) / sizeof(db_figs[0]); f++) {
+        head(b, db_figs[f].name, "gauge", db_figs[f].help);
+        for (int i = 0; i < n; i++) {
+            bk_taskdb_read_t rd;
+            if (bk_taskdb_read_begin(r->q->env.pool, tasks[i], roles[i], &rd) != 0) {
+                continue;
+            }
+            for (int s = 0; s < r->q->env.plan->nstores; s++) {
+                const char *name = r->q->env.plan->stores[s].name;
+                int si = bk_dbread_store(rd.db, name);
+                int64_t v = si < 0 ? -1 : bk_dbread_property(rd.db, si, db_figs[f].prop);
+                if (v >= 0) {
+                    sample(r, b, db_figs[f].name, BK_TASK_NAME(tasks[i]), name,
+                           rd.role == BK_TASKDB_ACTIVE ? "active" : "standby", v);
+                }
+            }
+            bk_taskdb_read_end(r->q->env.pool, &rd);
+        }
+    }
+    free(tasks);
+    free(roles);
+}
+
+enum MHD_Result bk_query_metrics(bk_qreq_t *r)
+{
+    bk_jbuf_t b = {0};
+    enum MHD_Result rc;
+    head(&b, "beck_http_requests_total", "counter", "HTTP requests this node answered");
+    sample(r, &b, "beck_http_requests_total", NULL, NULL, NULL,
+           (long long)atomic_load(&r->q->requests));
+    head(&b, "beck_http_forwarded_total", "counter",
+         "requests this node sent on to the node holding a key");
+    sample(r, &b, "beck_http_forwarded_total", NULL, NULL, NULL,
+           (long long)atomic_load(&r->q->forwarded));
+    head(&b, "beck_http_errors_total", "counter", "answers with a 4xx or 5xx status");
+    sample(r, &b, "beck_http_errors_total", NULL, NULL, NULL,
+           (long long)atomic_load(&r->q->errors));
+    replica_metrics(r, &b);
+    if (b.oom) {
+        bk_jbuf_free(&b);
+        return bk_query_error(r, 500, -1, "out of memory");
+    }
+    rc = bk_query_reply_raw(r, 200, "text/plain; version=0.0.4", b.p, b.len, -1);
+    bk_jbuf_free(&b);
+    return rc;
+}

@@ -1,0 +1,603 @@
+/* query_stores.c - a store's keys and ranges over HTTP (docs/queries.md): read here when this node
+ * serves the key's task, else routed to the node that does; a range gathered from every
+ * task of the store and merged in key order, a page at a time. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/task.h"
+#include "engine/dbread.h"
+#include "query/forward.h"
+#include "query/query_internal.h"
+
+static const bk_plan_store_t *find_store(const bk_plan_t *plan, const char *name)
+{
+    for (int i = 0; i < plan->nstores; i++) {
+        if (strcmp(plan->stores[i].name, name) == 0) {
+            return &plan->stores[i];
+        }
+    }
+    return NULL;
+}
+
+static const char *role_name(int role)
+{
+    return role == BK_TASKDB_ACTIVE ? "active" : "standby";
+}
+
+/* Takes the local replica of tid that may answer (roles; a standby only within max_lag):
+ * 0 and *rd, or -1. */
+static int take_local(bk_qreq_t *r, bk_task_id_t tid, int roles, long long max_lag,
+                      bk_taskdb_read_t *rd)
+{
+    if (bk_taskdb_read_begin(r->q->env.pool, tid, roles, rd) != 0) {
+        return -1;
+    }
+    if (rd->role == BK_TASKDB_STANDBY && max_lag >= 0 && rd->lag > max_lag) {
+        bk_taskdb_read_end(r->q->env.pool, rd);
+        return -1;
+    }
+    return 0;
+}
+
+static void meta(bk_qreq_t *r, bk_jbuf_t *b, bk_task_id_t tid, int role, long long lag)
+{
+    bk_jbuf_printf(b, "\"task\":\"%s\",\"node\":", BK_TASK_NAME(tid));
+    bk_jbuf_str(b, r->q->env.node_id, strlen(r->q->env.node_id));
+    bk_jbuf_printf(b, ",\"role\":\"%s\",\"lag\":%lld", role_name(role), lag);
+}
+
+enum MHD_Result bk_query_stores(bk_qreq_t *r)
+{
+    const bk_plan_t *plan = r->q->env.plan;
+    bk_jbuf_t b = {0};
+    bk_jbuf_lit(&b, "{\"stores\":[");
+    for (int i = 0; i < plan->nstores; i++) {
+        const bk_plan_store_t *s = &plan->stores[i];
+        bk_jbuf_printf(&b, "%s{\"store\":", i ? "," : "");
+        bk_jbuf_str(&b, s->name, strlen(s->name));
+        bk_jbuf_printf(&b, ",\"kind\":\"%s\",\"logged\":%s,\"changelog\":",
+                       s->window ? "window" : "key-value", s->logged ? "true" : "false");
+        if (s->logged) {
+            bk_jbuf_str(&b, s->changelog, strlen(s->changelog));
+        } else {
+            bk_jbuf_lit(&b, "null");
+        }
+        bk_jbuf_printf(&b, ",\"subtopology\":%d,\"tasks\":%d}", s->sub,
+                       plan->subs[s->sub].partitions);
+    }
+    bk_jbuf_lit(&b, "]}");
+    return bk_query_reply(r, 200, &b, -1);
+}
+
+/* -- One key ------------------------------------------------------------------------------ */
+
+/* The answer for key from this node's replica of tid: its HTTP status into *status and the
+ * JSON into b; 0, or -1 when no replica here may answer. */
+static int key_local(bk_qreq_t *r, const bk_plan_store_t *ps, bk_task_id_t tid, const char *key,
+                     size_t klen, int roles, long long max_lag, bk_jbuf_t *b, unsigned *status)
+{
+    bk_taskdb_read_t rd;
+    char *val = NULL, err[512];
+    size_t vlen = 0;
+    int si, rc;
+
+    if (take_local(r, tid, roles, max_lag, &rd) != 0) {
+        return -1;
+    }
+    si = bk_dbread_store(rd.db, ps->name);
+    rc = si < 0 ? -1 : bk_dbread_get(rd.db, si, key, klen, &val, &vlen, err, sizeof(err));
+    if (si < 0) {
+        snprintf(err, sizeof(err), "task %s has no store %s", BK_TASK_NAME(tid), ps->name);
+    }
+    bk_jbuf_lit(b, "{\"store\":");
+    bk_jbuf_str(b, ps->name, strlen(ps->name));
+    bk_jbuf_lit(b, ",");
+    bk_jbuf_bytes(b, "key", key, klen);
+    if (rc == 1) {
+        bk_jbuf_lit(b, ",");
+        bk_jbuf_bytes(b, "value", val, vlen);
+    } else {
+        bk_jbuf_lit(b, ",\"error\":");
+        if (rc == 0) {
+            bk_jbuf_lit(b, "\"no such key\"");
+        } else {
+            bk_jbuf_str(b, err, strlen(err));
+        }
+    }
+    bk_jbuf_lit(b, ",");
+    meta(r, b, tid, rd.role, rd.lag);
+    bk_jbuf_lit(b, "}");
+    bk_taskdb_read_end(r->q->env.pool, &rd);
+    free(val);
+    *status = rc == 1 ? 200 : rc == 0 ? 404 : 500;
+    return 0;
+}
+
+/* "replica=any&max_lag=N" as asked, for a routed request. */
+static void pass_args(bk_qreq_t *r, char *buf, size_t size)
+{
+    const char *rep = bk_query_arg(r, "replica"), *ml = bk_query_arg(r, "max_lag");
+    int n = 0;
+    buf[0] = '\0';
+    if (rep && strcmp(rep, "any") == 0) {
+        n = snprintf(buf, size, "replica=any");
+    }
+    if (ml && strspn(ml, "0123456789") == strlen(ml) && *ml) {
+        snprintf(buf + n, size - (size_t)n, "%smax_lag=%s", n ? "&" : "", ml);
+    }
+}
+
+enum MHD_Result bk_query_key(bk_qreq_t *r, const char *store, const char *key, size_t klen)
+{
+    const bk_plan_store_t *ps = find_store(r->q->env.plan, store);
+    bk_route_target_t to[8];
+    bk_task_id_t tid;
+    bk_jbuf_t b = {0};
+    long long max_lag;
+    int roles = bk_query_roles(r, &max_lag), n;
+    unsigned status;
+    int32_t t;
+    char *ekey, *estore, path[BK_QUERY_KEY_MAX * 3 + 1024], args[64], why[512] = "";
+
+    if (!ps) {
+        return bk_query_error(r, 404, -1, "no store named '%s' (GET /v1/stores lists them)", store);
+    }
+    if (klen > BK_QUERY_KEY_MAX) {
+        return bk_query_error(r, 400, -1, "a key of %zu bytes: at most %d", klen, BK_QUERY_KEY_MAX);
+    }
+    if ((t = bk_route_task_of(r->q->env.route, ps->sub, key, klen, &tid)) < 0) {
+        return bk_query_error(r, 503, 1, "the partitions of store %s are not known yet", store);
+    }
+    if (key_local(r, ps, tid, key, klen, roles, max_lag, &b, &status) == 0) {
+        return bk_query_reply(r, status, &b, -1);
+    }
+    if (r->forwarded) {
+        return bk_query_error(r, 503, 1,
+                              "task %s is not served by node %s now (restoring, moving, or "
+                              "a standby too far behind)",
+                              BK_TASK_NAME(tid), r->q->env.node_id);
+    }
+    /* another node: its active, then (replica=any) its standbys */
+    n = bk_route_targets(r->q->env.route, t, roles & BK_TASKDB_STANDBY, to, 8);
+    ekey = bk_forward_escape(key, klen);
+    estore = bk_forward_escape(store, strlen(store));
+    pass_args(r, args, sizeof(args));
+    snprintf(path, sizeof(path), "/v1/stores/%s/keys/%s%s%s", estore ? estore : "",
+             ekey ? ekey : "", args[0] ? "?" : "", args);
+    free(ekey);
+    free(estore);
+    for (int i = 0; i < n; i++) {
+        bk_forward_resp_t resp;
+        enum MHD_Result rc;
+        if (to[i].self || !to[i].endpoint[0]) {
+            snprintf(why, sizeof(why), "%s%s", to[i].self ? "this node is restoring it" : "",
+                     to[i].self ? "" : "its node publishes no endpoint");
+            continue;
+        }
+        atomic_fetch_add(&r->q->forwarded, 1);
+        if (bk_forward_get(to[i].endpoint, path, r->q->token, 1, BK_QUERY_FORWARD_MS, &resp, why,
+                           sizeof(why)) != 0) {
+            continue;
+        }
+        if (resp.status == 503 && i + 1 < n) {
+            snprintf(why, sizeof(why), "node %s: not serving it now", to[i].node);
+            free(resp.body);
+            continue;
+        }
+        rc = bk_query_reply_raw(r, (unsigned)resp.status,
+                                resp.content_type[0] ? resp.content_type : "application/json",
+                                resp.body ? resp.body : "", resp.len, resp.retry_after);
+        free(resp.body);
+        return rc;
+    }
+    return bk_query_error(r, 503, 1, "no node can answer for task %s now%s%s", BK_TASK_NAME(tid),
+                          why[0] ? ": " : "", why);
+}
+
+/* -- Ranges ------------------------------------------------------------------------------- */
+
+typedef struct {
+    char *k, *v;
+    size_t kl, vl;
+} ent_t;
+
+/* One task's page. */
+typedef struct {
+    bk_task_id_t tid;
+    ent_t *e;
+    int n, cap, next;
+    int more; /* the task has entries past its page */
+    int role;
+    long long lag;
+    char node[BK_MEMBER_MAX_ID + 1];
+} part_t;
+
+typedef struct {
+    const char *prefix, *from, *to, *after;
+    size_t plen, fromlen, tolen, afterlen;
+    int limit;
+} scan_t;
+
+static int add_ent(part_t *p, const char *k, size_t kl, const char *v, size_t vl)
+{
+    ent_t *e;
+    if (p->n == p->cap) {
+        int cap = p->cap ? p->cap * 2 : 16;
+        if (!(e = realloc(p->e, (size_t)cap * sizeof(*e)))) {
+            return -1;
+        }
+        p->e = e;
+        p->cap = cap;
+    }
+    e = &p->e[p->n];
+    e->k = malloc(kl + 1);
+    e->v = malloc(vl + 1);
+    if (!e->k || !e->v) {
+        free(e->k);
+        free(e->v);
+        return -1;
+    }
+    memcpy(e->k, k, kl);
+    memcpy(e->v, v, vl);
+    e->kl = kl;
+    e->vl = vl;
+    p->n++;
+    return 0;
+}
+
+static void free_part(part_t *p)
+{
+    for (int i = 0; i < p->n; i++) {
+        free(p->e[i].k);
+        free(p->e[i].v);
+    }
+    free(p->e);
+}
+
+static int key_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+    int c = memcmp(a, b, al < bl ? al : bl);
+    return c ? c : (al > bl) - (al < bl);
+}
+
+/* A page of task tid's keys from this node's replica: 0 (p filled), -1 not served here,
+ * -2 out of memory. After `after` (exclusive), else from `from`; up to `to` (inclusive) or
+ * while keys start with `prefix`. */
+static int scan_local(bk_qreq_t *r, const char *store, bk_task_id_t tid, const scan_t *s, int roles,
+                      long long max_lag, part_t *p)
+{
+    bk_taskdb_read_t rd;
+    bk_store_iter_t *it;
+    const char *lo = s->after ? s->after : s->prefix ? s->prefix : s->from, *k, *v;
+    size_t lolen = s->after ? s->afterlen : s->prefix ? s->plen : s->fromlen, kl, vl;
+    int si, rc = 0;
+
+    if (take_local(r, tid, roles, max_lag, &rd) != 0) {
+        return -1;
+    }
+    p->tid = tid;
+    p->role = rd.role;
+    p->lag = rd.lag;
+    snprintf(p->node, sizeof(p->node), "%s", r->q->env.node_id);
+    si = bk_dbread_store(rd.db, store);
+    it = si < 0 ? NULL
+                : bk_dbread_iter(rd.db, si, BK_FFI_ITER_RANGE, lo, lolen, s->prefix ? NULL : s->to,
+                                 s->prefix ? 0 : s->tolen);
+    while (it && bk_ffi_store_iter_next(it, &k, &kl, &v, &vl)) {
+        if (s->after && key_cmp(k, kl, s->after, s->afterlen) <= 0) {
+            continue;
+        }
+        if (s->prefix && (kl < s->plen || memcmp(k, s->prefix, s->plen) != 0)) {
+            break;
+        }
+        if (p->n == s->limit) {
+            p->more = 1;
+            break;
+        }
+        if (add_ent(p, k, kl, v, vl) != 0) {
+            rc = -2;
+            break;
+        }
+    }
+    bk_ffi_store_iter_free(it);
+    bk_taskdb_read_end(r->q->env.pool, &rd);
+    return rc;
+}
+
+static void put_u32(bk_jbuf_t *b, size_t n)
+{
+    char x[4] = {(char)(n >> 24), (char)(n >> 16), (char)(n >> 8), (char)n};
+    bk_jbuf_raw(b, x, 4);
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The scan's bounds from hex arguments (the internal form: any bytes). 0, or -1. */
+static int hex_arg(bk_qreq_t *r, const char *name, char *buf, const char **out, size_t *len)
+{
+    const char *h = bk_query_arg(r, name);
+    long n;
+    *out = NULL;
+    *len = 0;
+    if (!h) {
+        return 0;
+    }
+    if (strlen(h) > 2 * BK_QUERY_KEY_MAX || (n = bk_jbuf_unhex(h, buf)) < 0) {
+        return -1;
+    }
+    *out = buf;
+    *len = (size_t)n;
+    return 0;
+}
+
+/* GET /v1/internal/scan?store=&task=S_P&from=&to=&prefix=&after= (hex) &limit=: one task's
+ * page from this node only, for the node gathering a range. The body is a line
+ * "beck-scan <more> <role> <lag>\n", then [u32 key length][key][u32 value length][value]
+ * per entry, lengths big-endian. */
+enum MHD_Result bk_query_internal_scan(bk_qreq_t *r)
+{
+    const char *store = bk_query_arg(r, "store"), *task = bk_query_arg(r, "task");
+    char *buf[4];
+    scan_t s = {0};
+    part_t p = {0};
+    bk_task_id_t tid;
+    long long max_lag;
+    int roles = bk_query_roles(r, &max_lag), rc;
+    bk_jbuf_t b = {0};
+    enum MHD_Result ret;
+
+    for (int i = 0; i < 4; i++) {
+        buf[i] = malloc(BK_QUERY_KEY_MAX + 1);
+    }
+    if (!buf[0] || !buf[1] || !buf[2] || !buf[3]) {
+        ret = bk_query_error(r, 500, -1, "out of memory");
+        goto out;
+    }
+    s.limit = bk_query_limit(r);
+    if (!store || !find_store(r->q->env.plan, store) || !task || bk_task_parse(task, &tid) != 0 ||
+        s.limit < 0 || hex_arg(r, "from", buf[0], &s.from, &s.fromlen) != 0 ||
+        hex_arg(r, "to", buf[1], &s.to, &s.tolen) != 0 ||
+        hex_arg(r, "prefix", buf[2], &s.prefix, &s.plen) != 0 ||
+        hex_arg(r, "after", buf[3], &s.after, &s.afterlen) != 0) {
+        ret = bk_query_error(r, 400, -1, "a bad internal scan");
+        goto out;
+    }
+    rc = scan_local(r, store, tid, &s, roles, max_lag, &p);
+    if (rc == -1) {
+        ret = bk_query_error(r, 503, 1, "task %s is not served by node %s now", task,
+                             r->q->env.node_id);
+        goto out;
+    }
+    bk_jbuf_printf(&b, "beck-scan %d %d %lld\n", p.more, p.role, p.lag);
+    for (int i = 0; i < p.n; i++) {
+        put_u32(&b, p.e[i].kl);
+        bk_jbuf_raw(&b, p.e[i].k, p.e[i].kl);
+        put_u32(&b, p.e[i].vl);
+        bk_jbuf_raw(&b, p.e[i].v, p.e[i].vl);
+    }
+    if (rc == -2 || b.oom) {
+        ret = bk_query_error(r, 500, -1, "out of memory");
+    } else {
+        ret = bk_query_reply_raw(r, 200, "application/octet-stream", b.p, b.len, -1);
+    }
+    bk_jbuf_free(&b);
+out:
+    free_part(&p);
+    for (int i = 0; i < 4; i++) {
+        free(buf[i]);
+    }
+    return ret;
+}
+
+/* Parses an internal scan's body into p. 0, or -1. */
+static int parse_scan(const char *body, size_t len, part_t *p)
+{
+    const char *nl = memchr(body, '\n', len);
+    const unsigned char *u, *end = (const unsigned char *)body + len;
+    if (!nl || sscanf(body, "beck-scan %d %d %lld", &p->more, &p->role, &p->lag) != 3) {
+        return -1;
+    }
+    u = (const unsigned char *)nl + 1;
+    while (u < end) {
+        uint32_t kl, vl;
+        const unsigned char *k, *v;
+        if (end - u < 4 || (kl = get_u32(u), (size_t)(end - u - 4) < kl)) {
+            return -1;
+        }
+        k = u + 4;
+        u = k + kl;
+        if (end - u < 4 || (vl = get_u32(u), (size_t)(end - u - 4) < vl)) {
+            return -1;
+        }
+        v = u + 4;
+        u = v + vl;
+        if (add_ent(p, (const char *)k, kl, (const char *)v, vl) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void hex_param(bk_jbuf_t *b, const char *name, const char *s, size_t n)
+{
+    if (s) {
+        bk_jbuf_printf(b, "&%s=", name);
+        bk_jbuf_hex(b, s, n);
+    }
+}
+
+/* Task t's page from the node that serves it. 0, or -1 with why. */
+static int scan_remote(bk_qreq_t *r, const char *store, int32_t t, bk_task_id_t tid,
+                       const scan_t *s, int roles, part_t *p, char *why, size_t why_size)
+{
+    bk_route_target_t to[8];
+    int n = bk_route_targets(r->q->env.route, t, roles & BK_TASKDB_STANDBY, to, 8);
+    bk_jbuf_t path = {0};
+    char args[64], *estore = bk_forward_escape(store, strlen(store));
+
+    pass_args(r, args, sizeof(args));
+    bk_jbuf_printf(&path, "/v1/internal/scan?store=%s&task=%s&limit=%d%s%s", estore ? estore : "",
+                   BK_TASK_NAME(tid), s->limit, args[0] ? "&" : "", args);
+    free(estore);
+    hex_param(&path, "from", s->from, s->fromlen);
+    hex_param(&path, "to", s->to, s->tolen);
+    hex_param(&path, "prefix", s->prefix, s->plen);
+    hex_param(&path, "after", s->after, s->afterlen);
+    snprintf(why, why_size, "no live node holds it");
+    for (int i = 0; i < n && !path.oom; i++) {
+        bk_forward_resp_t resp;
+        if (to[i].self || !to[i].endpoint[0]) {
+            snprintf(why, why_size, "%s",
+                     to[i].self ? "this node is restoring it" : "its node has no endpoint");
+            continue;
+        }
+        atomic_fetch_add(&r->q->forwarded, 1);
+        if (bk_forward_get(to[i].endpoint, path.p, r->q->token, 1, BK_QUERY_FORWARD_MS, &resp, why,
+                           why_size) != 0) {
+            continue;
+        }
+        if (resp.status == 200 && parse_scan(resp.body, resp.len, p) == 0) {
+            p->tid = tid;
+            snprintf(p->node, sizeof(p->node), "%s", to[i].node);
+            free(resp.body);
+            bk_jbuf_free(&path);
+            return 0;
+        }
+        snprintf(why, why_size, "node %s answered %ld", to[i].node, resp.status);
+        free(resp.body);
+        free_part(p);
+        memset(p, 0, sizeof(*p));
+    }
+    bk_jbuf_free(&path);
+    return -1;
+}
+
+enum MHD_Result bk_query_scan(bk_qreq_t *r, const char *store, const char *prefix, size_t plen)
+{
+    const bk_plan_store_t *ps = find_store(r->q->env.plan, store);
+    const char *cursor = bk_query_arg(r, "cursor");
+    char *after = NULL, why[512];
+    scan_t s = {0};
+    part_t *parts = NULL;
+    int32_t first;
+    int nt, emitted = 0, more = 0, failed = -1;
+    long long max_lag;
+    int roles = bk_query_roles(r, &max_lag);
+    bk_jbuf_t b = {0};
+    ent_t *last = NULL;
+    enum MHD_Result ret;
+
+    if (!ps) {
+        return bk_query_error(r, 404, -1, "no store named '%s' (GET /v1/stores lists them)", store);
+    }
+    if ((s.limit = bk_query_limit(r)) < 0) {
+        return bk_query_error(r, 400, -1, "limit: a number from 1 to %d", BK_QUERY_LIMIT_MAX);
+    }
+    s.prefix = prefix;
+    s.plen = plen;
+    s.from = prefix ? NULL : bk_query_arg(r, "from");
+    s.to = prefix ? NULL : bk_query_arg(r, "to");
+    s.fromlen = s.from ? strlen(s.from) : 0;
+    s.tolen = s.to ? strlen(s.to) : 0;
+    if (plen > BK_QUERY_KEY_MAX || s.fromlen > BK_QUERY_KEY_MAX || s.tolen > BK_QUERY_KEY_MAX ||
+        (cursor && strlen(cursor) > 2 * BK_QUERY_KEY_MAX)) {
+        return bk_query_error(r, 400, -1, "a bound or cursor longer than %d bytes",
+                              BK_QUERY_KEY_MAX);
+    }
+    if (cursor) {
+        long n;
+        if (!(after = malloc(strlen(cursor) / 2 + 1)) || (n = bk_jbuf_unhex(cursor, after)) < 0) {
+            free(after);
+            return bk_query_error(r, 400, -1, "cursor: not one this server gave");
+        }
+        s.after = after;
+        s.afterlen = (size_t)n;
+    }
+    nt = bk_route_sub_tasks(r->q->env.route, ps->sub, &first);
+    if (nt <= 0 || !(parts = calloc((size_t)nt, sizeof(*parts)))) {
+        free(after);
+        return bk_query_error(r, 503, 1, "the tasks of store %s are not known yet", store);
+    }
+    /* every task's page: a range is complete or not answered */
+    for (int i = 0; i < nt && failed < 0; i++) {
+        bk_task_id_t tid = bk_route_task_id(r->q->env.route, first + i);
+        int rc = scan_local(r, store, tid, &s, roles, max_lag, &parts[i]);
+        if (rc == -1 && !r->forwarded) {
+            rc = scan_remote(r, store, first + i, tid, &s, roles, &parts[i], why, sizeof(why));
+        } else if (rc == -1) {
+            snprintf(why, sizeof(why), "not served here");
+        } else if (rc == -2) {
+            snprintf(why, sizeof(why), "out of memory");
+        }
+        if (rc != 0) {
+            failed = i;
+        }
+    }
+    if (failed >= 0) {
+        ret = bk_query_error(r, 503, 1, "task %s cannot be read now: %s",
+                             BK_TASK_NAME(bk_route_task_id(r->q->env.route, first + failed)), why);
+        goto out;
+    }
+    /* merge: the smallest head, limit times (a few dozen tasks: a scan of heads is enough) */
+    bk_jbuf_lit(&b, "{\"store\":");
+    bk_jbuf_str(&b, store, strlen(store));
+    bk_jbuf_lit(&b, ",\"items\":[");
+    while (emitted < s.limit) {
+        int best = -1;
+        for (int i = 0; i < nt; i++) {
+            part_t *p = &parts[i];
+            if (p->next < p->n && (best < 0 || key_cmp(p->e[p->next].k, p->e[p->next].kl,
+                                                       parts[best].e[parts[best].next].k,
+                                                       parts[best].e[parts[best].next].kl) < 0)) {
+                best = i;
+            }
+        }
+        if (best < 0) {
+            break;
+        }
+        last = &parts[best].e[parts[best].next++];
+        if (emitted++) {
+            bk_jbuf_lit(&b, ",");
+        }
+        bk_jbuf_lit(&b, "{");
+        bk_jbuf_bytes(&b, "key", last->k, last->kl);
+        bk_jbuf_lit(&b, ",");
+        bk_jbuf_bytes(&b, "value", last->v, last->vl);
+        bk_jbuf_printf(&b, ",\"task\":\"%s\"}", BK_TASK_NAME(parts[best].tid));
+    }
+    for (int i = 0; i < nt; i++) {
+        more |= parts[i].more || parts[i].next < parts[i].n;
+    }
+    bk_jbuf_lit(&b, "],\"cursor\":");
+    if (more && last) {
+        bk_jbuf_lit(&b, "\"");
+        bk_jbuf_hex(&b, last->k, last->kl);
+        bk_jbuf_lit(&b, "\"");
+    } else {
+        bk_jbuf_lit(&b, "null");
+    }
+    bk_jbuf_lit(&b, ",\"sources\":[");
+    for (int i = 0; i < nt; i++) {
+        bk_jbuf_printf(&b, "%s{\"task\":\"%s\",\"node\":", i ? "," : "",
+                       BK_TASK_NAME(parts[i].tid));
+        bk_jbuf_str(&b, parts[i].node, strlen(parts[i].node));
+        bk_jbuf_printf(&b, ",\"role\":\"%s\",\"lag\":%lld}", role_name(parts[i].role),
+                       parts[i].lag);
+    }
+    bk_jbuf_lit(&b, "],\"node\":");
+    bk_jbuf_str(&b, r->q->env.node_id, strlen(r->q->env.node_id));
+    bk_jbuf_lit(&b, "}");
+    ret = bk_query_reply(r, 200, &b, -1);
+out:
+    for (int i = 0; i < nt; i++) {
+        free_part(&parts[i]);
+    }
+    free(parts);
+    free(after);
+    return ret;
+}
