@@ -803,7 +803,7 @@ end
 -- produce(bootstrap, topic, records, opts): writes records through the
 -- outside client and waits for their acknowledgement. A record is
 -- { key, value } or { key =, value =, headers = { name = value } or
--- { { name, value }, ... }, partition = }. Returns the number written.
+-- { { name, value }, ... }, partition =, timestamp = ms }. Returns the number written.
 function helpers.produce(bootstrap, topic, records, opts)
   opts = opts or {}
   local lines = {}
@@ -814,6 +814,7 @@ function helpers.produce(bootstrap, topic, records, opts)
     encode_field(rec, "key", key)
     encode_field(rec, "value", value)
     rec.partition = r.partition
+    rec.timestamp = r.timestamp
     if r.headers then
       local hs = {}
       if r.headers[1] then

@@ -4,17 +4,25 @@
 #include "query/query.h"
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ffi.h"
 #include "base/log.h"
 #include "query/forward.h"
 #include "query/query_internal.h"
 
 #define THREADS 4 /* MHD's pool: a routed read blocks its thread for a round trip */
+
+/* The server of this process, for Lua's beck.query (bk_ffi_query_get): its port and token,
+ * set while it runs. A process serves one app, so one server. */
+static pthread_mutex_t self_lock = PTHREAD_MUTEX_INITIALIZER;
+static int self_port;
+static char *self_token;
 #define CONNECTIONS 512
 
 enum MHD_Result bk_query_reply_raw(bk_qreq_t *r, unsigned status, const char *type,
@@ -234,6 +242,11 @@ bk_query_t *bk_query_start(const bk_query_env_t *env, const char *host, int port
     }
     info = MHD_get_daemon_info(q->d, MHD_DAEMON_INFO_BIND_PORT);
     q->port = info ? info->port : port;
+    pthread_mutex_lock(&self_lock);
+    self_port = q->port;
+    free(self_token);
+    self_token = q->token ? strdup(q->token) : NULL;
+    pthread_mutex_unlock(&self_lock);
     return q;
 }
 
@@ -247,7 +260,46 @@ void bk_query_stop(bk_query_t *q)
     if (!q) {
         return;
     }
+    pthread_mutex_lock(&self_lock);
+    self_port = 0;
+    free(self_token);
+    self_token = NULL;
+    pthread_mutex_unlock(&self_lock);
     MHD_stop_daemon(q->d);
     free(q->token);
     free(q);
+}
+
+char *bk_ffi_query_get(const char *path, int32_t *status, size_t *body_len)
+{
+    bk_forward_resp_t resp;
+    char ep[64], err[512], *token;
+    int port;
+
+    pthread_mutex_lock(&self_lock);
+    port = self_port;
+    token = self_token ? strdup(self_token) : NULL;
+    pthread_mutex_unlock(&self_lock);
+    *body_len = 0;
+    *status = -1;
+    if (!port) {
+        free(token);
+        return NULL;
+    }
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
+    if (bk_forward_get(ep, path, token, 0, BK_QUERY_FORWARD_MS, &resp, err, sizeof(err)) != 0) {
+        free(token);
+        *status = 0;
+        *body_len = strlen(err);
+        return strdup(err);
+    }
+    free(token);
+    *status = (int32_t)resp.status;
+    *body_len = resp.len;
+    return resp.body ? resp.body : strdup("");
+}
+
+void bk_ffi_query_free(char *body)
+{
+    free(body);
 }

@@ -129,28 +129,37 @@ static void pass_args(bk_qreq_t *r, char *buf, size_t size)
     }
 }
 
-enum MHD_Result bk_query_key(bk_qreq_t *r, const char *store, const char *key, size_t klen)
+static uint32_t get_u32(const unsigned char *p);
+
+/* What a replica here answers for a key: key_local, windows_local. */
+typedef int (*local_fn)(bk_qreq_t *r, const bk_plan_store_t *ps, bk_task_id_t tid, const char *key,
+                        size_t klen, int roles, long long max_lag, bk_jbuf_t *b, unsigned *status,
+                        const void *extra);
+
+/* The answer for a key: from a replica here when one may answer, else from the node
+ * serving its task (its active, the holder, then with replica=any its standbys), asked
+ * for `path_tail` ("" or "/windows") with `args` (escaped, without '?') and the replica
+ * arguments of this request. */
+static enum MHD_Result answer_key(bk_qreq_t *r, const bk_plan_store_t *ps, const char *key,
+                                  size_t klen, local_fn local, const void *extra,
+                                  const char *path_tail, const char *args)
 {
-    const bk_plan_store_t *ps = find_store(r->q->env.plan, store);
     bk_route_target_t to[8];
     bk_task_id_t tid;
-    bk_jbuf_t b = {0};
+    bk_jbuf_t b = {0}, path = {0};
     long long max_lag;
     int roles = bk_query_roles(r, &max_lag), n;
     unsigned status;
     int32_t t;
-    char *ekey, *estore, path[BK_QUERY_KEY_MAX * 3 + 1024], args[64], why[512] = "";
+    char *ekey, *estore, rargs[64], why[512];
 
-    if (!ps) {
-        return bk_query_error(r, 404, -1, "no store named '%s' (GET /v1/stores lists them)", store);
-    }
     if (klen > BK_QUERY_KEY_MAX) {
         return bk_query_error(r, 400, -1, "a key of %zu bytes: at most %d", klen, BK_QUERY_KEY_MAX);
     }
     if ((t = bk_route_task_of(r->q->env.route, ps->sub, key, klen, &tid)) < 0) {
-        return bk_query_error(r, 503, 1, "the partitions of store %s are not known yet", store);
+        return bk_query_error(r, 503, 1, "the partitions of store %s are not known yet", ps->name);
     }
-    if (key_local(r, ps, tid, key, klen, roles, max_lag, &b, &status) == 0) {
+    if (local(r, ps, tid, key, klen, roles, max_lag, &b, &status, extra) == 0) {
         return bk_query_reply(r, status, &b, -1);
     }
     if (r->forwarded) {
@@ -159,25 +168,25 @@ enum MHD_Result bk_query_key(bk_qreq_t *r, const char *store, const char *key, s
                               "a standby too far behind)",
                               BK_TASK_NAME(tid), r->q->env.node_id);
     }
-    /* another node: its active, then (replica=any) its standbys */
     n = bk_route_targets(r->q->env.route, t, roles & BK_TASKDB_STANDBY, to, 8);
     ekey = bk_forward_escape(key, klen);
-    estore = bk_forward_escape(store, strlen(store));
-    pass_args(r, args, sizeof(args));
-    snprintf(path, sizeof(path), "/v1/stores/%s/keys/%s%s%s", estore ? estore : "",
-             ekey ? ekey : "", args[0] ? "?" : "", args);
+    estore = bk_forward_escape(ps->name, strlen(ps->name));
+    pass_args(r, rargs, sizeof(rargs));
+    bk_jbuf_printf(&path, "/v1/stores/%s/keys/%s%s?%s%s%s", estore ? estore : "", ekey ? ekey : "",
+                   path_tail, args, args[0] && rargs[0] ? "&" : "", rargs);
     free(ekey);
     free(estore);
-    for (int i = 0; i < n; i++) {
+    snprintf(why, sizeof(why), "no live node holds it");
+    for (int i = 0; i < n && !path.oom; i++) {
         bk_forward_resp_t resp;
         enum MHD_Result rc;
         if (to[i].self || !to[i].endpoint[0]) {
-            snprintf(why, sizeof(why), "%s%s", to[i].self ? "this node is restoring it" : "",
-                     to[i].self ? "" : "its node publishes no endpoint");
+            snprintf(why, sizeof(why), "%s",
+                     to[i].self ? "this node is restoring it" : "its node publishes no endpoint");
             continue;
         }
         atomic_fetch_add(&r->q->forwarded, 1);
-        if (bk_forward_get(to[i].endpoint, path, r->q->token, 1, BK_QUERY_FORWARD_MS, &resp, why,
+        if (bk_forward_get(to[i].endpoint, path.p, r->q->token, 1, BK_QUERY_FORWARD_MS, &resp, why,
                            sizeof(why)) != 0) {
             continue;
         }
@@ -190,10 +199,158 @@ enum MHD_Result bk_query_key(bk_qreq_t *r, const char *store, const char *key, s
                                 resp.content_type[0] ? resp.content_type : "application/json",
                                 resp.body ? resp.body : "", resp.len, resp.retry_after);
         free(resp.body);
+        bk_jbuf_free(&path);
         return rc;
     }
-    return bk_query_error(r, 503, 1, "no node can answer for task %s now%s%s", BK_TASK_NAME(tid),
-                          why[0] ? ": " : "", why);
+    bk_jbuf_free(&path);
+    return bk_query_error(r, 503, 1, "no node can answer for task %s now: %s", BK_TASK_NAME(tid),
+                          why);
+}
+
+static int key_local_fn(bk_qreq_t *r, const bk_plan_store_t *ps, bk_task_id_t tid, const char *key,
+                        size_t klen, int roles, long long max_lag, bk_jbuf_t *b, unsigned *status,
+                        const void *extra)
+{
+    (void)extra;
+    return key_local(r, ps, tid, key, klen, roles, max_lag, b, status);
+}
+
+/* -- A window store's windows of one key ---------------------------------------------------- */
+
+#define TIME_MAX INT64_C(9007199254740991) /* 2^53 - 1: the DSL's times are Lua numbers */
+
+typedef struct {
+    int64_t from, to;
+    int limit;
+} wq_t;
+
+static void be32(char *o, uint32_t v)
+{
+    o[0] = (char)(v >> 24), o[1] = (char)(v >> 16), o[2] = (char)(v >> 8), o[3] = (char)v;
+}
+
+static void be64(char *o, int64_t v)
+{
+    be32(o, (uint32_t)((uint64_t)v >> 32));
+    be32(o + 4, (uint32_t)v);
+}
+
+static int64_t get64(const unsigned char *p)
+{
+    return (int64_t)((uint64_t)get_u32(p) << 32 | get_u32(p + 4));
+}
+
+/* The windows of `key` (base/keys.h's window layout: [length][key][time][rest]) whose time
+ * is in [from, to]: a time window's start, a session's end (then its start), a join
+ * record's time (then its sequence number). */
+static int windows_local(bk_qreq_t *r, const bk_plan_store_t *ps, bk_task_id_t tid, const char *key,
+                         size_t klen, int roles, long long max_lag, bk_jbuf_t *b, unsigned *status,
+                         const void *extra)
+{
+    const wq_t *w = extra;
+    bk_taskdb_read_t rd;
+    bk_store_iter_t *it;
+    size_t plen = 4 + klen, kl, vl;
+    char *lo = malloc(plen + 8), *hi = malloc(plen + 24);
+    const char *k, *v;
+    int si, n = 0, more = 0;
+
+    if (!lo || !hi) {
+        free(lo);
+        free(hi);
+        return -1;
+    }
+    be32(lo, (uint32_t)klen);
+    memcpy(lo + 4, key, klen);
+    be64(lo + plen, w->from);
+    memcpy(hi, lo, plen);
+    be64(hi + plen, w->to);
+    memset(hi + plen + 8, 0xff, 16); /* any rest after the last time */
+    if (take_local(r, tid, roles, max_lag, &rd) != 0) {
+        free(lo);
+        free(hi);
+        return -1;
+    }
+    si = bk_dbread_store(rd.db, ps->name);
+    it = si < 0 ? NULL : bk_dbread_iter(rd.db, si, BK_FFI_ITER_RANGE, lo, plen + 8, hi, plen + 24);
+    bk_jbuf_lit(b, "{\"store\":");
+    bk_jbuf_str(b, ps->name, strlen(ps->name));
+    bk_jbuf_lit(b, ",");
+    bk_jbuf_bytes(b, "key", key, klen);
+    bk_jbuf_lit(b, ",\"windows\":[");
+    while (it && bk_ffi_store_iter_next(it, &k, &kl, &v, &vl)) {
+        const unsigned char *u = (const unsigned char *)k;
+        if (kl < plen + 8) {
+            continue;
+        }
+        if (n == w->limit) {
+            more = 1;
+            break;
+        }
+        bk_jbuf_printf(b, "%s{\"time\":%lld", n++ ? "," : "", (long long)get64(u + plen));
+        if (kl >= plen + 16) {
+            bk_jbuf_printf(b, ",\"time2\":%lld", (long long)get64(u + plen + 8));
+        }
+        bk_jbuf_lit(b, ",");
+        bk_jbuf_bytes(b, "value", v, vl);
+        bk_jbuf_lit(b, "}");
+    }
+    bk_jbuf_printf(b, "],\"more\":%s,", more ? "true" : "false");
+    meta(r, b, tid, rd.role, rd.lag);
+    bk_jbuf_lit(b, "}");
+    bk_ffi_store_iter_free(it);
+    bk_taskdb_read_end(r->q->env.pool, &rd);
+    free(lo);
+    free(hi);
+    *status = si < 0 ? 500 : 200;
+    return 0;
+}
+
+/* A time argument: [0, 2^53), default def; -1 when bad. */
+static int64_t time_arg(bk_qreq_t *r, const char *name, int64_t def)
+{
+    const char *s = bk_query_arg(r, name);
+    char *end;
+    long long v;
+    if (!s) {
+        return def;
+    }
+    v = strtoll(s, &end, 10);
+    return *s && !*end && v >= 0 && v <= TIME_MAX ? v : -1;
+}
+
+enum MHD_Result bk_query_key(bk_qreq_t *r, const char *store, const char *key, size_t klen)
+{
+    static const char tail[] = "/windows";
+    const bk_plan_store_t *ps = find_store(r->q->env.plan, store);
+    size_t tl = sizeof(tail) - 1;
+    char args[128];
+    wq_t w;
+
+    if (!ps) {
+        return bk_query_error(r, 404, -1, "no store named '%s' (GET /v1/stores lists them)", store);
+    }
+    if (!ps->window) {
+        return answer_key(r, ps, key, klen, key_local_fn, NULL, "", "");
+    }
+    /* a window store: GET .../keys/{key}/windows?from=&to=&limit= */
+    if (klen <= tl || memcmp(key + klen - tl, tail, tl) != 0) {
+        return bk_query_error(r, 400, -1,
+                              "%s is a window store: GET /v1/stores/%s/keys/{key}/windows"
+                              "?from=&to= (docs/queries.md)",
+                              store, store);
+    }
+    w.from = time_arg(r, "from", 0);
+    w.to = time_arg(r, "to", TIME_MAX);
+    w.limit = bk_query_limit(r);
+    if (w.from < 0 || w.to < 0 || w.limit < 0) {
+        return bk_query_error(r, 400, -1,
+                              "from and to: times in ms from 0 to 2^53 - 1; limit: 1 to %d",
+                              BK_QUERY_LIMIT_MAX);
+    }
+    snprintf(args, sizeof(args), "from=%lld&to=%lld&limit=%d", (long long)w.from, (long long)w.to,
+             w.limit);
+    return answer_key(r, ps, key, klen - tl, windows_local, &w, tail, args);
 }
 
 /* -- Ranges ------------------------------------------------------------------------------- */

@@ -1,0 +1,93 @@
+-- Queries from Lua and of window stores (docs/queries.md): a node alone serves its state
+-- over HTTP; its processors ask it through beck.query (spec/fixtures/query_app.lua) and an
+-- outside client reads a window store's windows of a key. Keys with '/', '%' and non-ASCII
+-- text travel escaped and come back whole.
+local helpers = require "spec.helpers"
+local cjson = require "cjson.safe"
+
+local PY = "/usr/bin/python3"
+
+local function http(url, path)
+  local st, out, err = helpers.run({ PY, "spec/fixtures/query_client.py", "status", url, path },
+                                   { name = "query_client" })
+  assert.equal(0, st, err)
+  local r = assert(cjson.decode(out))
+  return r.status, cjson.decode(r.body), r.body
+end
+
+local function latest(records)
+  local kv = {}
+  for _, r in ipairs(records) do kv[r.key] = r.value end
+  return kv
+end
+
+describe("beck.query and window stores", function()
+  after_each(helpers.cleanup)
+
+  it("answer processors through the node's own server, and windows of a key", function()
+    local broker = helpers.start_broker { topics = { "q-in:4", "q-ask:2", "q-counts:4",
+                                                     "q-answers:2" } }
+    local bs = broker.bootstrap
+    local node = helpers.start_node("spec/fixtures/query_app.lua", {
+      "-b", bs, "--endpoint", "127.0.0.1:0", "--commit-interval-ms", "200",
+      "--threads", "2" }, { name = "qapp" })
+    local url = helpers.eventually(function()
+      return node:log():match("serving queries on (http://127%.0%.0%.1:%d+)")
+    end, 20, 0.05)
+    node:wait_running(30)
+
+    -- key -> timestamps: windows [1000, 2000) and [3000, 4000)
+    local keys = { ["a/b"] = { 1000, 1500, 3000 }, ["a%c"] = { 1999 }, ["ünï"] = { 3001, 3002 },
+                   ["b1"] = { 1000 }, ["b2"] = { 1000, 1001 }, ["b3"] = { 1000 } }
+    local records, n = {}, 0
+    for k, ts in pairs(keys) do
+      for _, t in ipairs(ts) do
+        records[#records + 1] = { key = k, value = "x", timestamp = t }
+        n = n + 1
+      end
+    end
+    table.sort(records, function(x, y) return x.timestamp < y.timestamp end)
+    helpers.produce(bs, "q-in", records)
+    helpers.eventually(function()
+      local total = 0
+      for _, o in pairs(helpers.committed(bs, "q-in", "qapp")) do total = total + o end
+      return total == n
+    end, 60, 0.2)
+    helpers.sleep(0.5) -- a commit interval: what was committed is what reads see
+
+    -- an outside client: the count of a key with '/', and a window store's windows
+    local st, ans, body = http(url, "/v1/stores/counts/keys/a%2Fb")
+    assert.equal(200, st, body)
+    assert.equal("a/b", ans.key)
+    assert.equal("3", ans.value)
+    st, ans, body = http(url, "/v1/stores/per-second/keys/a%2Fb/windows?from=0&to=10000")
+    assert.equal(200, st, body)
+    assert.same({ { time = 1000, value = "2" }, { time = 3000, value = "1" } }, ans.windows)
+    assert.is_false(ans.more)
+    st, ans = http(url, "/v1/stores/per-second/keys/a%2Fb/windows?from=2000&to=10000")
+    assert.equal(200, st)
+    assert.same({ { time = 3000, value = "1" } }, ans.windows)
+    st, ans = http(url, "/v1/stores/per-second/keys/%C3%BCn%C3%AF/windows")
+    assert.equal(200, st)
+    assert.same({ { time = 3000, value = "2" } }, ans.windows)
+    st, ans = http(url, "/v1/stores/per-second/keys/a%2Fb")
+    assert.equal(400, st)
+    assert.matches("window store", ans.error)
+    st, ans = http(url, "/v1/stores/per-second/keys/a%2Fb/windows?from=x")
+    assert.equal(400, st)
+
+    -- processors asking through beck.query
+    local asks = { { "q1", "get a/b" }, { "q2", "get a%c" }, { "q3", "get ünï" },
+                   { "q4", "get never-sent" }, { "q5", "prefix b" }, { "q6", "range a b2" },
+                   { "q7", "windows b2" }, { "q8", "windows ünï" } }
+    helpers.produce(bs, "q-ask", asks)
+    local answers
+    helpers.eventually(function()
+      answers = latest(helpers.consume(bs, "q-answers"))
+      return answers.q8 ~= nil and answers.q1 ~= nil and answers.q4 ~= nil
+    end, 60, 0.3)
+    assert.same({ q1 = "3", q2 = "1", q3 = "2", q4 = "nil", q5 = "3 b1 b3",
+                  q6 = "a%c a/b b1 b2", q7 = "1000=2", q8 = "3000=2" }, answers)
+    assert.equal(0, node:stop())
+  end)
+end)
