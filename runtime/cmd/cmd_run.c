@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "devbroker/broker.h"
 #include "devbroker/devctl.h"
+#include "engine/db.h"
 #include "engine/hooks.h"
 #include "engine/kafka.h"
 #include "engine/plan.h"
@@ -182,6 +183,7 @@ int bk_cmd_run_main(int argc, char **argv)
     }
     rd_kafka_destroy(admin);
     admin = NULL;
+    bk_db_set_cache_bytes((size_t)bk_conf_int(conf, BK_CONF_BLOCK_CACHE_BYTES));
     rc = bk_node_run(plan, conf, hooks, dev_port);
 
 done:

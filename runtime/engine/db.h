@@ -9,6 +9,10 @@
 
 #include "engine/store.h"
 
+/* The block cache every DB of the process shares (block_cache_bytes): set before the first
+ * bk_db_open, or the default holds. */
+#define BK_DB_CACHE_DEFAULT ((size_t)64 << 20)
+void bk_db_set_cache_bytes(size_t bytes);
 /* Opens (creating as needed) the DB in dir with a column family per spec and
  * reads dir's checkpoint file. NULL with errstr on failure (state directory
  * unwritable, locked by another process, ...). */

@@ -25,23 +25,32 @@ int bk_dbread_window(bk_db_t *db, int store)
     return db->stores[store].window;
 }
 
+/* The key on disk ([group][key]) in stack, or malloc'd when it does not fit; NULL without
+ * memory. The owner's st->kbuf is the owner's: each call has its own. */
+static char *disk_key(const bk_store_t *st, const char *key, size_t klen, char *stack, size_t size)
+{
+    char *k = klen + KG_BYTES <= size ? stack : malloc(klen + KG_BYTES);
+    int g = bk_store_group_of(st, key, klen);
+    if (k) {
+        k[0] = (char)(g >> 8);
+        k[1] = (char)(g & 0xff);
+        memcpy(k + KG_BYTES, key, klen);
+    }
+    return k;
+}
+
 int bk_dbread_get(bk_db_t *db, int store, const char *key, size_t klen, char **value, size_t *vlen,
                   char *errstr, size_t errstr_size)
 {
     bk_store_t *st = &db->stores[store];
-    /* the owner's st->kbuf is the owner's: a key buffer of this call's own */
-    char stack[256], *k = klen + KG_BYTES <= sizeof(stack) ? stack : malloc(klen + KG_BYTES);
+    char stack[256], *k = disk_key(st, key, klen, stack, sizeof(stack));
     char *err = NULL;
-    int g = bk_store_group_of(st, key, klen);
 
     *value = NULL;
     if (!k) {
         snprintf(errstr, errstr_size, "out of memory");
         return -1;
     }
-    k[0] = (char)(g >> 8);
-    k[1] = (char)(g & 0xff);
-    memcpy(k + KG_BYTES, key, klen);
     *value = rocksdb_get_cf(db->rdb, db->ropts, st->cf, k, klen + KG_BYTES, vlen, &err);
     if (k != stack) {
         free(k);
@@ -52,6 +61,45 @@ int bk_dbread_get(bk_db_t *db, int store, const char *key, size_t klen, char **v
         return -1;
     }
     return *value != NULL;
+}
+
+int bk_dbread_get_pinned(bk_db_t *db, int store, const char *key, size_t klen, const char **value,
+                         size_t *vlen, bk_dbread_pin_t **pin, char *errstr, size_t errstr_size)
+{
+    bk_store_t *st = &db->stores[store];
+    char stack[256], *k = disk_key(st, key, klen, stack, sizeof(stack));
+    char *err = NULL;
+    rocksdb_pinnableslice_t *p;
+
+    *pin = NULL;
+    *value = NULL;
+    *vlen = 0;
+    if (!k) {
+        snprintf(errstr, errstr_size, "out of memory");
+        return -1;
+    }
+    p = rocksdb_get_pinned_cf(db->rdb, db->ropts, st->cf, k, klen + KG_BYTES, &err);
+    if (k != stack) {
+        free(k);
+    }
+    if (err) {
+        snprintf(errstr, errstr_size, "store %s: %s", st->name, err);
+        rocksdb_free(err);
+        return -1;
+    }
+    if (!p) {
+        return 0;
+    }
+    *value = rocksdb_pinnableslice_value(p, vlen);
+    *pin = (bk_dbread_pin_t *)p;
+    return 1;
+}
+
+void bk_dbread_unpin(bk_dbread_pin_t *pin)
+{
+    if (pin) {
+        rocksdb_pinnableslice_destroy((rocksdb_pinnableslice_t *)pin);
+    }
 }
 
 bk_store_iter_t *bk_dbread_iter(bk_db_t *db, int store, int mode, const char *a, size_t alen,

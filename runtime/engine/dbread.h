@@ -23,6 +23,13 @@ int bk_dbread_window(bk_db_t *db, int store);
  * key, -1 with errstr. */
 int bk_dbread_get(bk_db_t *db, int store, const char *key, size_t klen, char **value, size_t *vlen,
                   char *errstr, size_t errstr_size);
+/* The same without copying the value: *value points into RocksDB's block (or a copy it
+ * owns) until bk_dbread_unpin(*pin). 1 found, 0 not (nothing to unpin), -1 with errstr. */
+typedef struct bk_dbread_pin_s bk_dbread_pin_t;
+int bk_dbread_get_pinned(bk_db_t *db, int store, const char *key, size_t klen,
+                         const char **value, size_t *vlen, bk_dbread_pin_t **pin, char *errstr,
+                         size_t errstr_size);
+void bk_dbread_unpin(bk_dbread_pin_t *pin);
 /* A scan of the committed state in key order, as bk_ffi_store_iter_new's modes (range
  * [a, b], b NULL: to the end; prefix a; all); read with bk_ffi_store_iter_next, free with
  * bk_ffi_store_iter_free. NULL without memory. */

@@ -4,8 +4,8 @@
 #include "query/query.h"
 
 #include <arpa/inet.h>
-#include <pthread.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,16 +25,12 @@ static int self_port;
 static char *self_token;
 #define CONNECTIONS 512
 
-enum MHD_Result bk_query_reply_raw(bk_qreq_t *r, unsigned status, const char *type,
-                                   const char *body, size_t len, long retry_after)
+/* Queues resp (destroyed here) with its headers. */
+static enum MHD_Result queue(bk_qreq_t *r, struct MHD_Response *resp, unsigned status,
+                             const char *type, long retry_after)
 {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     enum MHD_Result rc;
     char ra[32];
-    if (!resp) {
-        return MHD_NO;
-    }
     MHD_add_response_header(resp, "Content-Type", type);
     MHD_add_response_header(resp, "X-Beck-Node", r->q->env.node_id);
     MHD_add_response_header(resp, "Cache-Control", "no-store");
@@ -50,18 +46,31 @@ enum MHD_Result bk_query_reply_raw(bk_qreq_t *r, unsigned status, const char *ty
     return rc;
 }
 
+enum MHD_Result bk_query_reply_raw(bk_qreq_t *r, unsigned status, const char *type,
+                                   const char *body, size_t len, long retry_after)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    return resp ? queue(r, resp, status, type, retry_after) : MHD_NO;
+}
+
 enum MHD_Result bk_query_reply(bk_qreq_t *r, unsigned status, bk_jbuf_t *b, long retry_after)
 {
-    enum MHD_Result rc;
-    if (b->oom) {
+    struct MHD_Response *resp;
+    bk_jbuf_lit(b, "\n");
+    if (b->oom || !b->p) {
         bk_jbuf_free(b);
         return bk_query_reply_raw(r, 500, "application/json", "{\"error\":\"out of memory\"}\n", 26,
                                   -1);
     }
-    bk_jbuf_lit(b, "\n");
-    rc = bk_query_reply_raw(r, status, "application/json", b->p ? b->p : "", b->len, retry_after);
-    bk_jbuf_free(b);
-    return rc;
+    /* the buffer goes to MHD, which frees it: no copy */
+    resp = MHD_create_response_from_buffer(b->len, b->p, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        bk_jbuf_free(b);
+        return MHD_NO;
+    }
+    memset(b, 0, sizeof(*b));
+    return queue(r, resp, status, "application/json", retry_after);
 }
 
 enum MHD_Result bk_query_error(bk_qreq_t *r, unsigned status, long retry_after, const char *fmt,

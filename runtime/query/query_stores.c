@@ -43,9 +43,18 @@ static int take_local(bk_qreq_t *r, bk_task_id_t tid, int roles, long long max_l
 
 static void meta(bk_qreq_t *r, bk_jbuf_t *b, bk_task_id_t tid, int role, long long lag)
 {
-    bk_jbuf_printf(b, "\"task\":\"%s\",\"node\":", BK_TASK_NAME(tid));
+    char num[24];
+    const char *name = BK_TASK_NAME(tid);
+    bk_jbuf_lit(b, "\"task\":\"");
+    bk_jbuf_raw(b, name, strlen(name));
+    bk_jbuf_lit(b, "\",\"node\":");
     bk_jbuf_str(b, r->q->env.node_id, strlen(r->q->env.node_id));
-    bk_jbuf_printf(b, ",\"role\":\"%s\",\"lag\":%lld", role_name(role), lag);
+    if (role == BK_TASKDB_ACTIVE) {
+        bk_jbuf_lit(b, ",\"role\":\"active\",\"lag\":");
+    } else {
+        bk_jbuf_lit(b, ",\"role\":\"standby\",\"lag\":");
+    }
+    bk_jbuf_raw(b, num, (size_t)snprintf(num, sizeof(num), "%lld", lag));
 }
 
 enum MHD_Result bk_query_stores(bk_qreq_t *r)
@@ -79,7 +88,9 @@ static int key_local(bk_qreq_t *r, const bk_plan_store_t *ps, bk_task_id_t tid, 
                      size_t klen, int roles, long long max_lag, bk_jbuf_t *b, unsigned *status)
 {
     bk_taskdb_read_t rd;
-    char *val = NULL, err[512];
+    bk_dbread_pin_t *pin = NULL;
+    const char *val = NULL;
+    char err[512];
     size_t vlen = 0;
     int si, rc;
 
@@ -87,7 +98,8 @@ static int key_local(bk_qreq_t *r, const bk_plan_store_t *ps, bk_task_id_t tid, 
         return -1;
     }
     si = bk_dbread_store(rd.db, ps->name);
-    rc = si < 0 ? -1 : bk_dbread_get(rd.db, si, key, klen, &val, &vlen, err, sizeof(err));
+    rc = si < 0 ? -1
+                : bk_dbread_get_pinned(rd.db, si, key, klen, &val, &vlen, &pin, err, sizeof(err));
     if (si < 0) {
         snprintf(err, sizeof(err), "task %s has no store %s", BK_TASK_NAME(tid), ps->name);
     }
@@ -109,8 +121,8 @@ static int key_local(bk_qreq_t *r, const bk_plan_store_t *ps, bk_task_id_t tid, 
     bk_jbuf_lit(b, ",");
     meta(r, b, tid, rd.role, rd.lag);
     bk_jbuf_lit(b, "}");
+    bk_dbread_unpin(pin);
     bk_taskdb_read_end(r->q->env.pool, &rd);
-    free(val);
     *status = rc == 1 ? 200 : rc == 0 ? 404 : 500;
     return 0;
 }
