@@ -131,4 +131,7 @@ clean:
 format:
 	clang-format -i runtime/*/*.c runtime/*/*.h tools/*.c
 
+# The status page is part of the binary (.incbin): its object follows the HTML.
+$(B)/query/query_page.o: runtime/query/page.html
+
 -include $(OBJS:.o=.d)

@@ -352,6 +352,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     bk_member_view_t view;
     bk_node_queries_t q;
     char err[1024];
+    int64_t progress_at = 0;
 
     memset(&mn, 0, sizeof(mn));
     memset(&q, 0, sizeof(q));
@@ -438,7 +439,18 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             stop_standby(&mn);
             start_standby(&mn, mn.scratch, mn.nstand);
         }
-        if (bk_member_poll(mn.member, &view) == 0) {
+        /* with a query server, once a second a full copy: its table shows the replicas'
+         * progress and the heartbeats, which change without a new version */
+        if (q.route && bk_clock_mono_ms() >= progress_at) {
+            int changed = bk_member_poll_force(mn.member, &view);
+            progress_at = bk_clock_mono_ms() + 1000;
+            if (changed >= 0) {
+                bk_route_update(q.route, &view);
+            }
+            if (changed <= 0) {
+                continue;
+            }
+        } else if (bk_member_poll(mn.member, &view) == 0) {
             continue;
         }
         if (view.error) {

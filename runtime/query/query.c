@@ -143,6 +143,9 @@ static enum MHD_Result dispatch(bk_qreq_t *r, const char *url)
     if (strcmp(url, "/healthz") == 0) {
         return bk_query_healthz(r);
     }
+    if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0) {
+        return bk_query_page(r); /* data only: its requests carry the token */
+    }
     if (!authorized(r)) {
         return bk_query_error(r, 401, -1, "a bearer token is needed (http_token)");
     }

@@ -1,6 +1,7 @@
 /* query_internal.h - the insides of the query server, shared by its files only: query.c
  * (the HTTP glue: threads, dispatch, token, replies), query_stores.c (a store's keys and ranges,
- * local or routed), query_status.c (health, readiness, assignment, metrics). */
+ * local or routed), query_status.c (health, readiness, assignment, metrics), query_page.c
+ * (the status page). */
 #ifndef BK_QUERY_INTERNAL_H
 #define BK_QUERY_INTERNAL_H
 
@@ -60,5 +61,8 @@ enum MHD_Result bk_query_readyz(bk_qreq_t *r);
 enum MHD_Result bk_query_assignment(bk_qreq_t *r);
 enum MHD_Result bk_query_status(bk_qreq_t *r);
 enum MHD_Result bk_query_metrics(bk_qreq_t *r);
+
+/* query_page.c: GET /, the status page */
+enum MHD_Result bk_query_page(bk_qreq_t *r);
 
 #endif

@@ -13,6 +13,8 @@
 typedef struct {
     char id[BK_MEMBER_MAX_ID + 1], endpoint[BK_MEMBER_MAX_ID + 1], rack[BK_MEMBER_MAX_ID + 1];
     int alive;
+    int64_t last_ts; /* its latest heartbeat's time */
+    uint64_t epoch;  /* the epoch it reported */
 } node_t;
 
 struct bk_route_s {
@@ -33,6 +35,10 @@ struct bk_route_s {
     int32_t *run, *held;
     int32_t *standby; /* [ntasks * k] */
     int k;
+    bk_member_progress_t *progress; /* the replicas' progress, as the heartbeats said, by task */
+    int32_t nprogress;
+    int32_t *prog_first;            /* [ntasks + 1] task t's are [prog_first[t], [t + 1]) */
+    int64_t log_time;
 };
 
 bk_route_t *bk_route_new(const bk_plan_t *plan, const char *self_id)
@@ -76,6 +82,8 @@ void bk_route_destroy(bk_route_t *r)
     free(r->held);
     free(r->standby);
     free(r->nodes);
+    free(r->progress);
+    free(r->prog_first);
     free(r);
 }
 
@@ -86,15 +94,40 @@ void bk_route_set_alone(bk_route_t *r)
     pthread_mutex_unlock(&r->lock);
 }
 
+static int by_task(const void *a, const void *b)
+{
+    const bk_member_progress_t *x = a, *y = b;
+    return x->task != y->task ? (x->task > y->task) - (x->task < y->task)
+                              : (x->peer > y->peer) - (x->peer < y->peer);
+}
+
 void bk_route_update(bk_route_t *r, const bk_member_view_t *view)
 {
     node_t *nodes = calloc((size_t)view->npeers + 1, sizeof(*nodes));
     int32_t *standby = calloc((size_t)r->ntasks * (size_t)view->k + 1, sizeof(int32_t));
+    bk_member_progress_t *progress = calloc((size_t)view->nprogress + 1, sizeof(*progress));
+    int32_t *prog_first;
 
-    if (!nodes || !standby) {
+    if (!nodes || !standby || !progress) {
         free(nodes);
         free(standby);
+        free(progress);
         return; /* the old table stays: queries may be sent to a node that says 503 */
+    }
+    memcpy(progress, view->progress, (size_t)view->nprogress * sizeof(*progress));
+    /* by task (the view's are by peer), so that a task's are found at once */
+    qsort(progress, (size_t)view->nprogress, sizeof(*progress), by_task);
+    if (!(prog_first = calloc((size_t)r->ntasks + 2, sizeof(*prog_first)))) {
+        free(nodes);
+        free(standby);
+        free(progress);
+        return;
+    }
+    for (int32_t i = 0, t = 0; t <= r->ntasks; t++) {
+        while (i < view->nprogress && progress[i].task < t) {
+            i++;
+        }
+        prog_first[t] = i;
     }
     for (int32_t i = 0; i < view->npeers; i++) {
         const bk_member_peer_t *p = &view->peers[i];
@@ -103,10 +136,18 @@ void bk_route_update(bk_route_t *r, const bk_member_view_t *view)
                  p->endpoint ? p->endpoint : "");
         snprintf(nodes[i].rack, sizeof(nodes[i].rack), "%s", p->rack ? p->rack : "");
         nodes[i].alive = p->state == BK_MEMBER_ALIVE;
+        nodes[i].last_ts = p->last_ts;
+        nodes[i].epoch = p->epoch;
     }
     pthread_mutex_lock(&r->lock);
     free(r->nodes);
     free(r->standby);
+    free(r->progress);
+    free(r->prog_first);
+    r->progress = progress;
+    r->prog_first = prog_first;
+    r->nprogress = view->nprogress;
+    r->log_time = view->log_time;
     r->nodes = nodes;
     r->nnodes = view->npeers;
     r->standby = standby;
@@ -205,7 +246,9 @@ void bk_route_json(bk_route_t *r, bk_jbuf_t *b)
         bk_jbuf_str(b, r->nodes[i].rack, strlen(r->nodes[i].rack));
         bk_jbuf_lit(b, ",\"endpoint\":");
         bk_jbuf_str(b, r->nodes[i].endpoint, strlen(r->nodes[i].endpoint));
-        bk_jbuf_printf(b, ",\"alive\":%s}", r->nodes[i].alive ? "true" : "false");
+        bk_jbuf_printf(b, ",\"alive\":%s,\"epoch\":%llu,\"heartbeat_ms_ago\":%lld}",
+                       r->nodes[i].alive ? "true" : "false", (unsigned long long)r->nodes[i].epoch,
+                       (long long)(r->log_time - r->nodes[i].last_ts));
     }
     bk_jbuf_lit(b, "],\"tasks\":[");
     for (int t = 0; t < r->ntasks; t++) {
@@ -228,6 +271,23 @@ void bk_route_json(bk_route_t *r, bk_jbuf_t *b)
                 }
                 bk_jbuf_str(b, r->nodes[s].id, strlen(r->nodes[s].id));
             }
+        }
+        /* each replica's progress: offset (an active's input position, a standby's changelog
+         * position) and how far behind the changelogs' end it is */
+        bk_jbuf_lit(b, "],\"progress\":[");
+        for (int32_t i = r->prog_first ? r->prog_first[t] : 0, w = 0;
+             r->prog_first && i < r->prog_first[t + 1]; i++) {
+            const bk_member_progress_t *p = &r->progress[i];
+            if (p->peer < 0 || p->peer >= r->nnodes) {
+                continue;
+            }
+            if (w++) {
+                bk_jbuf_lit(b, ",");
+            }
+            bk_jbuf_lit(b, "{\"node\":");
+            bk_jbuf_str(b, r->nodes[p->peer].id, strlen(r->nodes[p->peer].id));
+            bk_jbuf_printf(b, ",\"offset\":%lld,\"lag\":%lld}", (long long)p->offset,
+                           (long long)p->lag);
         }
         bk_jbuf_lit(b, "]}");
     }

@@ -5,7 +5,8 @@
 -- store a page at a time, and reads on while a node is killed with SIGKILL: with
 -- replica=any&max_lag the standbys answer, without it the failed node's keys get 503s until
 -- they are promoted, and no answer is ever a wrong value. A token guards every endpoint
--- but /healthz. BECK_SPEC_QUERY_KEYS sets the number of keys (10,000; the issue's figure is
+-- but /healthz. The status page, loaded in headless Chromium, shows the tasks `beck status`
+-- shows, and leaves a screenshot in build/. BECK_SPEC_QUERY_KEYS sets the number of keys (10,000; the issue's figure is
 -- 200,000).
 local helpers = require "spec.helpers"
 local cluster = require "spec.fixtures.cluster"
@@ -154,6 +155,36 @@ describe("queries over HTTP", function()
     table.sort(between)
     assert.is_true(#between >= 11)
     assert.same(between, got)
+
+    -- the status page in headless Chromium: its tasks are what `beck status` shows
+    local status = cluster.status_json(bs, "stamped")
+    local shot = helpers.beck_bin():gsub("bin/beck$", "") .. "build/status-page.png"
+    local dom = helpers.eventually(function()
+      local st2, out2 = helpers.run({ "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                                      "--virtual-time-budget=5000", "--dump-dom",
+                                      urls.nb .. "/#token=" .. TOKEN }, { name = "chromium",
+                                                                         timeout = 60 })
+      if st2 == 0 and out2:match('data%-ready="1"') then return out2 end
+    end, 60, 0.5)
+    local rows = {}
+    for task, active, sbs in dom:gmatch('<tr data%-task="([%d_]+)" data%-active="([^"]*)" '
+                                        .. 'data%-standbys="([^"]*)">') do
+      rows[#rows + 1] = { task = task, active = active, standbys = sbs }
+    end
+    assert.equal(PARTITIONS, #rows)
+    for i, t in ipairs(status.tasks) do
+      assert.equal("0_" .. (i - 1), rows[i].task)
+      assert.equal(t.active, rows[i].active, "active of " .. rows[i].task)
+      assert.equal(table.concat(t.standby or {}, ","), rows[i].standbys,
+                   "standbys of " .. rows[i].task)
+    end
+    assert.matches('data%-epoch="' .. status.epoch .. '"', dom)
+    st = helpers.run({ "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                       "--virtual-time-budget=5000", "--window-size=1100,900",
+                       "--screenshot=" .. shot, urls.nb .. "/#token=" .. TOKEN },
+                     { name = "chromium", timeout = 60 })
+    assert.equal(0, st)
+    print("  status page: " .. #rows .. " tasks as beck status shows them; screenshot " .. shot)
 
     -- the standbys have caught up: then kill nc and read on through the others
     helpers.eventually(function()
