@@ -7,7 +7,8 @@
 #include "base/log.h"
 
 void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf, int nthreads,
-                   bk_thread_progress_cb progress, void *opaque, bk_taskdb_pool_t *pool)
+                   bk_thread_progress_cb progress, void *opaque, bk_taskdb_pool_t *pool,
+                   bk_livestats_t *live)
 {
     memset(crew, 0, sizeof(*crew));
     crew->tasks = bk_plan_tasks(plan, &crew->cap);
@@ -21,6 +22,7 @@ void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf
     for (int t = 0; t < nthreads; t++) {
         crew->threads[t] = bk_thread_new(t, plan, conf, &crew->flags);
         bk_thread_set_pool(crew->threads[t], pool);
+        bk_thread_set_live(crew->threads[t], live);
         bk_thread_set_progress(crew->threads[t], progress, opaque);
         if (bk_thread_start(crew->threads[t]) != 0) {
             bk_log_error("cannot start thread %d", t);

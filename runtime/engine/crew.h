@@ -9,6 +9,7 @@
 
 #include "base/conf.h"
 #include "base/task.h"
+#include "engine/livestats.h"
 #include "engine/plan.h"
 #include "engine/snapshot.h"
 #include "engine/taskdb.h"
@@ -29,9 +30,11 @@ typedef struct bk_crew_s {
 
 /* Starts nthreads threads with no tasks. progress (may be NULL) hears each task's next
  * input offset after a commit, on its stream thread. pool may be NULL (each thread opens
- * and closes its own DBs). A thread that cannot start sets flags.failed. */
+ * and closes its own DBs); live (may be NULL) gets the threads' live counters, nthreads of
+ * them at least. A thread that cannot start sets flags.failed. */
 void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf, int nthreads,
-                   bk_thread_progress_cb progress, void *opaque, bk_taskdb_pool_t *pool);
+                   bk_thread_progress_cb progress, void *opaque, bk_taskdb_pool_t *pool,
+                   bk_livestats_t *live);
 /* Gives tasks (indices into the app's task table) to the least loaded threads, from epoch
  * on; they open in the background. Then evens the threads out (a node's tasks spread over
  * its threads: a task moves from the most loaded to the least loaded thread while both

@@ -137,6 +137,13 @@ static void mark_done(bk_thread_t *thr, int from, int to)
         }
         thr->tp_next[tp] = thr->io.recs[i].offset + 1;
         thr->tp_dirty[tp] = 1;
+        if (thr->live) {
+            bk_livestats_add(&thr->live->task[thr->io.recs[i].task].in, 1);
+        }
+    }
+    if (thr->live && to > from && thr->io.recs[to - 1].timestamp > 0) {
+        const bk_rec_t *last = &thr->io.recs[to - 1];
+        bk_livestats_set(&thr->live->task[last->task].e2e_ms, bk_clock_wall_ms() - last->timestamp);
     }
     thr->stats.in += (uint64_t)(to - from);
 }
@@ -187,6 +194,9 @@ static int handle_error(bk_thread_t *thr, int idx, const char *msg)
     switch (thr->policy) {
     case POLICY_SKIP:
         thr->stats.skipped++;
+        if (thr->live) {
+            bk_livestats_add(&thr->live->task[rec->task].skipped, 1);
+        }
         bk_log_warn("task %s: skipped record %s/%d/%lld: %s", BK_TASK_NAME(*task), topic,
                     (int)rec->partition, (long long)rec->offset, msg);
         return 0;
@@ -195,6 +205,9 @@ static int handle_error(bk_thread_t *thr, int idx, const char *msg)
             break;
         }
         thr->stats.dlq++;
+        if (thr->live) {
+            bk_livestats_add(&thr->live->task[rec->task].dlq, 1);
+        }
         bk_log_warn("task %s: record %s/%d/%lld sent to %s: %s", BK_TASK_NAME(*task), topic,
                     (int)rec->partition, (long long)rec->offset, rd_kafka_topic_name(thr->dlq_rkt),
                     msg);
@@ -419,6 +432,11 @@ done:
 void bk_thread_set_pool(bk_thread_t *thr, struct bk_taskdb_pool_s *pool)
 {
     thr->pool = pool;
+}
+
+void bk_thread_set_live(bk_thread_t *thr, bk_livestats_t *live)
+{
+    thr->live = live;
 }
 
 void bk_thread_set_progress(bk_thread_t *thr, bk_thread_progress_cb cb, void *opaque)

@@ -76,6 +76,9 @@ int bk_thread_take_snapshot(bk_thread_t *thr, bk_snapshot_made_t *out);
  * before bk_thread_start. Without one they are opened and closed. */
 struct bk_taskdb_pool_s;
 void bk_thread_set_pool(bk_thread_t *thr, struct bk_taskdb_pool_s *pool);
+/* The node's live counters this thread keeps (livestats.h); NULL: none. Before start. */
+struct bk_livestats_s;
+void bk_thread_set_live(bk_thread_t *thr, struct bk_livestats_s *live);
 int bk_thread_start(bk_thread_t *thr);
 /* Waits for the thread to end; returns 0 if it ended cleanly. */
 int bk_thread_join(bk_thread_t *thr, bk_thread_stats_t *stats);

@@ -26,8 +26,33 @@
 #include "engine/thread_internal.h"
 #include "engine/vm.h"
 
+/* Each committed task's input lag for /metrics: the records past its next offsets, by the
+ * partitions' ends as the consumer last heard them (no request to the broker). */
+static void report_lag(bk_thread_t *thr, const int32_t *slots, int nslots)
+{
+    for (int k = 0; thr->live && k < nslots; k++) {
+        int t = slots[k];
+        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[t].sub];
+        int64_t lag = 0, lo, hi;
+        for (int j = 0; j < sub->ntopics; j++) {
+            int tp = thr->tp_base[t] + j;
+            if (thr->tp_next[tp] < 0 ||
+                rd_kafka_get_watermark_offsets(thr->consumer,
+                                               thr->plan->topics[sub->topics[j]].name,
+                                               thr->tasks[t].partition, &lo, &hi) != 0 ||
+                hi < 0) {
+                lag = -1;
+                break;
+            }
+            lag += hi > thr->tp_next[tp] ? hi - thr->tp_next[tp] : 0;
+        }
+        bk_livestats_set(&thr->live->task[t].lag, lag);
+    }
+}
+
 static void report_progress(bk_thread_t *thr, const int32_t *slots, int nslots)
 {
+    report_lag(thr, slots, nslots);
     if (!thr->progress) {
         return;
     }
@@ -84,11 +109,18 @@ static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots)
     /* 1. the record cache: dirty entries to the stores and their changelogs */
     if (thr->ref_flush != LUA_NOREF) {
         lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref_flush);
-        if (bk_vm_pcall(thr->L, 0, 0, 1, err, sizeof(err)) != 0) {
+        if (bk_vm_pcall(thr->L, 0, 2, 1, err, sizeof(err)) != 0) {
             bk_log_error("%s: flushing the record cache failed: %s; not committing", thr->name,
                          err);
             return -1;
         }
+        /* the cache's gets since the last commit: answered, and sent to the stores */
+        if (thr->live && thr->index < thr->live->nthreads) {
+            bk_livestats_thread_t *ls = &thr->live->thread[thr->index];
+            bk_livestats_add(&ls->cache_hits, (uint64_t)lua_tointeger(thr->L, -2));
+            bk_livestats_add(&ls->cache_misses, (uint64_t)lua_tointeger(thr->L, -1));
+        }
+        lua_pop(thr->L, 2);
     }
     /* 2. the producer: outputs and changelog records acknowledged */
     while (rd_kafka_outq_len(thr->producer) > 0 && !thr->dr_failed) {
@@ -159,6 +191,13 @@ static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots)
     thr->commit_took[0] = t1 - t0;
     thr->commit_took[1] = bk_clock_mono_ms() - t2;
     thr->commit_took[2] = t2 - t1;
+    if (thr->live && thr->index < thr->live->nthreads) {
+        bk_livestats_thread_t *ls = &thr->live->thread[thr->index];
+        int64_t took = bk_clock_mono_ms() - t0;
+        bk_livestats_add(&ls->commits, 1);
+        bk_livestats_add(&ls->commit_ms, (uint64_t)took);
+        bk_livestats_set(&ls->last_commit_ms, took);
+    }
     return 0;
 }
 

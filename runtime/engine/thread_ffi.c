@@ -76,6 +76,9 @@ int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t 
             RD_KAFKA_V_END);
         if (!err) {
             thr->stats.out++;
+            if (thr->live && rec >= 0) {
+                bk_livestats_add(&thr->live->task[thr->io.recs[rec].task].out, 1);
+            }
             return BK_FFI_OK;
         }
         if (copy) {

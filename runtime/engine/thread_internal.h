@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 
 #include "base/ffi.h"
+#include "engine/livestats.h"
 #include "engine/restore.h"
 #include "engine/store.h"
 #include "engine/thread.h"
@@ -122,6 +123,7 @@ struct bk_thread_s {
     bk_thread_stats_t stats;
 
     bk_taskdb_pool_t *pool; /* where DBs come from and go back to (NULL: open, close) */
+    bk_livestats_t *live;   /* the node's live counters (livestats.h), or NULL */
     /* Cold bootstrap, the active's side: snapshots asked for (made after the next commit)
      * and made (taken by the node). Guarded by snap_lock. */
     pthread_mutex_t snap_lock;

@@ -158,6 +158,12 @@ static void job_progress(void *opaque, const bk_restore_progress_t *p)
     job->progress = *p;
     job->progress_seq++;
     pthread_mutex_unlock(&job->lock);
+    /* for /metrics and the 503 of a read of a task still restoring: the job's figures */
+    for (int i = 0; job->thr->live && i < job->n; i++) {
+        bk_livestats_task_t *ts = &job->thr->live->task[job->slots[i]];
+        bk_livestats_set(&ts->restore_total, p->total);
+        bk_livestats_set(&ts->restore_done, p->done ? p->total : p->records);
+    }
 }
 
 /* The job's thread: DBs, committed offsets, the restore, a checkpoint of what it replayed. */
@@ -478,6 +484,9 @@ static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *
     thr->owned[thr->ntasks++] = slot;
     /* restored and live: queries may read its committed state (taskdb.h) */
     bk_taskdb_serve(thr->pool, thr->tasks[slot], thr->dbs[slot], BK_TASKDB_ACTIVE);
+    if (thr->live) {
+        bk_livestats_set(&thr->live->task[slot].restore_total, -1);
+    }
     return 0;
 }
 

@@ -117,7 +117,7 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
         nthreads = ntasks;
     }
     call_hook(hooks, "on_assign", names, every, ntasks);
-    bk_crew_start(&crew, plan, conf, nthreads, NULL, NULL, pool);
+    bk_crew_start(&crew, plan, conf, nthreads, NULL, NULL, pool, q.live);
     bk_log_info("app %s: %d task(s) on %d thread(s)", plan->id, ntasks, crew.nthreads);
     bk_crew_add(&crew, 0, every, ntasks);
     for (;;) {
@@ -136,6 +136,7 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
     bk_node_queries_stop(&q); /* before the DBs close: no reader waits on a closing one */
     failed = bk_crew_stop(&crew);
     bk_taskdb_pool_destroy(pool);
+    bk_node_queries_free(&q);
     call_hook(hooks, "on_revoke", names, every, ntasks);
     bk_log_info("app %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered", plan->id,
                 failed ? " after a failure" : "", (unsigned long long)crew.total.in,
@@ -410,7 +411,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         goto done;
     }
     /* --threads stream threads for the node's life: tasks come and go on them */
-    bk_crew_start(&mn.crew, plan, conf, mc.threads, active_progress, mn.member, mn.pool);
+    bk_crew_start(&mn.crew, plan, conf, mc.threads, active_progress, mn.member, mn.pool, q.live);
     {
         bk_bootstrap_env_t env = {plan,     conf,     mn.member, mc.node_id, mn.ntasks, mn.tasks,
                                   mn.names, crew_ask, crew_take, &mn.crew,   hooks,     mn.pool};
@@ -487,6 +488,7 @@ done:
     stop_standby(&mn);
     bk_bootstrap_destroy(mn.boot);
     bk_taskdb_pool_destroy(mn.pool);
+    bk_node_queries_free(&q);
     bk_log_info("app %s: node %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered",
                 plan->id, mc.node_id, failed ? " after a failure" : "",
                 (unsigned long long)mn.total.in, (unsigned long long)mn.total.out,

@@ -51,14 +51,24 @@ int bk_node_queries_start(bk_node_queries_t *q, const bk_plan_t *plan, const bk_
         }
         lport = eport;
     }
-    if (!(q->route = bk_route_new(plan, node_id))) {
+    {
+        int ntasks = 0;
+        bk_task_id_t *all = bk_plan_tasks(plan, &ntasks);
+        free(all);
+        q->live = bk_livestats_new(ntasks, (int)bk_conf_int(conf, BK_CONF_THREADS));
+    }
+    if (!q->live || !(q->route = bk_route_new(plan, node_id))) {
         snprintf(errstr, errstr_size, "out of memory");
+        bk_livestats_destroy(q->live);
+        q->live = NULL;
         return -1;
     }
-    env = (bk_query_env_t){plan, conf, pool, q->route, node_id ? node_id : "local"};
+    env = (bk_query_env_t){plan, conf, pool, q->route, node_id ? node_id : "local", q->live};
     if (!(q->server = bk_query_start(&env, lhost, lport, errstr, errstr_size))) {
         bk_route_destroy(q->route);
+        bk_livestats_destroy(q->live);
         q->route = NULL;
+        q->live = NULL;
         return -1;
     }
     /* what the others reach: the endpoint's host (else the listening address) with the
@@ -77,5 +87,13 @@ void bk_node_queries_stop(bk_node_queries_t *q)
 {
     bk_query_stop(q->server);
     bk_route_destroy(q->route);
+    q->server = NULL;
+    q->route = NULL;
+}
+
+void bk_node_queries_free(bk_node_queries_t *q)
+{
+    bk_node_queries_stop(q);
+    bk_livestats_destroy(q->live); /* after the stream threads, which write it */
     memset(q, 0, sizeof(*q));
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "base/conf.h"
+#include "engine/livestats.h"
 #include "engine/plan.h"
 #include "engine/taskdb.h"
 #include "query/query.h"
@@ -15,6 +16,7 @@
 typedef struct bk_node_queries_s {
     bk_route_t *route;
     bk_query_t *server;
+    bk_livestats_t *live; /* the stream threads' live counters /metrics shows (NULL: none) */
     char endpoint[256]; /* to publish: "" when there is none */
 } bk_node_queries_t;
 
@@ -22,6 +24,9 @@ typedef struct bk_node_queries_s {
  * asked to serve and cannot does not start. */
 int bk_node_queries_start(bk_node_queries_t *q, const bk_plan_t *plan, const bk_conf_t *conf,
                           bk_taskdb_pool_t *pool, char *errstr, size_t errstr_size);
+/* Stops the server (before the DBs close: no reader waits on a closing one); free, once the
+ * stream threads have stopped, frees the live counters too. */
 void bk_node_queries_stop(bk_node_queries_t *q);
+void bk_node_queries_free(bk_node_queries_t *q);
 
 #endif

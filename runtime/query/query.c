@@ -23,7 +23,7 @@
 static pthread_mutex_t self_lock = PTHREAD_MUTEX_INITIALIZER;
 static int self_port;
 static char *self_token;
-#define CONNECTIONS 512
+#define CONNECTIONS 512 /* answered; past it, a 429 (MHD itself refuses past twice it) */
 
 /* Queues resp (destroyed here) with its headers. */
 static enum MHD_Result queue(bk_qreq_t *r, struct MHD_Response *resp, unsigned status,
@@ -189,6 +189,20 @@ static enum MHD_Result dispatch(bk_qreq_t *r, const char *url)
     return bk_query_error(r, 404, -1, "no such path: %s (docs/queries.md)", url);
 }
 
+/* Counts the open connections, for the 429 past CONNECTIONS. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    bk_query_t *q = cls;
+    (void)c;
+    (void)socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        atomic_fetch_add(&q->connections, 1);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        atomic_fetch_sub(&q->connections, 1);
+    }
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **state)
@@ -207,6 +221,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     atomic_fetch_add(&r.q->requests, 1);
+    if (atomic_load(&r.q->connections) > CONNECTIONS) {
+        return bk_query_error(&r, 429, 1, "more than %d connections: try again", CONNECTIONS);
+    }
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
         return bk_query_error(
             &r, 405, -1, "%s: queries only read (GET); writes go through Kafka topics", method);
@@ -243,7 +260,8 @@ bk_query_t *bk_query_start(const bk_query_env_t *env, const char *host, int port
     q->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL,
                             on_request, q, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)THREADS,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTIONS,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)(2 * CONNECTIONS),
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, q,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
     if (!q->d) {
         snprintf(errstr, errstr_size, "cannot listen on %s:%d (in use, or not this host's)", host,

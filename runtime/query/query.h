@@ -6,6 +6,7 @@
 #define BK_QUERY_H
 
 #include "base/conf.h"
+#include "engine/livestats.h"
 #include "engine/plan.h"
 #include "engine/taskdb.h"
 #include "query/route.h"
@@ -18,6 +19,7 @@ typedef struct bk_query_env_s {
     bk_taskdb_pool_t *pool; /* the DBs served here (taskdb.h) */
     bk_route_t *route;      /* where the others are */
     const char *node_id;
+    bk_livestats_t *live; /* the stream threads' live counters, or NULL */
 } bk_query_env_t;
 
 /* Listens on host:port (port 0: any free one, see bk_query_port). env's pointers must

@@ -24,6 +24,7 @@ struct bk_query_s {
     struct MHD_Daemon *d;
     int port;
     atomic_ullong requests, forwarded, errors; /* for /metrics */
+    atomic_int connections;                    /* open now */
 };
 
 /* One request being answered. */

@@ -185,6 +185,26 @@ static void replica_metrics(bk_qreq_t *r, bk_jbuf_t *b)
             bk_taskdb_read_end(r->q->env.pool, &rd);
         }
     }
+    /* the block cache every DB shares (engine/db.c): one figure, from any served DB */
+    for (int i = 0; i < n; i++) {
+        bk_taskdb_read_t rd;
+        int64_t use, cap;
+        if (bk_taskdb_read_begin(r->q->env.pool, tasks[i], roles[i], &rd) != 0) {
+            continue;
+        }
+        use = bk_dbread_property(rd.db, -1, "rocksdb.block-cache-usage");
+        cap = bk_dbread_property(rd.db, -1, "rocksdb.block-cache-capacity");
+        bk_taskdb_read_end(r->q->env.pool, &rd);
+        if (use >= 0 && cap > 0) {
+            head(b, "beck_rocksdb_block_cache_usage_bytes", "gauge",
+                 "bytes in the block cache the node's stores share");
+            sample(r, b, "beck_rocksdb_block_cache_usage_bytes", NULL, NULL, NULL, use);
+            head(b, "beck_rocksdb_block_cache_capacity_bytes", "gauge",
+                 "the shared block cache's capacity (block_cache_bytes)");
+            sample(r, b, "beck_rocksdb_block_cache_capacity_bytes", NULL, NULL, NULL, cap);
+            break;
+        }
+    }
     for (size_t f = 0; f < sizeof(db_figs) / sizeof(db_figs[0]); f++) {
         head(b, db_figs[f].name, "gauge", db_figs[f].help);
         for (int i = 0; i < n; i++) {
@@ -208,6 +228,129 @@ static void replica_metrics(bk_qreq_t *r, bk_jbuf_t *b)
     free(roles);
 }
 
+/* The stream threads' live counters (livestats.h): each task this node runs, each thread. */
+static void live_metrics(bk_qreq_t *r, bk_jbuf_t *b)
+{
+    static const struct {
+        const char *name, *type, *help;
+        int field;
+    } figs[] = {
+        {"beck_task_records_in_total", "counter", "input records the task processed", 0},
+        {"beck_task_records_out_total", "counter", "records the task wrote to its sinks", 1},
+        {"beck_task_records_skipped_total", "counter", "records skipped (on_error = skip)", 2},
+        {"beck_task_records_dead_lettered_total", "counter", "records sent to the DLQ", 3},
+        {"beck_task_input_lag_records", "gauge",
+         "input records past the task's next offsets at its last commit", 4},
+        {"beck_task_latency_ms", "gauge",
+         "wall clock minus the timestamp of the task's latest record, when it was done", 5},
+        {"beck_task_restore_records_done", "gauge",
+         "changelog records restored so far while the task opens here", 6},
+        {"beck_task_restore_records_total", "gauge",
+         "changelog records to restore while the task opens here", 7},
+    };
+    const bk_livestats_t *live = r->q->env.live;
+    int ntasks = 0;
+    bk_task_id_t *all = bk_plan_tasks(r->q->env.plan, &ntasks);
+    int32_t *mine = calloc((size_t)ntasks + 1, sizeof(*mine));
+    int n = mine && all ? bk_route_mine(r->q->env.route, mine) : 0;
+
+    for (size_t f = 0; live && f < sizeof(figs) / sizeof(figs[0]); f++) {
+        head(b, figs[f].name, figs[f].type, figs[f].help);
+        for (int i = 0; i < n; i++) {
+            const bk_livestats_task_t *ts;
+            long long v;
+            if (mine[i] >= live->ntasks) {
+                continue;
+            }
+            ts = &live->task[mine[i]];
+            switch (figs[f].field) {
+            case 0:
+                v = (long long)atomic_load_explicit(&ts->in, memory_order_relaxed);
+                break;
+            case 1:
+                v = (long long)atomic_load_explicit(&ts->out, memory_order_relaxed);
+                break;
+            case 2:
+                v = (long long)atomic_load_explicit(&ts->skipped, memory_order_relaxed);
+                break;
+            case 3:
+                v = (long long)atomic_load_explicit(&ts->dlq, memory_order_relaxed);
+                break;
+            case 4:
+                v = atomic_load_explicit(&ts->lag, memory_order_relaxed);
+                break;
+            case 5:
+                v = atomic_load_explicit(&ts->e2e_ms, memory_order_relaxed);
+                break;
+            default:
+                /* only while it restores */
+                v = atomic_load_explicit(&ts->restore_total, memory_order_relaxed) < 0 ? -1
+                    : figs[f].field == 6
+                        ? atomic_load_explicit(&ts->restore_done, memory_order_relaxed)
+                        : atomic_load_explicit(&ts->restore_total, memory_order_relaxed);
+                break;
+            }
+            if (v >= 0) {
+                sample(r, b, figs[f].name, BK_TASK_NAME(all[mine[i]]), NULL, NULL, v);
+            }
+        }
+    }
+    if (live) {
+        head(b, "beck_thread_commits_total", "counter", "commits of a stream thread");
+        for (int t = 0; t < live->nthreads; t++) {
+            char name[16];
+            snprintf(name, sizeof(name), "%d", t);
+            bk_jbuf_printf(b, "beck_thread_commits_total{app=\"");
+            label(b, r->q->env.plan->id);
+            bk_jbuf_lit(b, "\",node=\"");
+            label(b, r->q->env.node_id);
+            bk_jbuf_printf(b, "\",thread=\"%s\"} %llu\n", name,
+                           (unsigned long long)atomic_load(&live->thread[t].commits));
+        }
+        head(b, "beck_thread_commit_ms_total", "counter",
+             "ms a stream thread's commits took (flush, sync, offsets, markers)");
+        for (int t = 0; t < live->nthreads; t++) {
+            bk_jbuf_printf(b, "beck_thread_commit_ms_total{app=\"");
+            label(b, r->q->env.plan->id);
+            bk_jbuf_lit(b, "\",node=\"");
+            label(b, r->q->env.node_id);
+            bk_jbuf_printf(b, "\",thread=\"%d\"} %llu\n", t,
+                           (unsigned long long)atomic_load(&live->thread[t].commit_ms));
+        }
+        head(b, "beck_thread_cache_hits_total", "counter",
+             "gets the record cache answered (as of the thread's last commit)");
+        for (int t = 0; t < live->nthreads; t++) {
+            bk_jbuf_printf(b, "beck_thread_cache_hits_total{app=\"");
+            label(b, r->q->env.plan->id);
+            bk_jbuf_lit(b, "\",node=\"");
+            label(b, r->q->env.node_id);
+            bk_jbuf_printf(b, "\",thread=\"%d\"} %llu\n", t,
+                           (unsigned long long)atomic_load(&live->thread[t].cache_hits));
+        }
+        head(b, "beck_thread_cache_misses_total", "counter",
+             "gets the record cache sent on to the stores (as of the thread's last commit)");
+        for (int t = 0; t < live->nthreads; t++) {
+            bk_jbuf_printf(b, "beck_thread_cache_misses_total{app=\"");
+            label(b, r->q->env.plan->id);
+            bk_jbuf_lit(b, "\",node=\"");
+            label(b, r->q->env.node_id);
+            bk_jbuf_printf(b, "\",thread=\"%d\"} %llu\n", t,
+                           (unsigned long long)atomic_load(&live->thread[t].cache_misses));
+        }
+        head(b, "beck_thread_last_commit_ms", "gauge", "ms the thread's latest commit took");
+        for (int t = 0; t < live->nthreads; t++) {
+            bk_jbuf_printf(b, "beck_thread_last_commit_ms{app=\"");
+            label(b, r->q->env.plan->id);
+            bk_jbuf_lit(b, "\",node=\"");
+            label(b, r->q->env.node_id);
+            bk_jbuf_printf(b, "\",thread=\"%d\"} %lld\n", t,
+                           (long long)atomic_load(&live->thread[t].last_commit_ms));
+        }
+    }
+    free(all);
+    free(mine);
+}
+
 enum MHD_Result bk_query_metrics(bk_qreq_t *r)
 {
     bk_jbuf_t b = {0};
@@ -222,6 +365,7 @@ enum MHD_Result bk_query_metrics(bk_qreq_t *r)
     head(&b, "beck_http_errors_total", "counter", "answers with a 4xx or 5xx status");
     sample(r, &b, "beck_http_errors_total", NULL, NULL, NULL,
            (long long)atomic_load(&r->q->errors));
+    live_metrics(r, &b);
     replica_metrics(r, &b);
     if (b.oom) {
         bk_jbuf_free(&b);

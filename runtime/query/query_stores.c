@@ -163,7 +163,7 @@ static enum MHD_Result answer_key(bk_qreq_t *r, const bk_plan_store_t *ps, const
     int roles = bk_query_roles(r, &max_lag), n;
     unsigned status;
     int32_t t;
-    char *ekey, *estore, rargs[64], why[512];
+    char *ekey, *estore, rargs[64], why[512], restoring[400];
 
     if (klen > BK_QUERY_KEY_MAX) {
         return bk_query_error(r, 400, -1, "a key of %zu bytes: at most %d", klen, BK_QUERY_KEY_MAX);
@@ -174,13 +174,26 @@ static enum MHD_Result answer_key(bk_qreq_t *r, const bk_plan_store_t *ps, const
     if (local(r, ps, tid, key, klen, roles, max_lag, &b, &status, extra) == 0) {
         return bk_query_reply(r, status, &b, -1);
     }
-    if (r->forwarded) {
-        return bk_query_error(r, 503, 1,
-                              "task %s is not served by node %s now (restoring, moving, or "
-                              "a standby too far behind)",
-                              BK_TASK_NAME(tid), r->q->env.node_id);
-    }
     n = bk_route_targets(r->q->env.route, t, roles & BK_TASKDB_STANDBY, to, 8);
+    /* this node should run it and is restoring it: say how far */
+    restoring[0] = '\0';
+    if (n > 0 && to[0].self && to[0].role == BK_TASKDB_ACTIVE && r->q->env.live &&
+        t < r->q->env.live->ntasks) {
+        const bk_livestats_task_t *ts = &r->q->env.live->task[t];
+        long long total = atomic_load_explicit(&ts->restore_total, memory_order_relaxed);
+        long long done = atomic_load_explicit(&ts->restore_done, memory_order_relaxed);
+        if (total >= 0) {
+            snprintf(restoring, sizeof(restoring),
+                     "node %s is restoring it: %lld of %lld changelog records", to[0].node, done,
+                     total);
+        }
+    }
+    if (r->forwarded) {
+        return bk_query_error(r, 503, 1, "task %s is not served by node %s now (%s)",
+                              BK_TASK_NAME(tid), r->q->env.node_id,
+                              restoring[0] ? restoring
+                                           : "restoring, moving, or a standby too far behind");
+    }
     ekey = bk_forward_escape(key, klen);
     estore = bk_forward_escape(ps->name, strlen(ps->name));
     pass_args(r, rargs, sizeof(rargs));
@@ -194,7 +207,9 @@ static enum MHD_Result answer_key(bk_qreq_t *r, const bk_plan_store_t *ps, const
         enum MHD_Result rc;
         if (to[i].self || !to[i].endpoint[0]) {
             snprintf(why, sizeof(why), "%s",
-                     to[i].self ? "this node is restoring it" : "its node publishes no endpoint");
+                     !to[i].self    ? "its node publishes no endpoint"
+                     : restoring[0] ? restoring
+                                    : "this node is restoring it");
             continue;
         }
         atomic_fetch_add(&r->q->forwarded, 1);

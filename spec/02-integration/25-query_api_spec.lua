@@ -36,13 +36,15 @@ describe("beck.query and window stores", function()
     end, 20, 0.05)
     node:wait_running(30)
 
-    -- key -> timestamps: windows [1000, 2000) and [3000, 4000)
+    -- key -> timestamps: windows [B + 1000, B + 2000) and [B + 3000, B + 4000), B a recent
+    -- whole second (Kafka's retention would drop records stamped 1970 at once)
+    local B = (os.time() - 100) * 1000
     local keys = { ["a/b"] = { 1000, 1500, 3000 }, ["a%c"] = { 1999 }, ["ünï"] = { 3001, 3002 },
                    ["b1"] = { 1000 }, ["b2"] = { 1000, 1001 }, ["b3"] = { 1000 } }
     local records, n = {}, 0
     for k, ts in pairs(keys) do
       for _, t in ipairs(ts) do
-        records[#records + 1] = { key = k, value = "x", timestamp = t }
+        records[#records + 1] = { key = k, value = "x", timestamp = B + t }
         n = n + 1
       end
     end
@@ -51,7 +53,8 @@ describe("beck.query and window stores", function()
     helpers.eventually(function()
       local total = 0
       for _, o in pairs(helpers.committed(bs, "q-in", "qapp")) do total = total + o end
-      return total == n
+      return total == n, string.format("%d of %d committed; the node's log ends:\n%s", total, n,
+                                       node:log():sub(-1500))
     end, 60, 0.2)
     helpers.sleep(0.5) -- a commit interval: what was committed is what reads see
 
@@ -60,16 +63,18 @@ describe("beck.query and window stores", function()
     assert.equal(200, st, body)
     assert.equal("a/b", ans.key)
     assert.equal("3", ans.value)
-    st, ans, body = http(url, "/v1/stores/per-second/keys/a%2Fb/windows?from=0&to=10000")
+    st, ans, body = http(url, "/v1/stores/per-second/keys/a%2Fb/windows?from=" .. B .. "&to="
+                              .. (B + 10000))
     assert.equal(200, st, body)
-    assert.same({ { time = 1000, value = "2" }, { time = 3000, value = "1" } }, ans.windows)
+    assert.same({ { time = B + 1000, value = "2" }, { time = B + 3000, value = "1" } },
+                ans.windows)
     assert.is_false(ans.more)
-    st, ans = http(url, "/v1/stores/per-second/keys/a%2Fb/windows?from=2000&to=10000")
+    st, ans = http(url, "/v1/stores/per-second/keys/a%2Fb/windows?from=" .. (B + 2000))
     assert.equal(200, st)
-    assert.same({ { time = 3000, value = "1" } }, ans.windows)
+    assert.same({ { time = B + 3000, value = "1" } }, ans.windows)
     st, ans = http(url, "/v1/stores/per-second/keys/%C3%BCn%C3%AF/windows")
     assert.equal(200, st)
-    assert.same({ { time = 3000, value = "2" } }, ans.windows)
+    assert.same({ { time = B + 3000, value = "2" } }, ans.windows)
     st, ans = http(url, "/v1/stores/per-second/keys/a%2Fb")
     assert.equal(400, st)
     assert.matches("window store", ans.error)
@@ -87,7 +92,26 @@ describe("beck.query and window stores", function()
       return answers.q8 ~= nil and answers.q1 ~= nil and answers.q4 ~= nil
     end, 60, 0.3)
     assert.same({ q1 = "3", q2 = "1", q3 = "2", q4 = "nil", q5 = "3 b1 b3",
-                  q6 = "a%c a/b b1 b2", q7 = "1000=2", q8 = "3000=2" }, answers)
+                  q6 = "a%c a/b b1 b2", q7 = (B + 1000) .. "=2", q8 = (B + 3000) .. "=2" },
+                answers)
+
+    -- /metrics: the stream threads' counters, per task, from C
+    local metrics
+    helpers.eventually(function()
+      local st2, _, body2 = http(url, "/metrics")
+      if st2 ~= 200 then return nil end
+      metrics = body2
+      local total = 0
+      for task, v in metrics:gmatch('beck_task_records_in_total{app="qapp",node="[^"]*",'
+                                    .. 'task="([%d_]+)"} (%d+)') do
+        if task:match("^0_") then total = total + tonumber(v) end
+      end
+      return total == n, "records in: " .. total
+    end, 20, 0.3)
+    assert.matches('beck_task_input_lag_records{app="qapp",node="[^"]*",task="0_%d"} 0\n', metrics)
+    assert.matches('beck_thread_commits_total{app="qapp",node="[^"]*",thread="0"} [1-9]', metrics)
+    assert.matches('beck_rocksdb_estimated_keys{app="qapp",node="[^"]*",task="0_%d",'
+                   .. 'store="counts",role="active"} %d', metrics)
     assert.equal(0, node:stop())
   end)
 end)

@@ -469,9 +469,13 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   end
 
   -- The record cache to the stores (and their changelogs): C calls it first
-  -- when it commits.
+  -- when it commits. Returns the cache's hits and misses since the last call.
   function fns.flush()
-    rt.cache.flush()
+    local cache = rt.cache
+    cache.flush()
+    local hits, misses = cache.hits, cache.misses
+    cache.hits, cache.misses = 0, 0
+    return hits, misses
   end
 
   function fns.close()

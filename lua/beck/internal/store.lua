@@ -37,7 +37,9 @@ end
 
 -- One per stream thread: `max` bytes for all its stores.
 function M.new_cache(max)
-  local cache = { max = max, bytes = 0, dirty_stores = {}, stores = {} }
+  -- hits: gets the cache answered; misses: gets that went to the store (C reads both at
+  -- each commit for /metrics, through the thread's flush)
+  local cache = { max = max, bytes = 0, dirty_stores = {}, stores = {}, hits = 0, misses = 0 }
   -- Writes every dirty entry through; at commit, on overflow, before a scan.
   function cache.flush()
     local list = cache.dirty_stores
@@ -82,14 +84,16 @@ end
 function Store:get(key)
   check_key(self, key, "get")
   local e = self.entries[key]
+  local cache = self.cache
   if e ~= nil then
+    cache.hits = cache.hits + 1
     if e == TOMBSTONE then return nil end
     return e
   end
+  cache.misses = cache.misses + 1
   local rc = C.bk_ffi_store_get(self.ptr, key, #key, vptr, vlen)
   if rc == 1 then
     local v = ffi_string(vptr[0], vlen[0])
-    local cache = self.cache
     if cache.max > 0 then
       self.entries[key] = v
       cache.bytes = cache.bytes + #key + #v + ENTRY_OVERHEAD
