@@ -10,6 +10,7 @@
 #include "engine/dbread.h"
 #include "query/forward.h"
 #include "query/query_internal.h"
+#include "query/scanpage.h"
 
 static const bk_plan_store_t *find_store(const bk_plan_t *plan, const char *name)
 {
@@ -141,8 +142,6 @@ static void pass_args(bk_qreq_t *r, char *buf, size_t size)
     }
 }
 
-static uint32_t get_u32(const unsigned char *p);
-
 /* What a replica here answers for a key: key_local, windows_local. */
 typedef int (*local_fn)(bk_qreq_t *r, const bk_plan_store_t *ps, bk_task_id_t tid, const char *key,
                         size_t klen, int roles, long long max_lag, bk_jbuf_t *b, unsigned *status,
@@ -264,7 +263,11 @@ static void be64(char *o, int64_t v)
 
 static int64_t get64(const unsigned char *p)
 {
-    return (int64_t)((uint64_t)get_u32(p) << 32 | get_u32(p + 4));
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        v = v << 8 | p[i];
+    }
+    return (int64_t)v;
 }
 
 /* The windows of `key` (base/keys.h's window layout: [length][key][time][rest]) whose time
@@ -382,19 +385,11 @@ enum MHD_Result bk_query_key(bk_qreq_t *r, const char *store, const char *key, s
 
 /* -- Ranges ------------------------------------------------------------------------------- */
 
+/* One task's page, and where the merge is in it. */
 typedef struct {
-    char *k, *v;
-    size_t kl, vl;
-} ent_t;
-
-/* One task's page. */
-typedef struct {
+    bk_scanpage_t pg;
     bk_task_id_t tid;
-    ent_t *e;
-    int n, cap, next;
-    int more; /* the task has entries past its page */
-    int role;
-    long long lag;
+    int next;
     char node[BK_MEMBER_MAX_ID + 1];
 } part_t;
 
@@ -404,40 +399,9 @@ typedef struct {
     int limit;
 } scan_t;
 
-static int add_ent(part_t *p, const char *k, size_t kl, const char *v, size_t vl)
-{
-    ent_t *e;
-    if (p->n == p->cap) {
-        int cap = p->cap ? p->cap * 2 : 16;
-        if (!(e = realloc(p->e, (size_t)cap * sizeof(*e)))) {
-            return -1;
-        }
-        p->e = e;
-        p->cap = cap;
-    }
-    e = &p->e[p->n];
-    e->k = malloc(kl + 1);
-    e->v = malloc(vl + 1);
-    if (!e->k || !e->v) {
-        free(e->k);
-        free(e->v);
-        return -1;
-    }
-    memcpy(e->k, k, kl);
-    memcpy(e->v, v, vl);
-    e->kl = kl;
-    e->vl = vl;
-    p->n++;
-    return 0;
-}
-
 static void free_part(part_t *p)
 {
-    for (int i = 0; i < p->n; i++) {
-        free(p->e[i].k);
-        free(p->e[i].v);
-    }
-    free(p->e);
+    bk_scanpage_free(&p->pg);
 }
 
 static int key_cmp(const char *a, size_t al, const char *b, size_t bl)
@@ -449,56 +413,34 @@ static int key_cmp(const char *a, size_t al, const char *b, size_t bl)
 /* A page of task tid's keys from this node's replica: 0 (p filled), -1 not served here,
  * -2 out of memory. After `after` (exclusive), else from `from`; up to `to` (inclusive) or
  * while keys start with `prefix`. */
+static int add_to_page(void *opaque, const char *k, size_t kl, const char *v, size_t vl)
+{
+    return bk_scanpage_add(opaque, k, kl, v, vl);
+}
+
 static int scan_local(bk_qreq_t *r, const char *store, bk_task_id_t tid, const scan_t *s, int roles,
                       long long max_lag, part_t *p)
 {
     bk_taskdb_read_t rd;
-    bk_store_iter_t *it;
-    const char *lo = s->after ? s->after : s->prefix ? s->prefix : s->from, *k, *v;
-    size_t lolen = s->after ? s->afterlen : s->prefix ? s->plen : s->fromlen, kl, vl;
-    int si, rc = 0;
+    int si, more;
 
     if (take_local(r, tid, roles, max_lag, &rd) != 0) {
         return -1;
     }
     p->tid = tid;
-    p->role = rd.role;
-    p->lag = rd.lag;
+    p->pg.role = rd.role;
+    p->pg.lag = rd.lag;
     snprintf(p->node, sizeof(p->node), "%s", r->q->env.node_id);
     si = bk_dbread_store(rd.db, store);
-    it = si < 0 ? NULL
-                : bk_dbread_iter(rd.db, si, BK_FFI_ITER_RANGE, lo, lolen, s->prefix ? NULL : s->to,
-                                 s->prefix ? 0 : s->tolen);
-    while (it && bk_ffi_store_iter_next(it, &k, &kl, &v, &vl)) {
-        if (s->after && key_cmp(k, kl, s->after, s->afterlen) <= 0) {
-            continue;
-        }
-        if (s->prefix && (kl < s->plen || memcmp(k, s->prefix, s->plen) != 0)) {
-            break;
-        }
-        if (p->n == s->limit) {
-            p->more = 1;
-            break;
-        }
-        if (add_ent(p, k, kl, v, vl) != 0) {
-            rc = -2;
-            break;
-        }
-    }
-    bk_ffi_store_iter_free(it);
+    more = si < 0 ? 0
+                  : bk_dbread_page(rd.db, si, s->from, s->fromlen, s->to, s->tolen, s->prefix,
+                                   s->plen, s->after, s->afterlen, s->limit, add_to_page, &p->pg);
     bk_taskdb_read_end(r->q->env.pool, &rd);
-    return rc;
-}
-
-static void put_u32(bk_jbuf_t *b, size_t n)
-{
-    char x[4] = {(char)(n >> 24), (char)(n >> 16), (char)(n >> 8), (char)n};
-    bk_jbuf_raw(b, x, 4);
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    if (more < 0) {
+        return -2;
+    }
+    p->pg.more = more;
+    return 0;
 }
 
 /* The scan's bounds from hex arguments (the internal form: any bytes). 0, or -1. */
@@ -557,13 +499,7 @@ enum MHD_Result bk_query_internal_scan(bk_qreq_t *r)
                              r->q->env.node_id);
         goto out;
     }
-    bk_jbuf_printf(&b, "beck-scan %d %d %lld\n", p.more, p.role, p.lag);
-    for (int i = 0; i < p.n; i++) {
-        put_u32(&b, p.e[i].kl);
-        bk_jbuf_raw(&b, p.e[i].k, p.e[i].kl);
-        put_u32(&b, p.e[i].vl);
-        bk_jbuf_raw(&b, p.e[i].v, p.e[i].vl);
-    }
+    bk_scanpage_encode(&p.pg, &b);
     if (rc == -2 || b.oom) {
         ret = bk_query_error(r, 500, -1, "out of memory");
     } else {
@@ -576,35 +512,6 @@ out:
         free(buf[i]);
     }
     return ret;
-}
-
-/* Parses an internal scan's body into p. 0, or -1. */
-static int parse_scan(const char *body, size_t len, part_t *p)
-{
-    const char *nl = memchr(body, '\n', len);
-    const unsigned char *u, *end = (const unsigned char *)body + len;
-    if (!nl || sscanf(body, "beck-scan %d %d %lld", &p->more, &p->role, &p->lag) != 3) {
-        return -1;
-    }
-    u = (const unsigned char *)nl + 1;
-    while (u < end) {
-        uint32_t kl, vl;
-        const unsigned char *k, *v;
-        if (end - u < 4 || (kl = get_u32(u), (size_t)(end - u - 4) < kl)) {
-            return -1;
-        }
-        k = u + 4;
-        u = k + kl;
-        if (end - u < 4 || (vl = get_u32(u), (size_t)(end - u - 4) < vl)) {
-            return -1;
-        }
-        v = u + 4;
-        u = v + vl;
-        if (add_ent(p, (const char *)k, kl, (const char *)v, vl) != 0) {
-            return -1;
-        }
-    }
-    return 0;
 }
 
 static void hex_param(bk_jbuf_t *b, const char *name, const char *s, size_t n)
@@ -645,7 +552,7 @@ static int scan_remote(bk_qreq_t *r, const char *store, int32_t t, bk_task_id_t 
                            why_size) != 0) {
             continue;
         }
-        if (resp.status == 200 && parse_scan(resp.body, resp.len, p) == 0) {
+        if (resp.status == 200 && bk_scanpage_parse(resp.body, resp.len, &p->pg) == 0) {
             p->tid = tid;
             snprintf(p->node, sizeof(p->node), "%s", to[i].node);
             free(resp.body);
@@ -673,7 +580,7 @@ enum MHD_Result bk_query_scan(bk_qreq_t *r, const char *store, const char *prefi
     long long max_lag;
     int roles = bk_query_roles(r, &max_lag);
     bk_jbuf_t b = {0};
-    ent_t *last = NULL;
+    bk_scanpage_ent_t *last = NULL;
     enum MHD_Result ret;
 
     if (!ps) {
@@ -735,16 +642,17 @@ enum MHD_Result bk_query_scan(bk_qreq_t *r, const char *store, const char *prefi
         int best = -1;
         for (int i = 0; i < nt; i++) {
             part_t *p = &parts[i];
-            if (p->next < p->n && (best < 0 || key_cmp(p->e[p->next].k, p->e[p->next].kl,
-                                                       parts[best].e[parts[best].next].k,
-                                                       parts[best].e[parts[best].next].kl) < 0)) {
+            if (p->next < p->pg.n &&
+                (best < 0 || key_cmp(p->pg.e[p->next].k, p->pg.e[p->next].kl,
+                                     parts[best].pg.e[parts[best].next].k,
+                                     parts[best].pg.e[parts[best].next].kl) < 0)) {
                 best = i;
             }
         }
         if (best < 0) {
             break;
         }
-        last = &parts[best].e[parts[best].next++];
+        last = &parts[best].pg.e[parts[best].next++];
         if (emitted++) {
             bk_jbuf_lit(&b, ",");
         }
@@ -755,7 +663,7 @@ enum MHD_Result bk_query_scan(bk_qreq_t *r, const char *store, const char *prefi
         bk_jbuf_printf(&b, ",\"task\":\"%s\"}", BK_TASK_NAME(parts[best].tid));
     }
     for (int i = 0; i < nt; i++) {
-        more |= parts[i].more || parts[i].next < parts[i].n;
+        more |= parts[i].pg.more || parts[i].next < parts[i].pg.n;
     }
     bk_jbuf_lit(&b, "],\"cursor\":");
     if (more && last) {
@@ -770,8 +678,8 @@ enum MHD_Result bk_query_scan(bk_qreq_t *r, const char *store, const char *prefi
         bk_jbuf_printf(&b, "%s{\"task\":\"%s\",\"node\":", i ? "," : "",
                        BK_TASK_NAME(parts[i].tid));
         bk_jbuf_str(&b, parts[i].node, strlen(parts[i].node));
-        bk_jbuf_printf(&b, ",\"role\":\"%s\",\"lag\":%lld}", role_name(parts[i].role),
-                       parts[i].lag);
+        bk_jbuf_printf(&b, ",\"role\":\"%s\",\"lag\":%lld}", role_name(parts[i].pg.role),
+                       parts[i].pg.lag);
     }
     bk_jbuf_lit(&b, "],\"node\":");
     bk_jbuf_str(&b, r->q->env.node_id, strlen(r->q->env.node_id));

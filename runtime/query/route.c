@@ -37,7 +37,7 @@ struct bk_route_s {
     int k;
     bk_member_progress_t *progress; /* the replicas' progress, as the heartbeats said, by task */
     int32_t nprogress;
-    int32_t *prog_first;            /* [ntasks + 1] task t's are [prog_first[t], [t + 1]) */
+    int32_t *prog_first; /* [ntasks + 1] task t's are [prog_first[t], [t + 1]) */
     int64_t log_time;
 };
 

@@ -36,9 +36,9 @@ bk_task_id_t bk_route_task_id(const bk_route_t *r, int32_t t);
 
 /* Where to ask for task t: the current epoch's active, then the node holding it when that
  * differs (a handoff in progress; it may be stale), then, with standbys set, the nodes
- * keeping its standbys; nodes not alive are skipped. Up to max targets into node_ids/endpoints (each BK_MEMBER_MAX_ID + 1 bytes);
- * roles[i] is BK_TASKDB_ACTIVE or BK_TASKDB_STANDBY; self[i] whether it is this node.
- * Returns how many. */
+ * keeping its standbys; nodes not alive are skipped. Up to max targets into node_ids/endpoints
+ * (each BK_MEMBER_MAX_ID + 1 bytes); roles[i] is BK_TASKDB_ACTIVE or BK_TASKDB_STANDBY; self[i]
+ * whether it is this node. Returns how many. */
 typedef struct bk_route_target_s {
     char node[BK_MEMBER_MAX_ID + 1];
     char endpoint[BK_MEMBER_MAX_ID + 1];
