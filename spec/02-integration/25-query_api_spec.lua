@@ -48,6 +48,8 @@ describe("beck.query and window stores", function()
         n = n + 1
       end
     end
+    records[#records + 1] = { key = "raw", value = "\0\255\254ab", timestamp = B + 5000 }
+    n = n + 1
     table.sort(records, function(x, y) return x.timestamp < y.timestamp end)
     helpers.produce(bs, "q-in", records)
     helpers.eventually(function()
@@ -75,6 +77,11 @@ describe("beck.query and window stores", function()
     st, ans = http(url, "/v1/stores/per-second/keys/%C3%BCn%C3%AF/windows")
     assert.equal(200, st)
     assert.same({ { time = B + 3000, value = "2" } }, ans.windows)
+    -- a value that is not UTF-8 text comes as base64
+    st, ans, body = http(url, "/v1/stores/last/keys/raw")
+    assert.equal(200, st, body)
+    assert.is_nil(ans.value)
+    assert.equal("AP/+YWI=", ans.value_base64) -- 00 ff fe 61 62
     st, ans = http(url, "/v1/stores/per-second/keys/a%2Fb")
     assert.equal(400, st)
     assert.matches("window store", ans.error)
