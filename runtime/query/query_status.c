@@ -248,6 +248,19 @@ static void live_metrics(bk_qreq_t *r, bk_jbuf_t *b)
         {"beck_task_restore_records_total", "gauge",
          "changelog records to restore while the task opens here", 7},
     };
+    static const struct {
+        const char *name, *type, *help;
+        int field;
+    } tfigs[] = {
+        {"beck_thread_commits_total", "counter", "commits of a stream thread", 0},
+        {"beck_thread_commit_ms_total", "counter",
+         "ms a stream thread's commits took (flush, sync, offsets, markers)", 1},
+        {"beck_thread_cache_hits_total", "counter",
+         "gets the record cache answered (as of the thread's last commit)", 2},
+        {"beck_thread_cache_misses_total", "counter",
+         "gets the record cache sent on to the stores (as of the thread's last commit)", 3},
+        {"beck_thread_last_commit_ms", "gauge", "ms the thread's latest commit took", 4},
+    };
     const bk_livestats_t *live = r->q->env.live;
     int ntasks = 0;
     bk_task_id_t *all = bk_plan_tasks(r->q->env.plan, &ntasks);
@@ -295,56 +308,20 @@ static void live_metrics(bk_qreq_t *r, bk_jbuf_t *b)
             }
         }
     }
-    if (live) {
-        head(b, "beck_thread_commits_total", "counter", "commits of a stream thread");
+    for (size_t f = 0; live && f < sizeof(tfigs) / sizeof(tfigs[0]); f++) {
+        head(b, tfigs[f].name, tfigs[f].type, tfigs[f].help);
         for (int t = 0; t < live->nthreads; t++) {
-            char name[16];
-            snprintf(name, sizeof(name), "%d", t);
-            bk_jbuf_printf(b, "beck_thread_commits_total{app=\"");
+            const bk_livestats_thread_t *ls = &live->thread[t];
+            long long v = tfigs[f].field == 0   ? (long long)atomic_load(&ls->commits)
+                          : tfigs[f].field == 1 ? (long long)atomic_load(&ls->commit_ms)
+                          : tfigs[f].field == 2 ? (long long)atomic_load(&ls->cache_hits)
+                          : tfigs[f].field == 3 ? (long long)atomic_load(&ls->cache_misses)
+                                                : (long long)atomic_load(&ls->last_commit_ms);
+            bk_jbuf_printf(b, "%s{app=\"", tfigs[f].name);
             label(b, r->q->env.plan->id);
             bk_jbuf_lit(b, "\",node=\"");
             label(b, r->q->env.node_id);
-            bk_jbuf_printf(b, "\",thread=\"%s\"} %llu\n", name,
-                           (unsigned long long)atomic_load(&live->thread[t].commits));
-        }
-        head(b, "beck_thread_commit_ms_total", "counter",
-             "ms a stream thread's commits took (flush, sync, offsets, markers)");
-        for (int t = 0; t < live->nthreads; t++) {
-            bk_jbuf_printf(b, "beck_thread_commit_ms_total{app=\"");
-            label(b, r->q->env.plan->id);
-            bk_jbuf_lit(b, "\",node=\"");
-            label(b, r->q->env.node_id);
-            bk_jbuf_printf(b, "\",thread=\"%d\"} %llu\n", t,
-                           (unsigned long long)atomic_load(&live->thread[t].commit_ms));
-        }
-        head(b, "beck_thread_cache_hits_total", "counter",
-             "gets the record cache answered (as of the thread's last commit)");
-        for (int t = 0; t < live->nthreads; t++) {
-            bk_jbuf_printf(b, "beck_thread_cache_hits_total{app=\"");
-            label(b, r->q->env.plan->id);
-            bk_jbuf_lit(b, "\",node=\"");
-            label(b, r->q->env.node_id);
-            bk_jbuf_printf(b, "\",thread=\"%d\"} %llu\n", t,
-                           (unsigned long long)atomic_load(&live->thread[t].cache_hits));
-        }
-        head(b, "beck_thread_cache_misses_total", "counter",
-             "gets the record cache sent on to the stores (as of the thread's last commit)");
-        for (int t = 0; t < live->nthreads; t++) {
-            bk_jbuf_printf(b, "beck_thread_cache_misses_total{app=\"");
-            label(b, r->q->env.plan->id);
-            bk_jbuf_lit(b, "\",node=\"");
-            label(b, r->q->env.node_id);
-            bk_jbuf_printf(b, "\",thread=\"%d\"} %llu\n", t,
-                           (unsigned long long)atomic_load(&live->thread[t].cache_misses));
-        }
-        head(b, "beck_thread_last_commit_ms", "gauge", "ms the thread's latest commit took");
-        for (int t = 0; t < live->nthreads; t++) {
-            bk_jbuf_printf(b, "beck_thread_last_commit_ms{app=\"");
-            label(b, r->q->env.plan->id);
-            bk_jbuf_lit(b, "\",node=\"");
-            label(b, r->q->env.node_id);
-            bk_jbuf_printf(b, "\",thread=\"%d\"} %lld\n", t,
-                           (long long)atomic_load(&live->thread[t].last_commit_ms));
+            bk_jbuf_printf(b, "\",thread=\"%d\"} %lld\n", t, v);
         }
     }
     free(all);
