@@ -125,7 +125,9 @@ end
 -- kind = "window" for keys laid out as beck.dsl's window stores lay them
 -- (runtime/engine/store.h: the key group is the embedded record key's); retention =
 -- ms that a window store keeps its windows: its changelog is then created
--- compact,delete with that retention plus a day (docs/kafka.md).
+-- compact,delete with that retention plus a day (docs/kafka.md); key_serde and
+-- value_serde name the serdes of its keys and values, for readers (GET /v1/stores; the
+-- DSL's aggregations name theirs).
 function App:store(name, opts, ...)
   local procs = { ... }
   if type(opts) == "string" then
@@ -155,8 +157,14 @@ function App:store(name, opts, ...)
   if opts.retention ~= nil and opts.kind ~= "window" then
     error(string.format("store '%s': retention is for window stores (kind = \"window\")", name), 2)
   end
+  for _, f in ipairs { "key_serde", "value_serde" } do
+    if opts[f] ~= nil and type(opts[f]) ~= "string" then
+      error(string.format("store '%s': %s names the serde (a string)", name, f), 2)
+    end
+  end
   local st = { name = name, logged = opts.changelog ~= false, window = opts.kind == "window",
-               retention = opts.retention, processors = procs, where = where(2) }
+               retention = opts.retention, key_serde = opts.key_serde,
+               value_serde = opts.value_serde, processors = procs, where = where(2) }
   for _, pname in ipairs(procs) do
     local node = self.nodes[pname]
     if not node or node.kind ~= "processor" then
@@ -301,7 +309,8 @@ function App:describe()
       sub = psub
     end
     stores[i] = { name = st.name, logged = st.logged, window = st.window, sub = sub.index,
-                  retention = st.retention,
+                  retention = st.retention, key_serde = st.key_serde,
+                  value_serde = st.value_serde,
                   changelog = self.config.id .. "-" .. st.name .. "-changelog" }
     store_index[st.name] = i
   end

@@ -24,6 +24,8 @@ void bk_plan_destroy(bk_plan_t *plan)
     for (int i = 0; i < plan->nstores; i++) {
         free(plan->stores[i].name);
         free(plan->stores[i].changelog);
+        free(plan->stores[i].key_serde);
+        free(plan->stores[i].value_serde);
     }
     free(plan->stores);
     free(plan->topics);
@@ -198,7 +200,12 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
         st->window = field_bool(L, -1, "window");
         lua_getfield(L, -1, "retention");
         st->retention_ms = lua_isnumber(L, -1) ? (int64_t)lua_tonumber(L, -1) : 0;
-        lua_pop(L, 2);
+        lua_pop(L, 1);
+        lua_getfield(L, -1, "key_serde");
+        st->key_serde = lua_type(L, -1) == LUA_TSTRING ? strdup(lua_tostring(L, -1)) : NULL;
+        lua_getfield(L, -2, "value_serde");
+        st->value_serde = lua_type(L, -1) == LUA_TSTRING ? strdup(lua_tostring(L, -1)) : NULL;
+        lua_pop(L, 3);
     }
     lua_settop(L, top);
     return plan;

@@ -37,6 +37,7 @@ typedef struct bk_plan_store_s {
     int window;           /* a window store (store.h) */
     int64_t retention_ms; /* a window store's retention, 0: not given */
     int sub;              /* subtopology whose tasks hold it (0-based) */
+    char *key_serde, *value_serde; /* the serdes' names when the topology gives them, else NULL */
 } bk_plan_store_t;
 
 typedef struct bk_plan_s {

@@ -74,8 +74,21 @@ enum MHD_Result bk_query_stores(bk_qreq_t *r)
         } else {
             bk_jbuf_lit(&b, "null");
         }
-        bk_jbuf_printf(&b, ",\"subtopology\":%d,\"tasks\":%d}", s->sub,
+        bk_jbuf_printf(&b, ",\"subtopology\":%d,\"tasks\":%d", s->sub,
                        plan->subs[s->sub].partitions);
+        bk_jbuf_lit(&b, ",\"key_serde\":");
+        if (s->key_serde) {
+            bk_jbuf_str(&b, s->key_serde, strlen(s->key_serde));
+        } else {
+            bk_jbuf_lit(&b, "null");
+        }
+        bk_jbuf_lit(&b, ",\"value_serde\":");
+        if (s->value_serde) {
+            bk_jbuf_str(&b, s->value_serde, strlen(s->value_serde));
+        } else {
+            bk_jbuf_lit(&b, "null");
+        }
+        bk_jbuf_lit(&b, "}");
     }
     bk_jbuf_lit(&b, "]}");
     return bk_query_reply(r, 200, &b, -1);

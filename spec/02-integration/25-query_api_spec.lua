@@ -60,6 +60,17 @@ describe("beck.query and window stores", function()
     end, 60, 0.2)
     helpers.sleep(0.5) -- a commit interval: what was committed is what reads see
 
+    -- the stores, with the serdes the DSL gave them
+    local st0, stores = http(url, "/v1/stores")
+    assert.equal(200, st0)
+    local by = {}
+    for _, s in ipairs(stores.stores) do by[s.store] = s end
+    assert.same({ "key-value", "string", "number" },
+                { by.counts.kind, by.counts.key_serde, by.counts.value_serde })
+    assert.same({ "window", "string", "number" },
+                { by["per-second"].kind, by["per-second"].key_serde,
+                  by["per-second"].value_serde })
+
     -- an outside client: the count of a key with '/', and a window store's windows
     local st, ans, body = http(url, "/v1/stores/counts/keys/a%2Fb")
     assert.equal(200, st, body)

@@ -113,7 +113,8 @@ local function kv_aggregate(g, desc, opts)
       ctx:forward(k, agg)
     end,
   }, { input }, where)
-  b:store(store, { changelog = opts.changelog }, proc, desc.op, where)
+  b:store(store, { changelog = opts.changelog, key_serde = kser.name, value_serde = vser.name },
+          proc, desc.op, where)
   return builder.module("table").materialized(b, proc, store, kser, vser)
 end
 

@@ -197,7 +197,9 @@ function Builder:store(name, opts, proc, op, where)
     M.fail("%s: store '%s' is already declared at %s", op, name, prev.where)
   end
   local st = { name = name, opts = { changelog = opts and opts.changelog, kind = opts and opts.kind,
-                                     retention = opts and opts.retention },
+                                     retention = opts and opts.retention,
+                                     key_serde = opts and opts.key_serde,
+                                     value_serde = opts and opts.value_serde },
                procs = { proc },
                where = where, op = op }
   self.stores[#self.stores + 1] = st

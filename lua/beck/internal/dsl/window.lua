@@ -334,8 +334,8 @@ local function windowed_aggregate(w, desc, opts)
   local def = spec.kind == "time" and time_def or session_def
   b:processor(proc, desc.op, def(b, proc, store, g, desc, spec, retention, where), { input },
               where)
-  b:store(store, { changelog = opts.changelog, kind = "window", retention = retention }, proc,
-          desc.op, where)
+  b:store(store, { changelog = opts.changelog, kind = "window", retention = retention,
+                   key_serde = g.kser.name, value_serde = desc.vser.name }, proc, desc.op, where)
   local t = builder.module("table").materialized(b, proc, store, g.kser, desc.vser, true)
   t.getter = nil -- a windowed table is not looked up by key (no joins)
   return t
