@@ -41,7 +41,7 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
     {"cache_max_bytes", T_INT, "10485760", 0, INT64_C(1) << 40, NULL,
      "per-thread write-back cache in front of the stores, flushed at commit (0: off)"},
     {"block_cache_bytes", T_INT, "67108864", 1 << 20, INT64_C(1) << 40, NULL,
-     "RocksDB block cache shared by every store of the node (data, index and filter blocks)"},
+     "RocksDB block cache shared by every store of the node"},
     {"log_level", T_ENUM, "info", 0, 0, "error|warn|info|debug", "log level"},
     {"hooks", T_STR, NULL, 0, 0, NULL,
      "a Lua file returning { on_restore = fn, ... }: operational hooks beside the topology's"},

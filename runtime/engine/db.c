@@ -67,11 +67,12 @@ static void read_checkpoint(bk_db_t *db)
 
 /* -- Block cache and filters, shared by every DB of the process -------------------------
  * One LRU cache for all of a node's DBs (block_cache_bytes), rather than RocksDB's default of
- * a small one per DB, so that hot tasks get the memory; index and filter blocks live in it
- * too (pinned for level 0) so that memory stays bounded with many tasks; a whole-key bloom
- * filter (10 bits a key) spares a get of a missing key its reads of data blocks. Queries
- * (dbread.h) spent a third of their time reading blocks the per-DB caches had dropped
- * (scripts/bench/query). Made once, kept for the process's life. */
+ * a small one per DB, so that hot tasks get the memory; a whole-key bloom filter (10 bits a
+ * key) spares a get of a missing key its reads of data blocks. Queries (dbread.h) spent a
+ * third of their time reading blocks the per-DB caches had dropped (scripts/bench/query).
+ * Index and filter blocks stay with their table readers, RocksDB's default: putting them in
+ * the cache too made scripts/bench/pipe's count case ~7% slower (medians of 4-5 runs, 395k
+ * vs 423k records/s). Made once, kept for the process's life. */
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static rocksdb_block_based_table_options_t *table_opts;
 static size_t cache_bytes = BK_DB_CACHE_DEFAULT;
@@ -88,10 +89,6 @@ static void make_table_opts(void)
     rocksdb_block_based_options_set_block_cache(table_opts, cache);
     rocksdb_block_based_options_set_filter_policy(table_opts,
                                                   rocksdb_filterpolicy_create_bloom_full(10));
-    rocksdb_block_based_options_set_cache_index_and_filter_blocks(table_opts, 1);
-    rocksdb_block_based_options_set_cache_index_and_filter_blocks_with_high_priority(table_opts,
-                                                                                     1);
-    rocksdb_block_based_options_set_pin_l0_filter_and_index_blocks_in_cache(table_opts, 1);
     rocksdb_cache_destroy(cache); /* the options hold their own reference */
 }
 
