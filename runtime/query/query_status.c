@@ -70,16 +70,23 @@ enum MHD_Result bk_query_assignment(bk_qreq_t *r)
     return bk_query_reply(r, 200, &b, -1);
 }
 
+/* The replicas served here (a task may have an active and a standby while it is promoted):
+ * their tasks and roles into *tasks and *roles (free both); their count. */
+static int served(bk_qreq_t *r, bk_task_id_t **tasks, int **roles)
+{
+    int max = 0;
+    bk_task_id_t *all = bk_plan_tasks(r->q->env.plan, &max);
+    free(all);
+    *tasks = calloc((size_t)max * 2 + 1, sizeof(**tasks));
+    *roles = calloc((size_t)max * 2 + 1, sizeof(**roles));
+    return *tasks && *roles ? bk_taskdb_served(r->q->env.pool, *tasks, *roles, max * 2) : 0;
+}
+
 /* What this node serves: its tasks, each role and lag. */
 static void served_json(bk_qreq_t *r, bk_jbuf_t *b)
 {
-    int max = 0, n;
-    bk_task_id_t *all = bk_plan_tasks(r->q->env.plan, &max), *tasks;
-    int *roles;
-    free(all);
-    tasks = calloc((size_t)max * 2 + 1, sizeof(*tasks));
-    roles = calloc((size_t)max * 2 + 1, sizeof(*roles));
-    n = tasks && roles ? bk_taskdb_served(r->q->env.pool, tasks, roles, max * 2) : 0;
+    bk_task_id_t *tasks;
+    int *roles, n = served(r, &tasks, &roles);
     bk_jbuf_lit(b, "[");
     for (int i = 0; i < n; i++) {
         bk_taskdb_read_t rd;
@@ -168,13 +175,8 @@ static void replica_metrics(bk_qreq_t *r, bk_jbuf_t *b)
         {"beck_rocksdb_memtable_bytes", "rocksdb.cur-size-all-mem-tables",
          "bytes in the store's memtables"},
     };
-    int max = 0, n;
-    bk_task_id_t *all = bk_plan_tasks(r->q->env.plan, &max), *tasks;
-    int *roles;
-    free(all);
-    tasks = calloc((size_t)max * 2 + 1, sizeof(*tasks));
-    roles = calloc((size_t)max * 2 + 1, sizeof(*roles));
-    n = tasks && roles ? bk_taskdb_served(r->q->env.pool, tasks, roles, max * 2) : 0;
+    bk_task_id_t *tasks;
+    int *roles, n = served(r, &tasks, &roles);
     head(b, "beck_replica_lag_records", "gauge",
          "changelog records a served replica is behind (0: an active)");
     for (int i = 0; i < n; i++) {
