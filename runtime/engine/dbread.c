@@ -20,11 +20,6 @@ int bk_dbread_store(bk_db_t *db, const char *name)
     return -1;
 }
 
-int bk_dbread_window(bk_db_t *db, int store)
-{
-    return db->stores[store].window;
-}
-
 /* The key on disk ([group][key]) in stack, or malloc'd when it does not fit; NULL without
  * memory. The owner's st->kbuf is the owner's: each call has its own. */
 static char *disk_key(const bk_store_t *st, const char *key, size_t klen, char *stack, size_t size)
@@ -37,30 +32,6 @@ static char *disk_key(const bk_store_t *st, const char *key, size_t klen, char *
         memcpy(k + KG_BYTES, key, klen);
     }
     return k;
-}
-
-int bk_dbread_get(bk_db_t *db, int store, const char *key, size_t klen, char **value, size_t *vlen,
-                  char *errstr, size_t errstr_size)
-{
-    bk_store_t *st = &db->stores[store];
-    char stack[256], *k = disk_key(st, key, klen, stack, sizeof(stack));
-    char *err = NULL;
-
-    *value = NULL;
-    if (!k) {
-        snprintf(errstr, errstr_size, "out of memory");
-        return -1;
-    }
-    *value = rocksdb_get_cf(db->rdb, db->ropts, st->cf, k, klen + KG_BYTES, vlen, &err);
-    if (k != stack) {
-        free(k);
-    }
-    if (err) {
-        snprintf(errstr, errstr_size, "store %s: %s", st->name, err);
-        rocksdb_free(err);
-        return -1;
-    }
-    return *value != NULL;
 }
 
 int bk_dbread_get_pinned(bk_db_t *db, int store, const char *key, size_t klen, const char **value,

@@ -17,14 +17,9 @@
 
 /* The index (bk_db_store) of the DB's store `name`, -1: the task has no such store. */
 int bk_dbread_store(bk_db_t *db, const char *name);
-/* 1: a window store (its keys have base/keys.h's window layout). */
-int bk_dbread_window(bk_db_t *db, int store);
-/* The committed value of `key` in store `store`: 1 and *value (free() it), 0: no such
- * key, -1 with errstr. */
-int bk_dbread_get(bk_db_t *db, int store, const char *key, size_t klen, char **value, size_t *vlen,
-                  char *errstr, size_t errstr_size);
-/* The same without copying the value: *value points into RocksDB's block (or a copy it
- * owns) until bk_dbread_unpin(*pin). 1 found, 0 not (nothing to unpin), -1 with errstr. */
+/* The committed value of `key` in store `store`, without a copy: *value points into
+ * RocksDB's block (or a copy it owns) until bk_dbread_unpin(*pin). 1 found, 0 not (nothing
+ * to unpin), -1 with errstr. */
 typedef struct bk_dbread_pin_s bk_dbread_pin_t;
 int bk_dbread_get_pinned(bk_db_t *db, int store, const char *key, size_t klen,
                          const char **value, size_t *vlen, bk_dbread_pin_t **pin, char *errstr,
