@@ -191,9 +191,9 @@ function Driver:_env()
     end
     return nil
   end
-  function env.sink(topic_index, task)
+  function env.sink(topic_index)
     local topic = self.plan.topics[topic_index + 1].name
-    return function(key, value)
+    return function(task, key, value)
       if (key ~= nil and type(key) ~= "string") or (value ~= nil and type(value) ~= "string") then
         error(string.format("sink to %s: key and value must be strings or nil, got %s and %s",
                             topic, type(key), type(value)), 2)

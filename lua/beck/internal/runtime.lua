@@ -31,61 +31,77 @@ local Ctx = {}
 Ctx.__index = Ctx
 
 -- ctx:forward(key, value [, child]): to every child, or to the named one.
--- Each processor instance gets its own copy of forward and of the function
--- that calls its process (compiled from these sources with load): a chain
--- of processors is then a chain of distinct functions, which LuaJIT traces
--- through, rather than one function re-entered at every depth, which it
--- takes for recursion and stops compiling (1.3 us a record at depth 6).
--- The source of a forward for n children, each called directly (no loop:
--- a one-iteration loop at every depth of a chain also stops the trace).
+--
+-- A record's path is a chain of calls that LuaJIT compiles into one trace,
+-- and a trace guards the identity of every function it calls. So the
+-- functions on the path are the topology's, not a task's: each node gets one
+-- forward and one call function per stream thread, shared by all the
+-- thread's tasks, and a task's state travels as data (each node's context
+-- for that task). A thread holding 64 tasks with functions of their own made
+-- every record leave the loop's trace by a chain of side traces, some of
+-- them back to the interpreter (perf: a third of the thread in LuaJIT's VM).
+-- Each node's functions are distinct ones, compiled from these sources with
+-- load, rather than one function re-entered at every depth of a chain, which
+-- LuaJIT takes for recursion and stops compiling (1.3 us a record at depth
+-- 6). A node's forward calls its children directly (no loop: a
+-- one-iteration loop at every depth of a chain also stops the trace); child
+-- i is called with self._cctx[i], its context in the same task.
 local function forward_src(n)
   local calls, names = {}, {}
   for i = 1, n do
     names[i] = "c" .. i
-    calls[i] = "    c" .. i .. "(key, value)"
+    calls[i] = "    c" .. i .. "(cc[" .. i .. "], key, value)"
   end
   return table.concat {
-    "local error, string_format, tostring", n > 0 and (", " .. table.concat(names, ", ")) or "",
-    " = ...\n",
+    "local error, string_format, tostring, index_of, calls",
+    n > 0 and (", " .. table.concat(names, ", ")) or "", " = ...\n",
     "return function(self, key, value, child)\n",
-    "  if child == nil then\n", table.concat(calls, "\n"), "\n",
+    "  if child == nil then\n",
+    "    local cc = self._cctx\n", table.concat(calls, "\n"), "\n",
     "  else\n",
-    "    local f = self._child_by_name[child]\n",
-    "    if f == nil then\n",
+    "    local i = index_of[child]\n",
+    "    if i == nil then\n",
     "      error(string_format(\"forward: processor '%s' has no child '%s'\", self.name,\n",
     "                          tostring(child)), 2)\n",
     "    end\n",
-    "    f(key, value)\n",
+    "    calls[i](self._cctx[i], key, value)\n",
     "  end\n",
     "end\n" }
 end
 
+-- A processor's call function: (ctx, key, value) -> its process. A processor
+-- defined by a table has one process for every task; one defined by a
+-- function makes an instance per task, whose process is in its context.
 local CALL_SRC = [[
-local process, ctx = ...
-return function(key, value) return process(ctx, key, value) end
+local process = ...
+return function(ctx, key, value) return process(ctx, key, value) end
+]]
+local CALL_INSTANCE_SRC = [[
+return function(ctx, key, value) return ctx._process(ctx, key, value) end
 ]]
 
-local function new_forward(children)
-  local n = #children
+-- calls: the children's call functions; index_of: child name -> position.
+local function new_forward(calls, index_of)
+  local n = #calls
   if n > 16 then
     -- many children: a loop (rare; fan-out that wide is not a hot chain)
     return function(self, key, value, child)
+      local cc = self._cctx
       if child == nil then
-        for i = 1, n do children[i](key, value) end
+        for i = 1, n do calls[i](cc[i], key, value) end
       else
-        local f = self._child_by_name[child]
-        if f == nil then
+        local i = index_of[child]
+        if i == nil then
           error(string_format("forward: processor '%s' has no child '%s'", self.name,
                               tostring(child)), 2)
         end
-        f(key, value)
+        calls[i](cc[i], key, value)
       end
     end
   end
   return assert(load(forward_src(n), "=beck.internal.runtime:forward"))(
-    error, string_format, tostring, unpack(children, 1, n))
+    error, string_format, tostring, index_of, calls, unpack(calls, 1, n))
 end
--- (Each ctx has its own, made by new_forward for its children.)
 
 -- ctx:forward_at(timestamp, key, value [, child]): forwards with another
 -- timestamp (ms), which sinks write instead of the input record's (a join of
@@ -211,7 +227,38 @@ local function instantiate(node)
   return def
 end
 
--- Builds the node functions of one task: each takes (key, value).
+-- The functions of a node, made once per runtime and shared by its tasks:
+-- { call = f(ctx, key, value), forward = the processor's or source's forward,
+-- table = the processor's definition when it is one table for every task }.
+-- A sink's context is the task itself.
+local function node_fns(rt, app, name)
+  local made = rt.node_fns[name]
+  if made then return made end
+  local node = app.nodes[name]
+  made = {}
+  if node.kind == "sink" then
+    made.call = rt.env.sink(node.topic_index - 1)
+  else
+    local calls, index_of = {}, {}
+    for i, cname in ipairs(node.children) do
+      calls[i] = node_fns(rt, app, cname).call
+      index_of[cname] = i
+    end
+    made.forward = new_forward(calls, index_of)
+    if node.kind == "source" then
+      made.call = made.forward -- called as (source context, key, value)
+    elseif type(node.def) == "table" then
+      made.table = node.def
+      made.call = assert(load(CALL_SRC, "=beck.internal.runtime:process"))(node.def.process)
+    else
+      made.call = assert(load(CALL_INSTANCE_SRC, "=beck.internal.runtime:process"))()
+    end
+  end
+  rt.node_fns[name] = made
+  return made
+end
+
+-- Builds one task: its stores and each node's context in it.
 local function build_task(rt, app, plan, index, sub_index, partition)
   local task = { sub = sub_index, partition = partition, io = rt.io, rt = rt,
                  topics = plan.topics, plan = plan, cur = -1, ts = 0, ctxs = {}, sources = {},
@@ -226,52 +273,42 @@ local function build_task(rt, app, plan, index, sub_index, partition)
       task.stores[st.name] = store.new(ptr, st.name, task, rt.cache)
     end
   end
-  local fns = {}
+  local ctx_of = {}
   local sub = plan.subtopologies[sub_index + 1]
 
-  local function node_fn(name)
-    if fns[name] then return fns[name] end
+  local function node_ctx(name)
+    if ctx_of[name] then return ctx_of[name] end
     local node = app.nodes[name]
-    local children, by_name = {}, {}
-    local fn
     if node.kind == "sink" then
-      fn = rt.env.sink(node.topic_index - 1, task)
-      fns[name] = fn
-      return fn
+      ctx_of[name] = task
+      return task
     end
-    for _, cname in ipairs(node.children) do
-      local f = node_fn(cname)
-      children[#children + 1] = f
-      by_name[cname] = f
-    end
+    local fns = node_fns(rt, app, name)
+    local cctx = {}
+    for i, cname in ipairs(node.children) do cctx[i] = node_ctx(cname) end
+    local ctx
     if node.kind == "source" then
-      local n = #children
-      if n == 1 then
-        fn = children[1]
-      else
-        fn = function(key, value)
-          for i = 1, n do children[i](key, value) end
-        end
-      end
+      ctx = { name = name, _cctx = cctx }
     else
-      local inst = instantiate(node)
+      local inst = fns.table or instantiate(node)
       local stores = {}
       for _, sname in ipairs(node.stores or {}) do stores[sname] = task.stores[sname] end
-      local ctx = setmetatable({ name = name, _task = task, _children = children,
-                                 _child_by_name = by_name, _inst = inst, _stores = stores }, Ctx)
+      ctx = setmetatable({ name = name, _task = task, _cctx = cctx, _inst = inst,
+                           _process = inst.process, _stores = stores, forward = fns.forward },
+                         Ctx)
       task.ctxs[#task.ctxs + 1] = ctx
-      local process = inst.process
-      ctx.forward = new_forward(children)
-      fn = assert(load(CALL_SRC, "=beck.internal.runtime:process"))(process, ctx)
     end
-    fns[name] = fn
-    return fn
+    ctx_of[name] = ctx
+    return ctx
   end
 
+  -- task.sources[topic index] = { call, context } of the source reading it
   for _, sname in ipairs(sub.sources) do
-    local f = node_fn(sname)
+    local ctx = node_ctx(sname)
+    local call = node_fns(rt, app, sname).call
     for _, topic in ipairs(app.nodes[sname].topics) do
-      task.sources[plan.topic_index[topic] - 1] = f
+      task.sources[plan.topic_index[topic] - 1] = ctx
+      rt.source_calls[plan.topic_index[topic] - 1] = call
     end
   end
   return task
@@ -308,8 +345,9 @@ local function thread_env(thr)
   function env.store_ptr(task_index, store_index)
     return C.bk_ffi_thread_store(thr, task_index, store_index)
   end
-  function env.sink(topic_index, task)
-    return function(key, value)
+  -- A sink's call function, shared by the thread's tasks (called with the task).
+  function env.sink(topic_index)
+    return function(task, key, value)
       if C.bk_ffi_thread_send(thr, topic_index, key, key and #key or 0, value,
                               value and #value or 0, task.ts, task.cur) ~= 0 then
         error(ffi_string(C.bk_ffi_thread_error(thr)), 0)
@@ -345,7 +383,8 @@ end
 function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   local io = ffi.cast("bk_io_t *", io_ptr)
   local rt = { io = io, env = env or thread_env(ffi.cast("bk_thread_t *", thr_ptr)),
-               schedules = {}, cache = store.new_cache(cache_bytes or 0) }
+               schedules = {}, cache = store.new_cache(cache_bytes or 0),
+               node_fns = {}, source_calls = {} }
   local plan = app:describe()
   local tasks = {} -- [slot + 1] = task
   local order = {} -- the tasks in the order they were added (init and close go by it)
@@ -427,7 +466,7 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   -- The record loop. C catches an error, reads io.cur and calls run again
   -- after the failed record when the policy says so.
   function fns.run(start)
-    local recs, n = io.recs, io.count
+    local recs, n, source_calls = io.recs, io.count, rt.source_calls
     for i = start, n - 1 do
       io.cur = i
       local r = recs[i]
@@ -438,7 +477,8 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
       local ts = tonumber(r.timestamp)
       task.cur = i
       task.ts = ts
-      task.sources[r.topic](key, value)
+      local t = r.topic
+      source_calls[t](task.sources[t], key, value)
       task.cur = -1
       if ts > task.stream_time then
         task.stream_time = ts
