@@ -6,6 +6,7 @@
 local ffi = require "ffi"
 ffi.cdef(require "beck.internal.cdef")
 local store = require "beck.internal.store"
+local params = require "beck.internal.params"
 
 local C = ffi.C
 local ffi_string = ffi.string
@@ -247,6 +248,16 @@ local function node_fns(rt, app, name)
     made.forward = new_forward(calls, index_of)
     if node.kind == "source" then
       made.call = made.forward -- called as (source context, key, value)
+      -- Whether a child could read the record's value: if none can, the loop leaves it nil
+      -- rather than make a string of it (beck.internal.params)
+      made.reads_value = false
+      for _, cname in ipairs(node.children) do
+        local child = app.nodes[cname]
+        if child.kind ~= "processor" or type(child.def) ~= "table" or
+            params.reads(child.def.process, 3) then
+          made.reads_value = true
+        end
+      end
     elseif type(node.def) == "table" then
       made.table = node.def
       made.call = assert(load(CALL_SRC, "=beck.internal.runtime:process"))(node.def.process)
@@ -305,10 +316,11 @@ local function build_task(rt, app, plan, index, sub_index, partition)
   -- task.sources[topic index] = { call, context } of the source reading it
   for _, sname in ipairs(sub.sources) do
     local ctx = node_ctx(sname)
-    local call = node_fns(rt, app, sname).call
+    local fns = node_fns(rt, app, sname)
     for _, topic in ipairs(app.nodes[sname].topics) do
       task.sources[plan.topic_index[topic] - 1] = ctx
-      rt.source_calls[plan.topic_index[topic] - 1] = call
+      rt.source_calls[plan.topic_index[topic] - 1] = fns.call
+      rt.source_values[plan.topic_index[topic] - 1] = fns.reads_value
     end
   end
   return task
@@ -384,7 +396,7 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   local io = ffi.cast("bk_io_t *", io_ptr)
   local rt = { io = io, env = env or thread_env(ffi.cast("bk_thread_t *", thr_ptr)),
                schedules = {}, cache = store.new_cache(cache_bytes or 0),
-               node_fns = {}, source_calls = {} }
+               node_fns = {}, source_calls = {}, source_values = {} }
   local plan = app:describe()
   local tasks = {} -- [slot + 1] = task
   local order = {} -- the tasks in the order they were added (init and close go by it)
@@ -466,18 +478,19 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   -- The record loop. C catches an error, reads io.cur and calls run again
   -- after the failed record when the policy says so.
   function fns.run(start)
-    local recs, n, source_calls = io.recs, io.count, rt.source_calls
+    local recs, n, source_calls, source_values = io.recs, io.count, rt.source_calls,
+                                                 rt.source_values
     for i = start, n - 1 do
       io.cur = i
       local r = recs[i]
       local task = tasks[r.task + 1]
+      local t = r.topic
       local key, value
       if r.key ~= nil then key = ffi_string(r.key, r.key_len) end
-      if r.value ~= nil then value = ffi_string(r.value, r.value_len) end
+      if r.value ~= nil and source_values[t] then value = ffi_string(r.value, r.value_len) end
       local ts = tonumber(r.timestamp)
       task.cur = i
       task.ts = ts
-      local t = r.topic
       source_calls[t](task.sources[t], key, value)
       task.cur = -1
       if ts > task.stream_time then
