@@ -120,7 +120,7 @@ demo: all
 	@scripts/demo
 
 bench: all
-	@for b in scripts/bench/*; do [ -x "$$b" ] && [ -f "$$b" ] && "$$b"; done; true
+	@for b in scripts/bench/* scripts/bench/*/run; do [ -x "$$b" ] && [ -f "$$b" ] && "$$b"; done; true
 
 install: all
 	install -D -m 755 bin/beck $(DESTDIR)$(PREFIX)/bin/beck

@@ -106,4 +106,22 @@ describe("the record path", function()
     local traces = select(2, report:gsub("%[TRACE%s+%d+", ""))
     assert.is_true(traces <= 8, traces .. " traces:\n" .. report)
   end)
+
+  -- A source's records get no value string when none of its processors could read one
+  -- (beck.internal.params); one child that reads it is enough to make it for all.
+  it("makes the value for a source with any child that reads it", function()
+    local got, forwarded = {}, 0
+    local app = beck.app { id = "hot4" }
+    app:source("in", "in")
+    app:processor("blind", { process = function(ctx, k) ctx:forward(k, "x") end }, "in")
+    app:processor("reader", { process = function(ctx, k, v) got[#got + 1] = v end }, "in")
+    app:processor("after", { process = function(ctx, k, v) forwarded = forwarded + #v end },
+                  "blind")
+    local bio, _, keep = make_io(10)
+    runtime.new(app, bio, nil, { { 0, 0 }, { 0, 1 } }).run(0)
+    assert.equal(10, #got)
+    assert.equal(string.rep("v", 100) .. 7, got[8])
+    assert.equal(10, forwarded)
+    assert.is_table(keep)
+  end)
 end)
