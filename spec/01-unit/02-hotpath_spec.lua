@@ -23,6 +23,21 @@ local function make_io(n, ntasks)
   return io, recs, keep
 end
 
+-- What jit.v reports while run(0) is called n times, from a clean slate.
+local function jit_report(run, n)
+  local jv = require "jit.v"
+  local logfile = os.tmpname()
+  jit.flush()
+  jv.on(logfile)
+  for _ = 1, n do run(0) end
+  jv.off()
+  local f = assert(io.open(logfile))
+  local report = f:read("*a")
+  f:close()
+  os.remove(logfile)
+  return report
+end
+
 describe("the record path", function()
   it("calls process once per record, with its key and value", function()
     local seen = {}
@@ -40,8 +55,6 @@ describe("the record path", function()
   end)
 
   it("compiles the loop from record to processor to child without NYI", function()
-    local jv = require "jit.v"
-    local logfile = os.tmpname()
     local app = beck.app { id = "hot2" }
     local total = 0
     app:source("in", "in")
@@ -49,14 +62,7 @@ describe("the record path", function()
     app:processor("b", { process = function(ctx, k, v) total = total + #v end }, "a")
     local bio, _, keep = make_io(1000)
     local run = runtime.new(app, bio, nil, { { 0, 0 }, { 0, 1 } }).run
-    jit.flush()
-    jv.on(logfile)
-    for _ = 1, 50 do run(0) end
-    jv.off()
-    local f = assert(io.open(logfile))
-    local report = f:read("*a")
-    f:close()
-    os.remove(logfile)
+    local report = jit_report(run, 50)
     assert.is_table(keep)
     assert.is_true(total > 0)
     -- the loop of run() in runtime.lua is compiled as a loop trace...
@@ -76,8 +82,6 @@ describe("the record path", function()
   -- through a chain of side traces, some falling back to the interpreter (a third of the
   -- thread's time in LuaJIT's VM on the pipe bench).
   it("keeps a few traces for a thread of many tasks", function()
-    local jv = require "jit.v"
-    local logfile = os.tmpname()
     local app = beck.app { id = "hot3" }
     local total = 0
     app:source("in", "in")
@@ -92,14 +96,7 @@ describe("the record path", function()
     local bytes = 0
     for i = 0, 999 do bytes = bytes + recs[i].value_len end
     local run = runtime.new(app, bio, nil, tasks, 0, env).run
-    jit.flush()
-    jv.on(logfile)
-    for _ = 1, 50 do run(0) end
-    jv.off()
-    local f = assert(io.open(logfile))
-    local report = f:read("*a")
-    f:close()
-    os.remove(logfile)
+    local report = jit_report(run, 50)
     assert.is_table(keep)
     assert.equal(50 * bytes, total)
     assert.is_nil(report:find("fallback to interpreter", 1, true), report)
