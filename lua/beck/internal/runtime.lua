@@ -230,7 +230,7 @@ end
 
 -- The functions of a node, made once per runtime and shared by its tasks:
 -- { call = f(ctx, key, value), forward = the processor's or source's forward,
--- table = the processor's definition when it is one table for every task }.
+-- reads_value = (a source) whether a child could read the record's value }.
 -- A sink's context is the task itself.
 local function node_fns(rt, app, name)
   local made = rt.node_fns[name]
@@ -259,7 +259,6 @@ local function node_fns(rt, app, name)
         end
       end
     elseif type(node.def) == "table" then
-      made.table = node.def
       made.call = assert(load(CALL_SRC, "=beck.internal.runtime:process"))(node.def.process)
     else
       made.call = assert(load(CALL_INSTANCE_SRC, "=beck.internal.runtime:process"))()
@@ -301,7 +300,7 @@ local function build_task(rt, app, plan, index, sub_index, partition)
     if node.kind == "source" then
       ctx = { name = name, _cctx = cctx }
     else
-      local inst = fns.table or instantiate(node)
+      local inst = type(node.def) == "table" and node.def or instantiate(node)
       local stores = {}
       for _, sname in ipairs(node.stores or {}) do stores[sname] = task.stores[sname] end
       ctx = setmetatable({ name = name, _task = task, _cctx = cctx, _inst = inst,
