@@ -2,6 +2,7 @@
 -- beck.dsl builds on. It only describes; beck.internal.runtime runs it.
 local M = {}
 local App = {}
+local KEY_GROUPS = 4096 -- runtime/base/hash.h
 App.__index = App
 
 local function where(level)
@@ -195,7 +196,7 @@ function App:connect(name, ...)
     node.stores = node.stores or {}
     node.stores[#node.stores + 1] = name
   end
-  self._plan = nil
+  self._plan, self._logical = nil, nil
   return self
 end
 
@@ -225,11 +226,93 @@ function M.load_hooks(app, path)
   end
 end
 
--- The plan C needs: topics (sources first, in declaration order, then sinks),
--- and subtopologies (connected groups of nodes) with their source topics.
--- Deterministic, so every VM of a node numbers topics the same way.
-function App:describe()
-  if self._plan then return self._plan end
+-- The `tasks` setting, "S=N[,S=N...]": { [S + 1] = N }, checked against the app's
+-- subtopologies (beck.testing's driver reads it too).
+local function parse_tasks(spec, nsubs)
+  local out = {}
+  if spec == nil or spec == "" then return out end
+  if type(spec) ~= "string" then
+    error(string.format("setting 'tasks': expected a string \"S=N[,S=N...]\", got %s",
+                        type(spec)), 0)
+  end
+  for item in (spec .. ","):gmatch("([^,]*),") do
+    local s, n = item:match("^%s*(%d+)%s*=%s*(%d+)%s*$")
+    s, n = tonumber(s), tonumber(n)
+    if not s then
+      error(string.format("setting 'tasks': '%s' is not S=N (a subtopology and a task count)",
+                          item), 0)
+    end
+    if s >= nsubs then
+      error(string.format("setting 'tasks': the app has subtopologies 0 to %d, not %d",
+                          nsubs - 1, s), 0)
+    end
+    if n < 1 or n > KEY_GROUPS then
+      error(string.format("setting 'tasks': subtopology %d: the task count must be 1 to %d, " ..
+                          "got %d", s, KEY_GROUPS, n), 0)
+    end
+    if out[s + 1] then
+      error(string.format("setting 'tasks': subtopology %d is given twice", s), 0)
+    end
+    out[s + 1] = n
+  end
+  return out
+end
+
+M.parse_tasks = parse_tasks
+
+-- A subtopology given a task count of its own (the `tasks` setting) becomes generation 1
+-- of it (docs/repartitioning.md): its source topics are read by a passthrough subtopology
+-- (appended, with no nodes: C forwards each record as it is) that writes every record to
+-- the generation's topic <id>-<S>-repartition-g1 (one per source topic, -<k> after it when
+-- there are several), partitioned by key group; its tasks read those and own key groups by
+-- range; its stores' changelogs are <id>-<store>-changelog-g1.
+local function add_generations(plan, id, tasks, topic)
+  local nsubs = #plan.subtopologies
+  for s = 1, nsubs do
+    local n = tasks[s]
+    local sub = plan.subtopologies[s]
+    if n then
+      local pass = { index = #plan.subtopologies + 1, topics = {}, sources = {},
+                     passthrough = true, of = s }
+      plan.subtopologies[pass.index] = pass
+      local gen_topics = {}
+      for k, ti in ipairs(sub.topics) do
+        local t = plan.topics[ti]
+        local name = string.format("%s-%d-repartition-g1%s", id, s - 1,
+                                   #sub.topics > 1 and "-" .. (k - 1) or "")
+        local g, gi = topic(name)
+        if g.source or g.sink then
+          error(string.format("topic %s is the app's own (subtopology %d's generation 1): " ..
+                              "the topology may not use it", name, s - 1), 0)
+        end
+        g.source, g.internal, g.partitions, g.keygroups = true, true, n, true
+        g.sub, g.source_node = s, t.source_node
+        t.sub, t.pass_to = pass.index, gi
+        pass.topics[k] = ti
+        gen_topics[k] = gi
+        plan.gen_topic[t.name] = name
+      end
+      sub.topics, sub.tasks, sub.generation = gen_topics, n, 1
+    end
+    for _, st in ipairs(plan.stores) do
+      if st.sub == s and st.logged then
+        local g0 = id .. "-" .. st.name .. "-changelog"
+        st.changelog = n and g0 .. "-g1" or g0
+        st.changelog_other = n and g0 or g0 .. "-g1"
+      end
+    end
+  end
+end
+
+-- The plan C needs: topics (sources first, in declaration order, then sinks, then the
+-- generations' topics), and subtopologies (connected groups of nodes) with their source
+-- topics, then the passthrough ones of subtopologies given a task count (`tasks`).
+-- Deterministic, so every VM of a node numbers topics the same way. opts.logical: the
+-- plan without generations (beck.testing moves its tasks by key group itself).
+function App:describe(opts)
+  local logical = opts and opts.logical
+  if logical and self._logical then return self._logical end
+  if not logical and self._plan then return self._plan end
   local parent_of = {}
   local function find(n)
     while parent_of[n] and parent_of[n] ~= n do n = parent_of[n] end
@@ -314,9 +397,16 @@ function App:describe()
                   changelog = self.config.id .. "-" .. st.name .. "-changelog" }
     store_index[st.name] = i
   end
-  self._plan = { id = self.config.id, topics = topics, topic_index = topic_index,
-                 subtopologies = subs, stores = stores, store_index = store_index }
-  return self._plan
+  local plan = { id = self.config.id, topics = topics, topic_index = topic_index,
+                 subtopologies = subs, stores = stores, store_index = store_index,
+                 gen_topic = {} }
+  if logical then
+    self._logical = plan
+  else
+    add_generations(plan, self.config.id, parse_tasks(self.config.tasks, #subs), topic)
+    self._plan = plan
+  end
+  return plan
 end
 
 return M

@@ -52,12 +52,14 @@ end
 
 -- driver(topology_file_or_app [, config]) -> driver
 -- config: partitions (a number, or { topic = n }; default 1),
--- cache_max_bytes, on_error, dlq_topic, state_dir (default: a temporary
+-- cache_max_bytes, on_error, dlq_topic, tasks, state_dir (default: a temporary
 -- directory removed by :close()), wall_clock (start, ms; default 0).
 function M.driver(topology, config)
   config = config or {}
   local app = load_app(topology)
-  local plan = app:describe()
+  -- the logical plan: a subtopology given a task count (`tasks`) is moved to it by key
+  -- group below, as :repartition() does, instead of through a passthrough topic
+  local plan = app:describe { logical = true }
   local self = setmetatable({ app = app, plan = plan, config = config, outputs = {},
                               clock = config.wall_clock or 0, offsets = {}, pending = {},
                               skipped = 0, keep = {} }, Driver)
@@ -137,6 +139,11 @@ function M.driver(topology, config)
                            setting(config, app, "cache_max_bytes", 10485760), self:_env())
     self.fns.init()
     self:_drain()
+    -- the `tasks` setting: those subtopologies start at their own task count, by key group
+    local tasks = app_mod.parse_tasks(setting(config, app, "tasks"), #plan.subtopologies)
+    for s = 1, #plan.subtopologies do
+      if tasks[s] then self:repartition(s - 1, tasks[s]) end
+    end
   end)
   if not ok then
     -- nothing of a driver that did not start may stay open or on disk
@@ -177,7 +184,7 @@ end
 -- The runtime's view of the world: stores from driver.c, sinks into the
 -- in-memory topics, the driver's clock.
 function Driver:_env()
-  local env = {}
+  local env = { logical = true }
   local drv = self.drv
   function env.store_ptr(task_index, store_index)
     -- store_index is the plan's; the task's DB numbers its own stores

@@ -35,6 +35,9 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
     {"dlq_topic", T_STR, NULL, 0, 0, NULL, "dead-letter topic (default: <id>-dlq)"},
     {"partitions", T_INT, "4", 1, 10000, NULL,
      "partitions of topics the runtime creates when it cannot derive a count"},
+    {"tasks", T_STR, NULL, 0, 0, NULL,
+     "S=N[,S=N...]: run subtopology S with N tasks whatever its input's partitions, fed by "
+     "key group through a topic of its own (docs/repartitioning.md)"},
     {"replication_factor", T_INT, "-1", -1, 32, NULL,
      "replication factor of created topics on a real cluster (-1: broker default)"},
     {"batch_size", T_INT, "1000", 1, 100000, NULL, "records handed to Lua per call"},

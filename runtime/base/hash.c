@@ -60,6 +60,20 @@ void bk_hash_group_range(int32_t task, int32_t ntasks, int32_t *lo, int32_t *hi)
     *hi = (int32_t)((int64_t)(task + 1) * BK_HASH_KEY_GROUPS / ntasks);
 }
 
+int32_t bk_hash_group_owner(int32_t group, int32_t ntasks)
+{
+    /* the last task whose lo = floor(task * G / ntasks) is <= group: task < (group + 1) *
+     * ntasks / G, so ceil((group + 1) * ntasks / G) - 1 */
+    return (int32_t)((((int64_t)group + 1) * ntasks + BK_HASH_KEY_GROUPS - 1) /
+                         BK_HASH_KEY_GROUPS -
+                     1);
+}
+
+int32_t bk_ffi_hash_group_owner(int32_t group, int32_t ntasks)
+{
+    return bk_hash_group_owner(group, ntasks);
+}
+
 int32_t bk_ffi_hash_key_group(const char *key, size_t key_len)
 {
     return bk_hash_key_group(key, key_len);

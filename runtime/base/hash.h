@@ -24,4 +24,7 @@ int bk_hash_key_group(const void *key, size_t len);
  * contiguous, sizes differing by one at most. */
 void bk_hash_group_range(int32_t task, int32_t ntasks, int32_t *lo, int32_t *hi);
 
+/* The task of `ntasks` whose range holds key group `group`: bk_hash_group_range's inverse. */
+int32_t bk_hash_group_owner(int32_t group, int32_t ntasks);
+
 #endif

@@ -24,6 +24,7 @@ void bk_plan_destroy(bk_plan_t *plan)
     for (int i = 0; i < plan->nstores; i++) {
         free(plan->stores[i].name);
         free(plan->stores[i].changelog);
+        free(plan->stores[i].changelog_other);
         free(plan->stores[i].key_serde);
         free(plan->stores[i].value_serde);
     }
@@ -105,6 +106,28 @@ static int apply_settings(lua_State *L, int app, const char *path, bk_conf_t *co
     return 0;
 }
 
+void bk_plan_settings_to_app(lua_State *L, int app, const bk_conf_t *conf)
+{
+    const char *tasks = bk_conf_str(conf, BK_CONF_TASKS);
+    lua_getfield(L, app, "config");
+    if (tasks) {
+        lua_pushstring(L, tasks);
+    } else {
+        lua_pushnil(L);
+    }
+    lua_setfield(L, -2, "tasks");
+    lua_pop(L, 1);
+}
+
+static int field_int(lua_State *L, int idx, const char *name, int dflt)
+{
+    int v;
+    lua_getfield(L, idx, name);
+    v = lua_isnumber(L, -1) ? (int)lua_tointeger(L, -1) : dflt;
+    lua_pop(L, 1);
+    return v;
+}
+
 bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *errstr,
                         size_t errstr_size)
 {
@@ -131,6 +154,7 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
     if (apply_settings(L, app, path, conf, errstr, errstr_size) != 0) {
         goto fail;
     }
+    bk_plan_settings_to_app(L, app, conf);
     lua_getfield(L, app, "describe");
     lua_pushvalue(L, app);
     if (bk_vm_pcall(L, 1, 1, 0, errstr, errstr_size) != 0) {
@@ -154,6 +178,8 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
         t->source = field_bool(L, -1, "source");
         t->sink = field_bool(L, -1, "sink");
         t->internal = field_bool(L, -1, "internal");
+        t->keygroups = field_bool(L, -1, "keygroups");
+        t->pass_to = field_int(L, -1, "pass_to", 0) - 1;
         lua_getfield(L, -1, "partitions");
         t->want = lua_isnumber(L, -1) ? (int)lua_tointeger(L, -1) : 0;
         lua_pop(L, 1);
@@ -170,6 +196,8 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
     for (int i = 0; i < n; i++) {
         bk_plan_sub_t *s = &plan->subs[i];
         lua_rawgeti(L, -1, i + 1);
+        s->generation = field_int(L, -1, "generation", 0);
+        s->passthrough = field_bool(L, -1, "passthrough");
         lua_getfield(L, -1, "topics");
         s->ntopics = (int)lua_objlen(L, -1);
         s->topics = calloc((size_t)s->ntopics, sizeof(int));
@@ -197,6 +225,9 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
         st->sub = (int)lua_tointeger(L, -1) - 1;
         lua_pop(L, 3);
         st->logged = field_bool(L, -1, "logged");
+        lua_getfield(L, -1, "changelog_other");
+        st->changelog_other = lua_type(L, -1) == LUA_TSTRING ? strdup(lua_tostring(L, -1)) : NULL;
+        lua_pop(L, 1);
         st->window = field_bool(L, -1, "window");
         lua_getfield(L, -1, "retention");
         st->retention_ms = lua_isnumber(L, -1) ? (int64_t)lua_tonumber(L, -1) : 0;

@@ -22,17 +22,25 @@ typedef struct bk_plan_topic_s {
     int internal;   /* owned by the app (repartition): created on any cluster */
     int want;       /* partitions asked for by the topology, 0: derive */
     int partitions; /* from the cluster's metadata, 0 until known */
+    int keygroups;  /* a generation's topic: records go to the partition owning their key's
+                       group (bk_hash_group_owner), not murmur2's */
+    int pass_to;    /* read by a passthrough subtopology: the topic its records are forwarded
+                       to as they are (the generation's), else -1 */
 } bk_plan_topic_t;
 
 typedef struct bk_plan_sub_s {
     int ntopics;
     int *topics;    /* indices into the plan's topics */
     int partitions; /* tasks of this subtopology */
+    int generation; /* 0: its tasks own keys by input partition; >= 1: by key-group range,
+                       reading that generation's topics (the `tasks` setting) */
+    int passthrough; /* no nodes: its tasks forward their records to a generation's topic */
 } bk_plan_sub_t;
 
 typedef struct bk_plan_store_s {
     char *name;
-    char *changelog; /* <app>-<store>-changelog */
+    char *changelog; /* <app>-<store>-changelog, -g1 after it in generation 1 */
+    char *changelog_other; /* the name under the other generation: state there is refused */
     int logged;
     int window;           /* a window store (store.h) */
     int64_t retention_ms; /* a window store's retention, 0: not given */
@@ -50,6 +58,11 @@ typedef struct bk_plan_s {
     int nstores;
     bk_plan_store_t *stores;
 } bk_plan_t;
+
+/* Gives the app at stack index `app` the settings that change its plan as conf resolved
+ * them (command line, environment, topology): every VM of a node must describe the same
+ * plan (app.lua's describe reads config.tasks). */
+void bk_plan_settings_to_app(lua_State *L, int app, const bk_conf_t *conf);
 
 /* Runs the topology file in L, checks that it returns a beck.app, applies its
  * settings to conf (as BK_CONF_FROM_TOPOLOGY) and builds the plan. On error

@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "base/ffi.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/task.h"
 #include "engine/kafka.h"
@@ -80,7 +81,69 @@ static int topic_of(bk_thread_t *thr, const rd_kafka_topic_t *rkt)
     return thr->last_topic;
 }
 
-/* Turns fetched messages into bk_rec_t, dropping errors and strays. */
+static void first_record(bk_thread_t *thr, int tp, int64_t offset);
+
+/* A passthrough task's record (plan.h): forwarded as it is (key, value, timestamp, headers)
+ * to the partition of its generation's topic that owns its key's group, and done with. A
+ * record without a key goes to partition 0 (as beck.testing's driver sends it to task 0).
+ * 0, or -1 with thr->err set. */
+static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
+{
+    const bk_plan_t *plan = thr->plan;
+    int to = plan->topics[t].pass_to;
+    int32_t part = m->key ? bk_hash_group_owner(bk_hash_key_group(m->key, m->key_len),
+                                                plan->topics[to].partitions)
+                          : 0;
+    rd_kafka_headers_t *hdrs = NULL;
+    rd_kafka_resp_err_t err;
+    int slot = thr->task_of[t][m->partition];
+
+    if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        hdrs = NULL;
+    }
+    for (;;) {
+        rd_kafka_headers_t *copy = hdrs ? rd_kafka_headers_copy(hdrs) : NULL;
+        err = rd_kafka_producev(
+            thr->producer, RD_KAFKA_V_RKT(thr->out_rkts[to]), RD_KAFKA_V_PARTITION(part),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(m->key, m->key_len),
+            RD_KAFKA_V_VALUE(m->payload, m->len),
+            RD_KAFKA_V_TIMESTAMP(rd_kafka_message_timestamp(m, NULL) > 0
+                                     ? rd_kafka_message_timestamp(m, NULL)
+                                     : 0),
+            RD_KAFKA_V_HEADERS(copy), RD_KAFKA_V_END);
+        if (!err) {
+            break;
+        }
+        if (copy) {
+            rd_kafka_headers_destroy(copy); /* not taken over on failure */
+        }
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            snprintf(thr->err, sizeof(thr->err),
+                     "task %s: cannot forward record %s/%d/%lld to %s [%d]: %s",
+                     BK_TASK_NAME(thr->tasks[slot]), plan->topics[t].name, (int)m->partition,
+                     (long long)m->offset, plan->topics[to].name, (int)part,
+                     rd_kafka_err2str(err));
+            return -1;
+        }
+        rd_kafka_poll(thr->producer, 5);
+    }
+    if (thr->tp_first[tp] < 0) {
+        first_record(thr, tp, m->offset);
+    }
+    thr->tp_next[tp] = m->offset + 1;
+    thr->tp_dirty[tp] = 1;
+    thr->stats.in++;
+    thr->stats.out++;
+    if (thr->live) {
+        bk_livestats_add(&thr->live->task[slot].in, 1);
+        bk_livestats_add(&thr->live->task[slot].out, 1);
+    }
+    return 0;
+}
+
+/* Turns fetched messages into bk_rec_t, dropping errors and strays; a passthrough task's
+ * records are forwarded here and not kept. -1 (every message destroyed, thr->err set) when
+ * one cannot be forwarded. */
 static int fill_batch(bk_thread_t *thr, int n)
 {
     int j = 0;
@@ -98,6 +161,20 @@ static int fill_batch(bk_thread_t *thr, int n)
         if (t < 0 || m->partition >= thr->plan->topics[t].partitions ||
             (tp = thr->tp_of[t][m->partition]) < 0) {
             rd_kafka_message_destroy(m); /* not ours: cannot happen with assign() */
+            continue;
+        }
+        if (thr->plan->topics[t].pass_to >= 0) {
+            int rc = pass_on(thr, m, t, tp);
+            rd_kafka_message_destroy(m);
+            if (rc != 0) {
+                for (int k = 0; k < j; k++) {
+                    rd_kafka_message_destroy(thr->msgs[k]);
+                }
+                for (int k = i + 1; k < n; k++) {
+                    rd_kafka_message_destroy(thr->msgs[k]);
+                }
+                return -1;
+            }
             continue;
         }
         rec = &thr->io.recs[j];
@@ -302,6 +379,11 @@ static int run_loop(bk_thread_t *thr)
         rd_kafka_poll(thr->producer, 0);
         if (n > 0) {
             int kept = fill_batch(thr, n);
+            if (kept < 0) {
+                bk_log_error("%s: %s", thr->name, thr->err);
+                rc = -1;
+                break;
+            }
             thr->io.now_ms = now;
             rc = process_batch(thr, kept);
             for (int i = 0; i < kept; i++) {

@@ -74,6 +74,7 @@ int bk_thread_start_lua(bk_thread_t *thr)
         return -1;
     }
     app = lua_gettop(L);
+    bk_plan_settings_to_app(L, app, thr->conf);
     if (bk_vm_load_hooks(L, app, bk_conf_str(thr->conf, BK_CONF_HOOKS), thr->err,
                          sizeof(thr->err)) != 0 ||
         bk_vm_require(L, "beck.internal.runtime", thr->err, sizeof(thr->err)) != 0) {
@@ -159,7 +160,7 @@ int bk_thread_start_kafka(bk_thread_t *thr)
     }
     thr->out_rkts = calloc((size_t)plan->ntopics, sizeof(*thr->out_rkts));
     for (int t = 0; t < plan->ntopics; t++) {
-        if (plan->topics[t].sink) {
+        if (plan->topics[t].sink || plan->topics[t].keygroups) {
             thr->out_rkts[t] = rd_kafka_topic_new(thr->producer, plan->topics[t].name, NULL);
         }
     }

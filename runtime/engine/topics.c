@@ -47,11 +47,26 @@ static int ensure_changelogs(const bk_plan_t *plan, rd_kafka_t *rk, int dev_port
 {
     for (int s = 0; s < plan->nstores; s++) {
         const bk_plan_store_t *st = &plan->stores[s];
-        int want = plan->subs[st->sub].partitions, have = 0;
+        int want = plan->subs[st->sub].partitions, have = 0, other = 0;
         if (!st->logged) {
             continue;
         }
         if (read_counts(rk, (const char **)&st->changelog, 1, &have, err, errsz) != 0) {
+            return -1;
+        }
+        /* The store's state is in the other generation's changelog: starting here would
+         * start it empty. A running app changes its task count by moving its state. */
+        if (have == 0 && st->changelog_other &&
+            read_counts(rk, (const char **)&st->changelog_other, 1, &other, err, errsz) != 0) {
+            return -1;
+        }
+        if (other > 0) {
+            snprintf(err, errsz,
+                     "store %s keeps its state in changelog %s, which this start would not "
+                     "read: subtopology %d ran %s the `tasks` setting before (change a "
+                     "subtopology's task count with beck repartition, docs/repartitioning.md)",
+                     st->name, st->changelog_other, st->sub,
+                     plan->subs[st->sub].generation ? "without" : "with");
             return -1;
         }
         if (have == 0) {
@@ -183,6 +198,17 @@ int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, int
             goto done;
         }
         plan->topics[i].partitions = counts[i];
+    }
+    for (int i = 0; i < plan->ntopics; i++) {
+        const bk_plan_topic_t *t = &plan->topics[i];
+        if (t->keygroups && t->partitions != t->want) {
+            snprintf(err, errsz,
+                     "topic %s has %d partitions, and the `tasks` setting gives subtopology %d "
+                     "%d tasks (change a subtopology's task count with beck repartition, "
+                     "docs/repartitioning.md)",
+                     t->name, t->partitions, t->sub, t->want);
+            goto done;
+        }
     }
     for (int s = 0; s < plan->nsubs; s++) {
         bk_plan_sub_t *sub = &plan->subs[s];

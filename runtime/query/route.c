@@ -173,7 +173,10 @@ int32_t bk_route_task_of(const bk_route_t *r, int sub, const char *key, size_t k
     if (n <= 0) {
         return -1;
     }
-    p = bk_hash_partition(key, klen, n);
+    /* a generation's tasks own key groups by range (the `tasks` setting) */
+    p = r->plan->subs[sub].generation > 0
+            ? bk_hash_group_owner(bk_hash_key_group(key, klen), n)
+            : bk_hash_partition(key, klen, n);
     *id = (bk_task_id_t){sub, p};
     return r->first[sub] + p;
 }

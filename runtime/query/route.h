@@ -3,8 +3,10 @@
  * main thread after every change (bk_route_update), read by the HTTP threads.
  *
  * A key's task is found the way its records were partitioned: Kafka's murmur2 of the key
- * modulo the partitions of the store's subtopology (its input topics, co-partitioned), so a
- * store must be keyed by its records' keys (the DSL's aggregations are) for a key to be found.
+ * modulo the partitions of the store's subtopology (its input topics, co-partitioned), or,
+ * for a subtopology in a generation of its own (the `tasks` setting), the task owning the
+ * key's group; so a store must be keyed by its records' keys (the DSL's aggregations are)
+ * for a key to be found.
  * @locality any thread (a mutex guards the table) */
 #ifndef BK_ROUTE_H
 #define BK_ROUTE_H

@@ -19,6 +19,78 @@ describe("beck.app", function()
     assert.is_false(plan.topics[4].source)
   end)
 
+  it("gives a subtopology with a task count of its own (tasks) a generation and a passthrough",
+     function()
+    local app = beck.app { id = "t9", tasks = "1=5" }
+    app:source("a", "in-a")
+    app:sink("s", "out", "a")
+    app:source("b", { "in-b", "in-c" })
+    app:processor("p", { process = function() end }, "b")
+    app:store("st", "p")
+    app:store("cache", { changelog = false }, "p")
+    local plan = app:describe()
+    local names = {}
+    for i, t in ipairs(plan.topics) do names[i] = t.name end
+    assert.same({ "in-a", "in-b", "in-c", "out", "t9-1-repartition-g1-0",
+                  "t9-1-repartition-g1-1" }, names)
+    -- subtopology 1 reads its generation's topics, 5 partitions by key group
+    local sub = plan.subtopologies[2]
+    assert.same({ 5, 6 }, sub.topics)
+    assert.equal(5, sub.tasks)
+    assert.equal(1, sub.generation)
+    for i = 5, 6 do
+      local t = plan.topics[i]
+      assert.is_true(t.keygroups and t.internal and t.source)
+      assert.equal(5, t.partitions)
+      assert.equal(2, t.sub)
+    end
+    -- the passthrough subtopology, appended, reads the input and forwards it
+    local pass = plan.subtopologies[3]
+    assert.is_true(pass.passthrough)
+    assert.equal(2, pass.of)
+    assert.same({ 2, 3 }, pass.topics)
+    assert.same({ 3, 5, 6 }, { plan.topics[2].sub, plan.topics[2].pass_to, plan.topics[3].pass_to })
+    assert.equal("t9-1-repartition-g1-1", plan.gen_topic["in-c"])
+    -- subtopology 0 is as it was
+    assert.same({ 1 }, plan.subtopologies[1].topics)
+    assert.is_nil(plan.topics[1].pass_to)
+    -- the generation's changelog; the other name is checked at start
+    local st = plan.stores[plan.store_index.st]
+    assert.equal("t9-st-changelog-g1", st.changelog)
+    assert.equal("t9-st-changelog", st.changelog_other)
+    assert.is_nil(plan.stores[plan.store_index.cache].changelog_other)
+    -- the logical plan (the test driver's) has none of it
+    local logical = app:describe { logical = true }
+    assert.equal(2, #logical.subtopologies)
+    assert.equal(4, #logical.topics)
+    assert.equal("t9-st-changelog", logical.stores[1].changelog)
+  end)
+
+  it("says what is wrong with the tasks setting", function()
+    local function plan_of(tasks)
+      local app = beck.app { id = "t10", tasks = tasks }
+      app:source("a", "in-a")
+      app:sink("s", "out", "a")
+      return app:describe()
+    end
+    assert.has_error(function() plan_of("0") end,
+                     "setting 'tasks': '0' is not S=N (a subtopology and a task count)")
+    assert.has_error(function() plan_of("1=4") end,
+                     "setting 'tasks': the app has subtopologies 0 to 0, not 1")
+    assert.has_error(function() plan_of("0=0") end,
+                     "setting 'tasks': subtopology 0: the task count must be 1 to 4096, got 0")
+    assert.has_error(function() plan_of("0=2,0=3") end,
+                     "setting 'tasks': subtopology 0 is given twice")
+    assert.equal(3, plan_of(" 0 = 3 ").subtopologies[1].tasks)
+    assert.equal(1, #plan_of("").subtopologies)
+    local app = beck.app { id = "t11", tasks = "0=2" }
+    app:source("a", "in-a")
+    app:sink("s", "t11-0-repartition-g1", "a")
+    assert.has_error(function() app:describe() end,
+                     "topic t11-0-repartition-g1 is the app's own (subtopology 0's generation " ..
+                     "1): the topology may not use it")
+  end)
+
   it("rejects an unknown parent, naming the script line", function()
     local app = beck.app { id = "t2" }
     app:source("a", "in")

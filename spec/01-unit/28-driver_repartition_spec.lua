@@ -124,6 +124,47 @@ describe("driver:repartition", function()
     assert.equal("2", driver:store("s"):get("b"))
   end)
 
+  it("starts a subtopology at the task count the tasks setting gives it", function()
+    driver = testing.driver(counting_app("rp4"), { partitions = 2, tasks = "0=7",
+                                                   cache_max_bytes = 0 })
+    local input = driver:input("in")
+    local want = {}
+    for i = 1, 200 do
+      local k = "k" .. (i % 40)
+      input:pipe(k, "x")
+      want[k] = (want[k] or 0) + 1
+    end
+    local seen = {}
+    for _, rec in ipairs(driver:output("out"):read_all()) do
+      local count, task = rec.value:match("^(%d+)@(%d+)$")
+      assert.equal(owner(rec.key, 7), tonumber(task), rec.key .. " counted outside its group")
+      assert.equal((seen[rec.key] or 0) + 1, tonumber(count), "key " .. rec.key)
+      seen[rec.key] = tonumber(count)
+    end
+    assert.same(want, seen)
+    assert.equal(2 + 7, table.maxn(driver.fns.tasks))
+    assert.has_error(function()
+      testing.driver(counting_app("rp5"), { tasks = "0=x" })
+    end, "setting 'tasks': '0=x' is not S=N (a subtopology and a task count)")
+  end)
+
+  it("finds the owner of every key group under every task count (bk_hash_group_owner)",
+     function()
+    local lo, hi = ffi.new("int32_t[1]"), ffi.new("int32_t[1]")
+    for _, n in ipairs { 1, 2, 3, 5, 7, 12, 16, 100, 1000, 4095, 4096 } do
+      for q = 0, n - 1 do
+        C.bk_ffi_hash_group_range(q, n, lo, hi)
+        assert.is_true(hi[0] > lo[0], "empty range")
+        for g = lo[0], hi[0] - 1 do
+          if C.bk_ffi_hash_group_owner(g, n) ~= q then
+            error(string.format("group %d of %d tasks: owner %d, range of %d", g, n,
+                                C.bk_ffi_hash_group_owner(g, n), q))
+          end
+        end
+      end
+    end
+  end)
+
   it("says what is wrong with its arguments", function()
     driver = testing.driver(counting_app("rp3"), { partitions = 2 })
     assert.has_error(function() driver:repartition(3, 4) end,

@@ -22,7 +22,10 @@ local function topic_lines(app, plan, add)
   local rows = {}
   for _, t in ipairs(plan.topics) do
     local what
-    if t.internal then
+    if t.keygroups then
+      what = string.format("subtopology %d's generation 1 (internal, %d partitions by key group)",
+                           t.sub - 1, t.partitions)
+    elseif t.internal then
       what = "internal, " .. (t.partitions and (t.partitions .. " partitions")
                               or "partitions of the widest input")
       if t.name:match("%-repartition$") then what = "repartition topic (" .. what .. ")" end
@@ -55,12 +58,26 @@ function M.text(app)
   add("app %s", plan.id)
   topic_lines(app, plan, add)
   for _, sub in ipairs(plan.subtopologies) do
-    add("  subtopology %d", sub.index - 1)
+    if sub.passthrough then
+      add("  subtopology %d (passthrough of subtopology %d's input: no processors)",
+          sub.index - 1, sub.of - 1)
+      for _, ti in ipairs(sub.topics) do
+        local t = plan.topics[ti]
+        add("    %s -> %s", t.name, plan.topics[t.pass_to].name)
+      end
+    elseif sub.generation then
+      add("  subtopology %d (%d tasks, generation %d: key groups by range)", sub.index - 1,
+          sub.tasks, sub.generation)
+    else
+      add("  subtopology %d", sub.index - 1)
+    end
     for _, node in ipairs(app.order) do
       if node.sub == sub then
         local o = origin(app, node.name)
         if node.kind == "source" then
-          add("    source %s <- %s%s%s", node.name, table.concat(node.topics, ", "),
+          local read = {}
+          for i, t in ipairs(node.topics) do read[i] = plan.gen_topic[t] or t end
+          add("    source %s <- %s%s%s", node.name, table.concat(read, ", "),
               node.internal and " (internal)" or "", o)
         elseif node.kind == "sink" then
           add("    sink %s -> %s%s", node.name, node.topic, o)

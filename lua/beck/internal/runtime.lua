@@ -312,14 +312,17 @@ local function build_task(rt, app, plan, index, sub_index, partition)
     return ctx
   end
 
-  -- task.sources[topic index] = { call, context } of the source reading it
+  -- task.sources[topic index] = { call, context } of the source reading it: a topic of
+  -- its own generation's when its subtopology has one (app.lua, `tasks`). A passthrough
+  -- subtopology has no sources: C forwards its records.
   for _, sname in ipairs(sub.sources) do
     local ctx = node_ctx(sname)
     local fns = node_fns(rt, app, sname)
     for _, topic in ipairs(app.nodes[sname].topics) do
-      task.sources[plan.topic_index[topic] - 1] = ctx
-      rt.source_calls[plan.topic_index[topic] - 1] = fns.call
-      rt.source_values[plan.topic_index[topic] - 1] = fns.reads_value
+      local t = plan.topic_index[plan.gen_topic[topic] or topic] - 1
+      task.sources[t] = ctx
+      rt.source_calls[t] = fns.call
+      rt.source_values[t] = fns.reads_value
     end
   end
   return task
@@ -396,7 +399,7 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   local rt = { io = io, env = env or thread_env(ffi.cast("bk_thread_t *", thr_ptr)),
                schedules = {}, cache = store.new_cache(cache_bytes or 0),
                node_fns = {}, source_calls = {}, source_values = {} }
-  local plan = app:describe()
+  local plan = app:describe(rt.env.logical and { logical = true } or nil)
   local tasks = {} -- [slot + 1] = task
   local order = {} -- the tasks in the order they were added (init and close go by it)
 
