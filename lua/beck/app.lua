@@ -128,7 +128,11 @@ end
 -- ms that a window store keeps its windows: its changelog is then created
 -- compact,delete with that retention plus a day (docs/kafka.md); key_serde and
 -- value_serde name the serdes of its keys and values, for readers (GET /v1/stores; the
--- DSL's aggregations name theirs).
+-- DSL's aggregations name theirs); ttl = ms a key-value store keeps a value after it was
+-- written, counted in record time (the record's timestamp against the task's stream time)
+-- or, with ttl_clock = "wall", on the wall clock: reads never return an expired value, and
+-- expired entries are deleted in the background, tombstoned in the changelog
+-- (docs/state.md, TTL).
 function App:store(name, opts, ...)
   local procs = { ... }
   if type(opts) == "string" then
@@ -158,13 +162,28 @@ function App:store(name, opts, ...)
   if opts.retention ~= nil and opts.kind ~= "window" then
     error(string.format("store '%s': retention is for window stores (kind = \"window\")", name), 2)
   end
+  if opts.ttl ~= nil and (type(opts.ttl) ~= "number" or opts.ttl <= 0 or
+                         opts.ttl ~= math.floor(opts.ttl)) then
+    error(string.format("store '%s': ttl must be a positive number of ms", name), 2)
+  end
+  if opts.ttl ~= nil and opts.kind == "window" then
+    error(string.format("store '%s': ttl is for key-value stores (a window store has its " ..
+                        "retention)", name), 2)
+  end
+  if opts.ttl_clock ~= nil and opts.ttl_clock ~= "record" and opts.ttl_clock ~= "wall" then
+    error(string.format("store '%s': ttl_clock must be \"record\" or \"wall\"", name), 2)
+  end
+  if opts.ttl_clock ~= nil and opts.ttl == nil then
+    error(string.format("store '%s': ttl_clock without a ttl", name), 2)
+  end
   for _, f in ipairs { "key_serde", "value_serde" } do
     if opts[f] ~= nil and type(opts[f]) ~= "string" then
       error(string.format("store '%s': %s names the serde (a string)", name, f), 2)
     end
   end
   local st = { name = name, logged = opts.changelog ~= false, window = opts.kind == "window",
-               retention = opts.retention, key_serde = opts.key_serde,
+               retention = opts.retention, ttl = opts.ttl, ttl_wall = opts.ttl_clock == "wall",
+               key_serde = opts.key_serde,
                value_serde = opts.value_serde, processors = procs, where = where(2) }
   for _, pname in ipairs(procs) do
     local node = self.nodes[pname]
@@ -392,7 +411,8 @@ function App:describe(opts)
       sub = psub
     end
     stores[i] = { name = st.name, logged = st.logged, window = st.window, sub = sub.index,
-                  retention = st.retention, key_serde = st.key_serde,
+                  retention = st.retention, ttl = st.ttl, ttl_wall = st.ttl_wall,
+                  key_serde = st.key_serde,
                   value_serde = st.value_serde,
                   changelog = self.config.id .. "-" .. st.name .. "-changelog" }
     store_index[st.name] = i

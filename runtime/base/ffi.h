@@ -75,6 +75,15 @@ int bk_ffi_store_put(bk_store_t *st, const char *key, size_t key_len, const char
                      size_t value_len, int64_t timestamp);
 int bk_ffi_store_delete(bk_store_t *st, const char *key, size_t key_len, int64_t timestamp);
 int64_t bk_ffi_store_approximate_count(bk_store_t *st);
+/* A key-value store's time to live (engine/store_internal.h, TTL): set_ttl gives a store
+ * opened without it one (the test driver's); set_now moves its clock (the task's stream time,
+ * or the wall clock with `wall`); last_wtime is the write time of the last value get returned;
+ * expire deletes expired entries, up to max_keys looked at from where the last call stopped:
+ * how many, or BK_FFI_ERR. */
+void bk_ffi_store_set_ttl(bk_store_t *st, int64_t ttl_ms, int32_t wall);
+void bk_ffi_store_set_now(bk_store_t *st, int64_t now);
+int64_t bk_ffi_store_last_wtime(bk_store_t *st);
+int64_t bk_ffi_store_expire(bk_store_t *st, int32_t max_keys);
 const char *bk_ffi_store_error(bk_store_t *st);
 /* range: keys in [a, b] (b NULL: to the end); prefix: keys starting with a;
  * all: every key. In key order. Writes to the store fail while one is open. */

@@ -112,7 +112,7 @@ static void remember_key(bk_store_t *st, const void *key, size_t klen)
 }
 
 int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void *value, size_t vlen,
-                       int64_t offset, char *errstr, size_t errstr_size)
+                       int64_t offset, int64_t timestamp, char *errstr, size_t errstr_size)
 {
     size_t plen;
     const char *pk;
@@ -137,6 +137,15 @@ int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void 
     }
     if (!key) {
         return 0; /* a record without a key is none of ours */
+    }
+    bk_ttl_saw(st, timestamp);
+    if (st->ttl_ms > 0 && value) {
+        /* on disk as the active wrote it: its write time first (store_internal.h, TTL) */
+        value = bk_ttl_wrap(st, timestamp, value, vlen, &vlen);
+        if (!value) {
+            snprintf(errstr, errstr_size, "store %s: out of memory", st->name);
+            return -1;
+        }
     }
     pk = bk_store_prefixed(st, key, klen, &plen);
     if (st->marked || st->ninput > 0) {
@@ -232,7 +241,13 @@ int bk_changelog_repair(bk_store_t *st, int64_t *written)
             free(err);
             return BK_FFI_ERR;
         }
-        rc = bk_store_log_write(st, key, klen, v, v ? vlen : 0, 0);
+        if (v && st->ttl_ms > 0 && vlen >= BK_TTL_BYTES) {
+            /* the value as written, at its write time */
+            rc = bk_store_log_write(st, key, klen, v + BK_TTL_BYTES, vlen - BK_TTL_BYTES,
+                                    bk_ttl_time(v));
+        } else {
+            rc = bk_store_log_write(st, key, klen, v, v ? vlen : 0, 0);
+        }
         free(v);
         if (rc != BK_FFI_OK) {
             return rc;

@@ -21,7 +21,7 @@
  * that was not committed and a kill -9 costs no double counts (docs/state.md). Records of
  * a changelog without markers are written at once, as they were before markers. */
 int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void *value, size_t vlen,
-                       int64_t offset, char *errstr, size_t errstr_size);
+                       int64_t offset, int64_t timestamp, char *errstr, size_t errstr_size);
 int bk_changelog_flush(bk_store_t *st, char *errstr, size_t errstr_size);
 
 /* Markers are keyed BK_KEYS_MARKER (base/keys.h); bk_keys_is_marker tells them. */

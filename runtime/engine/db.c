@@ -174,6 +174,8 @@ bk_db_t *bk_db_open(const char *dir, const bk_store_spec_t *specs, int nspecs, c
         st->name = strdup(specs[i].name);
         st->logged = specs[i].logged;
         st->window = specs[i].window;
+        st->ttl_ms = specs[i].window ? 0 : specs[i].ttl_ms;
+        st->ttl_wall = specs[i].ttl_wall;
         st->next = -1;
         for (int j = 0; j < n; j++) {
             if (strcmp(names[j], specs[i].name) == 0) {
@@ -215,6 +217,8 @@ void bk_db_close(bk_db_t *db)
         free(st->topic);
         free(st->kbuf);
         free(st->vbuf);
+        free(st->tbuf);
+        free(st->sweep);
     }
     if (db->rdb && db->ncfs > 0) {
         /* Flush the memtables so that the next open (a restart, or the active opening

@@ -61,7 +61,12 @@ int bk_dbread_get_pinned(bk_db_t *db, int store, const char *key, size_t klen, c
     if (!p) {
         return 0;
     }
-    *value = rocksdb_pinnableslice_value(p, vlen);
+    *value = bk_ttl_live(st, rocksdb_pinnableslice_value(p, vlen), vlen, bk_ttl_now(st, 1));
+    if (!*value) { /* expired */
+        rocksdb_pinnableslice_destroy(p);
+        *vlen = 0;
+        return 0;
+    }
     *pin = (bk_dbread_pin_t *)p;
     return 1;
 }
@@ -168,6 +173,7 @@ int bk_dbread_page(bk_db_t *db, int store, const char *lo, size_t lolen, const c
                         : prefix && (!lo || ucmp(prefix, plen, lo, lolen) > 0) ? prefix
                                                                                : lo;
     size_t startlen = after ? afterlen : start == prefix ? plen : lolen;
+    int64_t now = bk_ttl_now(st, 1);
     char *seek = malloc(KG_BYTES + startlen + 1);
     int n = 0, more = 0, rc = 0, g = 0;
 
@@ -216,7 +222,11 @@ int bk_dbread_page(bk_db_t *db, int store, const char *lo, size_t lolen, const c
                 more = 1; /* in range, past the page: the rest of this group is larger */
                 break;
             }
-            v = rocksdb_iter_value(it, &vl);
+            vl = 0;
+            v = bk_ttl_live(st, rocksdb_iter_value(it, &vl), &vl, now);
+            if (!v) {
+                continue; /* expired */
+            }
             if (n < limit) {
                 heap[n].k = heap[n].v = NULL;
                 if (set_ent(&heap[n], k, kl, v, vl) != 0) {

@@ -41,6 +41,7 @@ struct bk_store_iter_s {
     int last; /* cursor returned last, advanced on the next call */
     int closed;
     int committed; /* reads the DB without the owner's batch, from any thread */
+    int64_t now;   /* a TTL store's clock when the scan began: expired entries are skipped */
     /* committed: every cursor reads one snapshot, so that a commit between two cursors'
      * creation cannot show half of itself */
     rocksdb_readoptions_t *snap_ropts;
@@ -184,6 +185,7 @@ bk_store_iter_t *bk_store_iter_open(bk_store_t *st, int mode, const char *a, siz
     if (mode != BK_FFI_ITER_ALL && !it->lo) {
         it->lo = calloc(1, 1); /* range from the first key */
     }
+    it->now = bk_ttl_now(st, committed);
     it->cur = calloc((size_t)cap, sizeof(cursor_t));
     if (st->window && single_group(it)) {
         /* one record key: its group is the only one to read */
@@ -247,26 +249,30 @@ int bk_ffi_store_iter_next(bk_store_iter_t *it, const char **key, size_t *klen, 
     if (it->closed) {
         return 0;
     }
-    if (it->last >= 0) {
-        c = &it->cur[it->last];
-        rocksdb_iter_next(c->it);
-        if (!cursor_ok(it, c)) {
-            it->heap[0] = it->heap[--it->nheap];
+    for (;;) {
+        if (it->last >= 0) {
+            c = &it->cur[it->last];
+            rocksdb_iter_next(c->it);
+            if (!cursor_ok(it, c)) {
+                it->heap[0] = it->heap[--it->nheap];
+            }
+            sift_down(it, 0);
+            it->last = -1;
         }
-        sift_down(it, 0);
-        it->last = -1;
+        if (it->nheap == 0) {
+            it->closed = 1;
+            it->st->open_iters -= !it->committed;
+            return 0;
+        }
+        c = &it->cur[it->heap[0]];
+        it->last = it->heap[0];
+        *value = bk_ttl_live(it->st, rocksdb_iter_value(c->it, vlen), vlen, it->now);
+        if (*value) { /* else expired: the next one */
+            *key = rocksdb_iter_key(c->it, klen) + KG_BYTES;
+            *klen -= KG_BYTES;
+            return 1;
+        }
     }
-    if (it->nheap == 0) {
-        it->closed = 1;
-        it->st->open_iters -= !it->committed;
-        return 0;
-    }
-    c = &it->cur[it->heap[0]];
-    it->last = it->heap[0];
-    *key = rocksdb_iter_key(c->it, klen) + KG_BYTES;
-    *klen -= KG_BYTES;
-    *value = rocksdb_iter_value(c->it, vlen);
-    return 1;
 }
 
 void bk_ffi_store_iter_free(bk_store_iter_t *it)

@@ -232,6 +232,10 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
         lua_getfield(L, -1, "retention");
         st->retention_ms = lua_isnumber(L, -1) ? (int64_t)lua_tonumber(L, -1) : 0;
         lua_pop(L, 1);
+        lua_getfield(L, -1, "ttl");
+        st->ttl_ms = lua_isnumber(L, -1) ? (int64_t)lua_tonumber(L, -1) : 0;
+        lua_pop(L, 1);
+        st->ttl_wall = field_bool(L, -1, "ttl_wall");
         lua_getfield(L, -1, "key_serde");
         st->key_serde = lua_type(L, -1) == LUA_TSTRING ? strdup(lua_tostring(L, -1)) : NULL;
         lua_getfield(L, -2, "value_serde");
@@ -255,6 +259,8 @@ int bk_plan_sub_stores(const bk_plan_t *plan, int sub, bk_store_spec_t *specs, i
             specs[n].name = plan->stores[s].name;
             specs[n].logged = plan->stores[s].logged;
             specs[n].window = plan->stores[s].window;
+            specs[n].ttl_ms = plan->stores[s].ttl_ms;
+            specs[n].ttl_wall = plan->stores[s].ttl_wall;
             idx[n++] = s;
         }
     }

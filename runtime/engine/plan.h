@@ -44,6 +44,8 @@ typedef struct bk_plan_store_s {
     int logged;
     int window;           /* a window store (store.h) */
     int64_t retention_ms; /* a window store's retention, 0: not given */
+    int64_t ttl_ms;       /* a key-value store's time to live, 0: none */
+    int ttl_wall;         /* ... counted on the wall clock, not in record time */
     int sub;              /* subtopology whose tasks hold it (0-based) */
     char *key_serde, *value_serde; /* the serdes' names when the topology gives them, else NULL */
 } bk_plan_store_t;

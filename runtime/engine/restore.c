@@ -155,7 +155,8 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
             work_t *x = m->err ? NULL : find(w, n, rd_kafka_topic_name(m->rkt), m->partition);
             if (x && !x->done && m->offset < x->end) {
                 if (bk_changelog_apply(x->item->st, m->key, m->key_len, m->payload, m->len,
-                                       m->offset, errstr, errstr_size) != 0) {
+                                       m->offset, rd_kafka_message_timestamp(m, NULL), errstr,
+                                       errstr_size) != 0) {
                     for (ssize_t j = i; j < got; j++) {
                         rd_kafka_message_destroy(msgs[j]);
                     }

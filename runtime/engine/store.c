@@ -14,6 +14,7 @@
 
 #include <rocksdb/c.h>
 
+#include "base/clock.h"
 #include "base/ffi.h"
 #include "base/fs.h"
 #include "base/keys.h"
@@ -105,16 +106,121 @@ int bk_ffi_store_get(bk_store_t *st, const char *key, size_t klen, const char **
     if (!v) {
         return 0;
     }
-    /* Copied into the store's buffer so that Lua needs no second call to
-     * free it; valid until the next get on this store. */
-    if (*vlen > st->vcap) {
-        st->vcap = *vlen * 2 + 64;
-        st->vbuf = realloc(st->vbuf, st->vcap);
+    {
+        const char *live = bk_ttl_live(st, v, vlen, bk_ttl_now(st, 0));
+        if (!live) {
+            free(v);
+            return 0;
+        }
+        if (st->ttl_ms > 0) {
+            st->last_wtime = bk_ttl_time(v);
+        }
+        /* Copied into the store's buffer so that Lua needs no second call to
+         * free it; valid until the next get on this store. */
+        if (*vlen > st->vcap) {
+            st->vcap = *vlen * 2 + 64;
+            st->vbuf = realloc(st->vbuf, st->vcap);
+        }
+        memcpy(st->vbuf, live, *vlen);
     }
-    memcpy(st->vbuf, v, *vlen);
     free(v);
     *value = st->vbuf;
     return 1;
+}
+
+/* -- TTL (store_internal.h) -------------------------------------------------------------------- */
+
+int64_t bk_ttl_now(const bk_store_t *st, int query)
+{
+    if (st->ttl_wall && query) {
+        return bk_clock_wall_ms();
+    }
+    return atomic_load_explicit(&((bk_store_t *)st)->now, memory_order_relaxed);
+}
+
+void bk_ffi_store_set_ttl(bk_store_t *st, int64_t ttl_ms, int32_t wall)
+{
+    st->ttl_ms = st->window ? 0 : ttl_ms;
+    st->ttl_wall = wall != 0;
+}
+
+void bk_ffi_store_set_now(bk_store_t *st, int64_t now)
+{
+    if (st->ttl_wall) {
+        atomic_store_explicit(&st->now, now, memory_order_relaxed);
+    } else {
+        bk_ttl_saw(st, now);
+    }
+}
+
+int64_t bk_ffi_store_last_wtime(bk_store_t *st)
+{
+    return st->last_wtime;
+}
+
+/* The sweep: from where the last one stopped, up to max_keys entries are looked at and the
+ * expired ones deleted (tombstones in the changelog, at the store's clock). The keys are
+ * collected first: a write moves the batch the iterator reads. */
+int64_t bk_ffi_store_expire(bk_store_t *st, int32_t max_keys)
+{
+    rocksdb_iterator_t *base, *it;
+    int64_t now = bk_ttl_now(st, 0), n = 0;
+    char **keys;
+    size_t *lens;
+    int nk = 0, end = 1;
+
+    if (st->ttl_ms <= 0 || st->open_iters > 0 || max_keys <= 0) {
+        return 0;
+    }
+    keys = calloc((size_t)max_keys, sizeof(*keys));
+    lens = calloc((size_t)max_keys, sizeof(*lens));
+    if (!keys || !lens) {
+        free(keys);
+        free(lens);
+        snprintf(st->err, sizeof(st->err), "store %s: out of memory", st->name);
+        return BK_FFI_ERR;
+    }
+    base = rocksdb_create_iterator_cf(st->db->rdb, st->db->ropts, st->cf);
+    it = rocksdb_writebatch_wi_create_iterator_with_base_cf(st->db->batch, base, st->cf);
+    if (st->sweep_len) {
+        rocksdb_iter_seek(it, st->sweep, st->sweep_len);
+    } else {
+        rocksdb_iter_seek_to_first(it);
+    }
+    for (int seen = 0; rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kl, vl;
+        const char *k = rocksdb_iter_key(it, &kl), *v = rocksdb_iter_value(it, &vl);
+        if (seen++ == max_keys) {
+            /* the next sweep starts here */
+            char *s = realloc(st->sweep, kl + 1);
+            if (s) {
+                memcpy(s, k, kl);
+                st->sweep = s;
+                st->sweep_len = kl;
+                end = 0;
+            }
+            break;
+        }
+        if (kl > KG_BYTES && !bk_ttl_live(st, v, &vl, now) && (keys[nk] = malloc(kl))) {
+            memcpy(keys[nk], k + KG_BYTES, kl - KG_BYTES);
+            lens[nk++] = kl - KG_BYTES;
+        }
+    }
+    if (end) {
+        st->sweep_len = 0; /* round again from the start next time */
+    }
+    rocksdb_iter_destroy(it);
+    for (int i = 0; i < nk; i++) {
+        if (n >= 0 && bk_ffi_store_delete(st, keys[i], lens[i], now) != BK_FFI_OK) {
+            n = BK_FFI_ERR;
+        } else if (n >= 0) {
+            n++;
+        }
+        free(keys[i]);
+    }
+    free(keys);
+    free(lens);
+    return n;
 }
 
 int bk_store_log_write(bk_store_t *st, const char *key, size_t klen, const char *value, size_t vlen,
@@ -171,7 +277,18 @@ int bk_ffi_store_put(bk_store_t *st, const char *key, size_t klen, const char *v
         return BK_FFI_ERR;
     }
     pk = bk_store_prefixed(st, key, klen, &plen);
-    rocksdb_writebatch_wi_put_cf(st->db->batch, st->cf, pk, plen, value, vlen);
+    if (st->ttl_ms > 0) {
+        size_t tlen;
+        const char *tv = bk_ttl_wrap(st, timestamp, value, vlen, &tlen);
+        if (!tv) {
+            snprintf(st->err, sizeof(st->err), "store %s: out of memory", st->name);
+            return BK_FFI_ERR;
+        }
+        bk_ttl_saw(st, timestamp);
+        rocksdb_writebatch_wi_put_cf(st->db->batch, st->cf, pk, plen, tv, tlen);
+    } else {
+        rocksdb_writebatch_wi_put_cf(st->db->batch, st->cf, pk, plen, value, vlen);
+    }
     return bk_store_log_write(st, key, klen, value, vlen, timestamp);
 }
 

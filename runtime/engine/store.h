@@ -25,6 +25,8 @@ typedef struct bk_store_spec_s {
     int logged; /* has a changelog */
     int window; /* a window store: its keys have base/keys.h's window layout and sit
                  * under their record key's group */
+    int64_t ttl_ms; /* a key-value store's time to live, 0: none (store_internal.h, TTL) */
+    int ttl_wall;   /* the TTL counts wall-clock time, not the records' */
 } bk_store_spec_t;
 
 const char *bk_store_name(const bk_store_t *st);

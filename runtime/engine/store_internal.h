@@ -8,6 +8,7 @@
 #ifndef BK_STORE_INTERNAL_H
 #define BK_STORE_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,15 @@ struct bk_store_s {
     int ninput;
     char *kbuf, *vbuf; /* prefixed key; last value read */
     size_t kcap, vcap;
+    /* TTL (below): the store's clock, its last read's write time, a value being written
+     * with its time, and where the background sweep goes on from (a disk key; none: the
+     * start). now is read by queries from other threads. */
+    int64_t ttl_ms;
+    int ttl_wall;
+    _Atomic int64_t now;
+    int64_t last_wtime;
+    char *tbuf, *sweep;
+    size_t tcap, sweep_len;
     char err[512];
 };
 
@@ -95,6 +105,71 @@ static inline const char *bk_store_prefixed(bk_store_t *st, const char *key, siz
     memcpy(st->kbuf + KG_BYTES, key, klen);
     *out_len = klen + KG_BYTES;
     return st->kbuf;
+}
+
+/* -- TTL --------------------------------------------------------------------------------------
+ * A key-value store with a time to live (ttl_ms > 0) keeps before each value on disk its write
+ * time: 8 bytes, big-endian ms, the record's timestamp (or the wall clock with ttl_wall), which
+ * is also its changelog record's timestamp, so that a restore or a standby writes the same
+ * bytes. A value is expired when now - its write time >= ttl_ms: reads never return it, and the
+ * sweep (bk_ffi_store_expire) deletes it through the changelog. now is the store's clock: the
+ * largest record time seen (its writes, the stream time Lua gives it), or with ttl_wall the
+ * wall clock Lua gives it (queries from other threads read the real one). */
+#define BK_TTL_BYTES 8
+
+static inline int64_t bk_ttl_time(const char *v)
+{
+    uint64_t t = 0;
+    for (int i = 0; i < BK_TTL_BYTES; i++) {
+        t = t << 8 | (unsigned char)v[i];
+    }
+    return (int64_t)t;
+}
+
+/* [write time][value] into st->tbuf; its length into *out. NULL without memory. */
+static inline const char *bk_ttl_wrap(bk_store_t *st, int64_t t, const char *v, size_t vlen,
+                                      size_t *out)
+{
+    if (vlen + BK_TTL_BYTES > st->tcap) {
+        char *b = realloc(st->tbuf, (vlen + BK_TTL_BYTES) * 2);
+        if (!b) {
+            return NULL;
+        }
+        st->tbuf = b;
+        st->tcap = (vlen + BK_TTL_BYTES) * 2;
+    }
+    for (int i = 0; i < BK_TTL_BYTES; i++) {
+        st->tbuf[i] = (char)((uint64_t)t >> (8 * (BK_TTL_BYTES - 1 - i)));
+    }
+    memcpy(st->tbuf + BK_TTL_BYTES, v, vlen);
+    *out = vlen + BK_TTL_BYTES;
+    return st->tbuf;
+}
+
+/* A record time seen by the store: its clock moves forward (without ttl_wall). */
+static inline void bk_ttl_saw(bk_store_t *st, int64_t t)
+{
+    if (st->ttl_ms > 0 && !st->ttl_wall && t > atomic_load_explicit(&st->now, memory_order_relaxed)) {
+        atomic_store_explicit(&st->now, t, memory_order_relaxed);
+    }
+}
+
+/* The store's clock; `query`: for a reader on another thread (wall: the real clock). */
+int64_t bk_ttl_now(const bk_store_t *st, int query);
+
+/* The live part of a disk value at `now`: NULL when expired; *vlen updated. Values of stores
+ * without a TTL are returned as they are. */
+static inline const char *bk_ttl_live(const bk_store_t *st, const char *v, size_t *vlen,
+                                      int64_t now)
+{
+    if (st->ttl_ms <= 0 || !v) {
+        return v;
+    }
+    if (*vlen < BK_TTL_BYTES || now - bk_ttl_time(v) >= st->ttl_ms) {
+        return NULL;
+    }
+    *vlen -= BK_TTL_BYTES;
+    return v + BK_TTL_BYTES;
 }
 
 /* Produces one record to the store's changelog (a no-op for a store without one); blocks

@@ -433,7 +433,8 @@ static int tail(bk_standby_t *sb)
             } else if (rc == 0 &&
                        (hint = find(sb, rd_kafka_topic_name(m->rkt), m->partition, hint))) {
                 if (bk_changelog_apply(hint->st, m->key, m->key_len, m->payload, m->len, m->offset,
-                                       sb->err, sizeof(sb->err)) != 0) {
+                                       rd_kafka_message_timestamp(m, NULL), sb->err,
+                                       sizeof(sb->err)) != 0) {
                     rc = -1;
                 } else {
                     sb->applied[hint->task]++;

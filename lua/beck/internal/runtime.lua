@@ -280,7 +280,9 @@ local function build_task(rt, app, plan, index, sub_index, partition)
       if ptr == nil then
         error(string_format("task %s: store '%s' is not open", task.id, st.name), 0)
       end
-      task.stores[st.name] = store.new(ptr, st.name, task, rt.cache)
+      task.stores[st.name] = store.new(ptr, st.name, task, rt.cache,
+                                       st.ttl and { ms = st.ttl, wall = st.ttl_wall } or nil)
+      if st.ttl then rt.ttl_stores[#rt.ttl_stores + 1] = task.stores[st.name] end
     end
   end
   local ctx_of = {}
@@ -386,6 +388,10 @@ local function thread_env(thr)
   return env
 end
 
+-- Entries a store with a time to live looks at per commit for expired ones (each commit goes
+-- on where the last stopped, round and round).
+local TTL_SWEEP = 10000
+
 -- runtime.new(app, io, thread, tasks, cache_bytes [, env]) -> functions for
 -- C: run(start), punctuate(now), flush(), init(), close(), hook(name, info),
 -- and for tasks that come and go while the thread runs: add_task(slot, sub,
@@ -398,7 +404,7 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   local io = ffi.cast("bk_io_t *", io_ptr)
   local rt = { io = io, env = env or thread_env(ffi.cast("bk_thread_t *", thr_ptr)),
                schedules = {}, cache = store.new_cache(cache_bytes or 0),
-               node_fns = {}, source_calls = {}, source_values = {} }
+               node_fns = {}, source_calls = {}, source_values = {}, ttl_stores = {} }
   local plan = app:describe(rt.env.logical and { logical = true } or nil)
   local tasks = {} -- [slot + 1] = task
   local order = {} -- the tasks in the order they were added (init and close go by it)
@@ -465,7 +471,12 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
       if p.task == task then p.cancelled = true end
     end
     rt.reschedule()
-    for _, st in pairs(task.stores) do rt.cache.drop(st) end
+    for _, st in pairs(task.stores) do
+      rt.cache.drop(st)
+      for i = #rt.ttl_stores, 1, -1 do
+        if rt.ttl_stores[i] == st then table.remove(rt.ttl_stores, i) end
+      end
+    end
   end
 
   for i, t in ipairs(task_list) do
@@ -528,6 +539,8 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   function fns.flush()
     local cache = rt.cache
     cache.flush()
+    -- stores with a time to live: their expired entries go (store.lua, TtlStore:expire)
+    for _, st in ipairs(rt.ttl_stores) do st:expire(TTL_SWEEP) end
     local hits, misses = cache.hits, cache.misses
     cache.hits, cache.misses = 0, 0
     return hits, misses

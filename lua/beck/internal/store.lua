@@ -48,7 +48,10 @@ function M.new_cache(max)
     -- Still near the budget with only clean entries left: drop them (they
     -- are in the stores); a hot working set that fits stays cached.
     if cache.bytes > max * 0.9 then
-      for _, st in pairs(cache.stores) do st.entries = {} end
+      for _, st in pairs(cache.stores) do
+        st.entries = {}
+        if st.wtime then st.wtime = {} end
+      end
       cache.bytes = 0
     end
   end
@@ -65,6 +68,7 @@ function M.new_cache(max)
       cache.bytes = cache.bytes - #k - (v == TOMBSTONE and 0 or #v) - ENTRY_OVERHEAD
     end
     st.entries, st.dirty, st.ndirty = {}, {}, 0
+    if st.wtime then st.wtime = {} end
   end
   return cache
 end
@@ -74,28 +78,34 @@ end
 local Store = {}
 Store.__index = Store
 
-function M.new(ptr, name, task, cache)
+local TtlStore = setmetatable({}, { __index = Store })
+TtlStore.__index = TtlStore
+
+-- new(ptr, name, task, cache [, ttl]): ttl = { ms =, wall = } for a store with a time to
+-- live (TtlStore, below).
+function M.new(ptr, name, task, cache, ttl)
   local self = setmetatable({ ptr = ptr, name = name, task = task, cache = cache,
-                              entries = {}, dirty = {}, ndirty = 0, open_iters = 0 }, Store)
+                              entries = {}, dirty = {}, ndirty = 0, open_iters = 0 },
+                            ttl and TtlStore or Store)
+  if ttl then
+    self.ttl, self.wall, self.wtime = ttl.ms, ttl.wall, {}
+    C.bk_ffi_store_set_ttl(ptr, ttl.ms, ttl.wall and 1 or 0)
+  end
   cache.stores[#cache.stores + 1] = self
   return self
 end
 
-function Store:get(key)
-  check_key(self, key, "get")
-  local e = self.entries[key]
+-- A get the cache did not answer: from RocksDB (through the batch), then cached when the
+-- cache is on, with its write time for a store with a time to live.
+local function get_through(self, key)
   local cache = self.cache
-  if e ~= nil then
-    cache.hits = cache.hits + 1
-    if e == TOMBSTONE then return nil end
-    return e
-  end
   cache.misses = cache.misses + 1
   local rc = C.bk_ffi_store_get(self.ptr, key, #key, vptr, vlen)
   if rc == 1 then
     local v = ffi_string(vptr[0], vlen[0])
     if cache.max > 0 then
       self.entries[key] = v
+      if self.wtime then self.wtime[key] = tonumber(C.bk_ffi_store_last_wtime(self.ptr)) end
       cache.bytes = cache.bytes + #key + #v + ENTRY_OVERHEAD
       if cache.bytes > cache.max then cache.flush() end
     end
@@ -104,6 +114,22 @@ function Store:get(key)
     return nil
   end
   store_error(self, 2)
+end
+
+function Store:get(key)
+  check_key(self, key, "get")
+  local e = self.entries[key]
+  if e ~= nil then
+    self.cache.hits = self.cache.hits + 1
+    if e == TOMBSTONE then return nil end
+    return e
+  end
+  return get_through(self, key)
+end
+
+-- A write's timestamp: the record's (TtlStore's is its write time).
+function Store:_wtime()
+  return self.task.ts
 end
 
 local function cache_write(self, key, value)
@@ -140,37 +166,43 @@ function Store:put(key, value)
                         type(value)), 2)
   end
   if self.cache.max == 0 then
-    if C.bk_ffi_store_put(self.ptr, key, #key, value, #value, self.task.ts) ~= 0 then
+    if C.bk_ffi_store_put(self.ptr, key, #key, value, #value, self:_wtime()) ~= 0 then
       store_error(self, 2)
     end
     return
   end
+  if self.wtime then self.wtime[key] = self:_wtime() end
   cache_write(self, key, value)
 end
 
 function Store:delete(key)
   check_key(self, key, "delete")
   if self.cache.max == 0 then
-    if C.bk_ffi_store_delete(self.ptr, key, #key, self.task.ts) ~= 0 then
+    if C.bk_ffi_store_delete(self.ptr, key, #key, self:_wtime()) ~= 0 then
       store_error(self, 2)
     end
     return
   end
+  if self.wtime then self.wtime[key] = self:_wtime() end
   cache_write(self, key, TOMBSTONE)
 end
 
+-- The dirty entries to the store, each at its write time with a time to live, else at the
+-- timestamp of the record in hand.
 function Store:_flush_dirty()
   if self.ndirty == 0 then return end
-  local entries, ptr, ts = self.entries, self.ptr, self.task.ts
+  local entries, wtime, ptr, ts = self.entries, self.wtime, self.ptr, self.task.ts
   for key in pairs(self.dirty) do
     local v = entries[key]
+    local t = wtime and wtime[key] or ts
     local rc
     if v == TOMBSTONE then
-      rc = C.bk_ffi_store_delete(ptr, key, #key, ts)
+      rc = C.bk_ffi_store_delete(ptr, key, #key, t)
       entries[key] = nil
+      if wtime then wtime[key] = nil end
       self.cache.bytes = self.cache.bytes - #key - ENTRY_OVERHEAD
     else
-      rc = C.bk_ffi_store_put(ptr, key, #key, v, #v, ts)
+      rc = C.bk_ffi_store_put(ptr, key, #key, v, #v, t)
     end
     if rc ~= 0 then store_error(self, 1) end
   end
@@ -242,6 +274,61 @@ end
 -- RocksDB's estimate plus what the cache has not written yet.
 function Store:approximate_count()
   return tonumber(C.bk_ffi_store_approximate_count(self.ptr)) + self.ndirty
+end
+
+-- -- Stores with a time to live ------------------------------------------------------
+-- A value is gone ttl ms after its write time: the record's timestamp against the task's
+-- stream time, or with `wall` the wall clock (the test driver's clock in beck.testing).
+-- Cached entries keep their write time beside them (wtime); C checks what it reads
+-- (runtime/engine/store_internal.h, TTL) against the clock Lua gives it first.
+
+-- The store's clock now.
+function TtlStore:_now()
+  local task = self.task
+  if self.wall then return task.rt.now() end
+  local t = task.stream_time
+  if task.cur >= 0 and task.ts > t then t = task.ts end
+  return t
+end
+
+-- A write's time: the record's timestamp (the stream time in a punctuation), or the clock.
+function TtlStore:_wtime()
+  local task = self.task
+  if self.wall then return task.rt.now() end
+  if task.cur >= 0 then return task.ts end
+  return task.stream_time
+end
+
+function TtlStore:get(key)
+  check_key(self, key, "get")
+  local now = self:_now()
+  local e = self.entries[key]
+  if e ~= nil then
+    self.cache.hits = self.cache.hits + 1
+    if e == TOMBSTONE or now - self.wtime[key] >= self.ttl then return nil end
+    return e
+  end
+  C.bk_ffi_store_set_now(self.ptr, now)
+  return get_through(self, key)
+end
+
+for _, f in ipairs { "range", "prefix", "all" } do
+  local base = Store[f]
+  TtlStore[f] = function(self, ...)
+    C.bk_ffi_store_set_now(self.ptr, self:_now())
+    return base(self, ...)
+  end
+end
+
+-- The background sweep (at each commit, after the cache's writes): up to `max` entries from
+-- where the last one stopped; the expired ones are deleted, tombstoned in the changelog.
+-- Returns how many.
+function TtlStore:expire(max)
+  if self.open_iters > 0 then return 0 end
+  C.bk_ffi_store_set_now(self.ptr, self:_now())
+  local n = C.bk_ffi_store_expire(self.ptr, max)
+  if n < 0 then store_error(self, 2) end
+  return tonumber(n)
 end
 
 return M

@@ -113,12 +113,15 @@ local function kv_aggregate(g, desc, opts)
       ctx:forward(k, agg)
     end,
   }, { input }, where)
-  b:store(store, { changelog = opts.changelog, key_serde = kser.name, value_serde = vser.name },
+  b:store(store, { changelog = opts.changelog, key_serde = kser.name, value_serde = vser.name,
+                  ttl = opts.ttl, ttl_clock = opts.ttl_clock },
           proc, desc.op, where)
   return builder.module("table").materialized(b, proc, store, kser, vser)
 end
 
--- count([opts]) -> table of key -> number. opts: name, store, changelog.
+-- count([opts]) -> table of key -> number. opts: name, store, changelog, and for
+-- aggregations by key ttl, ttl_clock (app:store's: a key's aggregate is forgotten ttl ms
+-- after its last update).
 function Grouped:count(opts)
   return kv_aggregate(self, M.count_desc(), check_opts(opts, "count"))
 end

@@ -196,10 +196,20 @@ function Builder:store(name, opts, proc, op, where)
   if prev then
     M.fail("%s: store '%s' is already declared at %s", op, name, prev.where)
   end
+  -- a key-value store's time to live (app:store's ttl, ttl_clock), checked here so that the
+  -- error names the line of the operation
+  local ttl, clock = opts and opts.ttl, opts and opts.ttl_clock
+  if ttl ~= nil and (type(ttl) ~= "number" or ttl <= 0 or ttl ~= math.floor(ttl)) then
+    M.fail("%s: store %s: ttl must be a positive number of ms, got %s", op, name, tostring(ttl))
+  end
+  if clock ~= nil and ((clock ~= "record" and clock ~= "wall") or ttl == nil) then
+    M.fail("%s: store %s: ttl_clock must be \"record\" or \"wall\", with a ttl", op, name)
+  end
   local st = { name = name, opts = { changelog = opts and opts.changelog, kind = opts and opts.kind,
                                      retention = opts and opts.retention,
                                      key_serde = opts and opts.key_serde,
-                                     value_serde = opts and opts.value_serde },
+                                     value_serde = opts and opts.value_serde,
+                                     ttl = ttl, ttl_clock = clock },
                procs = { proc },
                where = where, op = op }
   self.stores[#self.stores + 1] = st

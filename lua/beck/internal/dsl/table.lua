@@ -67,7 +67,7 @@ local function source_def(store, kser, vser, what)
 end
 
 -- app:table(topic [, opts]): opts.name (of its processor), store,
--- changelog, key_serde, value_serde.
+-- changelog, key_serde, value_serde, ttl, ttl_clock (app:store's).
 function M.source(app, topic, opts)
   local b = builder.of(app)
   opts = check_opts(opts, "table")
@@ -79,7 +79,8 @@ function M.source(app, topic, opts)
   local store = opts.store or b:derived(name .. "-store")
   b:processor(name, "table", source_def(store, kser, vser, "table " .. tostring(topic)), { src },
               where)
-  b:store(store, { changelog = opts.changelog }, name, "table", where)
+  b:store(store, { changelog = opts.changelog, ttl = opts.ttl, ttl_clock = opts.ttl_clock }, name,
+          "table", where)
   return M.materialized(b, name, store, kser, vser)
 end
 
@@ -110,7 +111,8 @@ function M.from_stream(s, opts, where)
       ctx:forward(k, v)
     end,
   }, { input }, where)
-  b:store(store, { changelog = opts.changelog }, name, "to_table", where)
+  b:store(store, { changelog = opts.changelog, ttl = opts.ttl, ttl_clock = opts.ttl_clock }, name,
+          "to_table", where)
   return M.materialized(b, name, store, kser, vser)
 end
 
