@@ -100,6 +100,17 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
      "cold bootstraps a node runs at once, and snapshots it keeps for others at once"},
     {"snapshot_ttl_ms", T_INT, "600000", 1000, INT64_C(1) << 40, NULL,
      "a snapshot made for a replica is removed once fetched, or after this long"},
+    {"changelog_retention_ms", T_INT, "0", 0, INT64_C(1) << 50, NULL,
+     "bounded changelogs: key-value stores' changelogs are compact,delete with this retention "
+     "(existing ones are altered); needs snapshot_archive, with an interval at most half of it "
+     "(docs/state.md); 0: compact only, kept forever"},
+    {"snapshot_archive", T_STR, NULL, 0, 0, NULL,
+     "a directory (local, or a mount) where each active task's state is archived now and then, "
+     "incrementally; a replica whose changelog lost what it needs restores from it"},
+    {"snapshot_archive_interval_ms", T_INT, "600000", 1000, INT64_C(1) << 40, NULL,
+     "how often each active task's state is archived (snapshot_archive)"},
+    {"snapshot_archive_keep", T_INT, "3", 1, 1000, NULL,
+     "snapshots the archive keeps per task, the newest"},
 };
 
 struct bk_conf_s {

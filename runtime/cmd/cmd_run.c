@@ -153,6 +153,26 @@ int bk_cmd_run_main(int argc, char **argv)
         snprintf(id, sizeof(id), "%s-%d", host, (int)getpid());
         bk_conf_set(conf, BK_CONF_NODE_ID, id, BK_CONF_FROM_DEFAULT, err, sizeof(err));
     }
+    /* A bounded changelog forgets what no replica may hold: only an archive snapshot newer
+     * than its head makes that safe, so one must be made at least twice per retention. */
+    {
+        int64_t keep = bk_conf_int(conf, BK_CONF_CHANGELOG_RETENTION_MS);
+        int64_t every = bk_conf_int(conf, BK_CONF_SNAPSHOT_ARCHIVE_INTERVAL_MS);
+        if (keep > 0 && !bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
+            fprintf(stderr, "beck run: changelog_retention_ms=%lld needs snapshot_archive: a "
+                            "changelog that deletes its head loses state once no replica "
+                            "holds it, unless an archived snapshot covers it (docs/state.md)\n",
+                    (long long)keep);
+            goto done;
+        }
+        if (keep > 0 && keep < 2 * every) {
+            fprintf(stderr, "beck run: changelog_retention_ms=%lld is shorter than twice "
+                            "snapshot_archive_interval_ms=%lld: the changelog could delete "
+                            "records that no archived snapshot covers yet (docs/state.md)\n",
+                    (long long)keep, (long long)every);
+            goto done;
+        }
+    }
     snprintf(dlq, sizeof(dlq), "%s-dlq", plan->id);
     bk_conf_set(conf, BK_CONF_DLQ_TOPIC, dlq, BK_CONF_FROM_TOPOLOGY, err, sizeof(err));
 

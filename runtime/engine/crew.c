@@ -34,6 +34,13 @@ void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf
     }
 }
 
+void bk_crew_set_recover(bk_crew_t *crew, bk_thread_recover_cb cb, void *opaque)
+{
+    for (int t = 0; t < crew->nthreads; t++) {
+        bk_thread_set_recover(crew->threads[t], cb, opaque);
+    }
+}
+
 static int least_loaded(const bk_crew_t *crew)
 {
     int best = 0;

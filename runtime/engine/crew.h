@@ -32,6 +32,9 @@ typedef struct bk_crew_s {
  * input offset after a commit, on its stream thread. pool may be NULL (each thread opens
  * and closes its own DBs); live (may be NULL) gets the threads' live counters, nthreads of
  * them at least. A thread that cannot start sets flags.failed. */
+/* Every thread's archive recovery (bk_thread_set_recover); before tasks are added. */
+void bk_crew_set_recover(bk_crew_t *crew, bk_thread_recover_cb cb, void *opaque);
+
 void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf, int nthreads,
                    bk_thread_progress_cb progress, void *opaque, bk_taskdb_pool_t *pool,
                    bk_livestats_t *live);

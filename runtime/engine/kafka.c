@@ -263,6 +263,94 @@ int bk_kafka_topic_configs(rd_kafka_t *rk, const char *topic, const char *const 
     return rc;
 }
 
+/* The admin call's one result event, or NULL with errstr. */
+static rd_kafka_event_t *admin_result(rd_kafka_queue_t *q, int timeout_ms, const char *what,
+                                      const char *topic, char *errstr, size_t errstr_size)
+{
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms);
+    if (!ev) {
+        snprintf(errstr, errstr_size, "topic %s: %s timed out", topic, what);
+    } else if (rd_kafka_event_error(ev)) {
+        snprintf(errstr, errstr_size, "topic %s: %s failed: %s", topic, what,
+                 rd_kafka_event_error_string(ev));
+        rd_kafka_event_destroy(ev);
+        ev = NULL;
+    }
+    return ev;
+}
+
+static int is_set(const char *const *configs, const char *name)
+{
+    for (int i = 0; configs[i]; i += 2) {
+        if (strcmp(configs[i], name) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int bk_kafka_alter_topic_configs(rd_kafka_t *rk, const char *topic, const char *const *configs,
+                                 int timeout_ms, char *errstr, size_t errstr_size)
+{
+    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+    rd_kafka_ConfigResource_t *alter = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_event_t *ev;
+    int rc = -1;
+
+    rd_kafka_DescribeConfigs(rk, &res, 1, NULL, q);
+    if (!(ev = admin_result(q, timeout_ms, "DescribeConfigs", topic, errstr, errstr_size))) {
+        goto done;
+    }
+    {
+        size_t nres, ncfg;
+        const rd_kafka_ConfigResource_t **rs = rd_kafka_DescribeConfigs_result_resources(
+            rd_kafka_event_DescribeConfigs_result(ev), &nres);
+        if (nres < 1 || rd_kafka_ConfigResource_error(rs[0])) {
+            snprintf(errstr, errstr_size, "topic %s: DescribeConfigs failed: %s", topic,
+                     nres ? rd_kafka_ConfigResource_error_string(rs[0]) : "no result");
+            rd_kafka_event_destroy(ev);
+            goto done;
+        }
+        /* the topic's own settings stay as they are: AlterConfigs replaces them all */
+        const rd_kafka_ConfigEntry_t **cfg = rd_kafka_ConfigResource_configs(rs[0], &ncfg);
+        for (size_t c = 0; c < ncfg; c++) {
+            const char *name = rd_kafka_ConfigEntry_name(cfg[c]);
+            const char *v = rd_kafka_ConfigEntry_value(cfg[c]);
+            if (v && rd_kafka_ConfigEntry_source(cfg[c]) ==
+                         RD_KAFKA_CONFIG_SOURCE_DYNAMIC_TOPIC_CONFIG &&
+                !is_set(configs, name)) {
+                rd_kafka_ConfigResource_set_config(alter, name, v);
+            }
+        }
+    }
+    rd_kafka_event_destroy(ev);
+    for (int i = 0; configs[i]; i += 2) {
+        rd_kafka_ConfigResource_set_config(alter, configs[i], configs[i + 1]);
+    }
+    rd_kafka_AlterConfigs(rk, &alter, 1, NULL, q);
+    if (!(ev = admin_result(q, timeout_ms, "AlterConfigs", topic, errstr, errstr_size))) {
+        goto done;
+    }
+    {
+        size_t nres;
+        const rd_kafka_ConfigResource_t **rs = rd_kafka_AlterConfigs_result_resources(
+            rd_kafka_event_AlterConfigs_result(ev), &nres);
+        if (nres < 1 || rd_kafka_ConfigResource_error(rs[0])) {
+            snprintf(errstr, errstr_size, "topic %s: AlterConfigs failed: %s", topic,
+                     nres ? rd_kafka_ConfigResource_error_string(rs[0]) : "no result");
+        } else {
+            rc = 0;
+        }
+    }
+    rd_kafka_event_destroy(ev);
+done:
+    rd_kafka_queue_destroy(q);
+    rd_kafka_ConfigResource_destroy(res);
+    rd_kafka_ConfigResource_destroy(alter);
+    return rc;
+}
+
 /* One ListOffsets per side: offsets_for_times with the protocol's special timestamps,
  * -2 (earliest) and -1 (latest). */
 static rd_kafka_resp_err_t list_side(rd_kafka_t *rk, const char *const *topics,

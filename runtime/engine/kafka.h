@@ -44,6 +44,13 @@ int bk_kafka_topic_configs(rd_kafka_t *rk, const char *topic, const char *const 
                            char (*values)[BK_KAFKA_CONFIG_MAX], int timeout_ms, char *errstr,
                            size_t errstr_size);
 
+/* Sets `configs` (name, value, ..., NULL) on a real cluster's topic and keeps its other
+ * dynamic configs: librdkafka 2.0 has no IncrementalAlterConfigs, so the topic's dynamic
+ * configs are read (DescribeConfigs) and written back whole with these (AlterConfigs).
+ * 0, or -1 with errstr. */
+int bk_kafka_alter_topic_configs(rd_kafka_t *rk, const char *topic, const char *const *configs,
+                                 int timeout_ms, char *errstr, size_t errstr_size);
+
 int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int partitions,
                           int replication_factor, const char *const *configs, char *errstr,
                           size_t errstr_size);

@@ -511,6 +511,12 @@ done:
     return NULL;
 }
 
+void bk_thread_set_recover(bk_thread_t *thr, bk_thread_recover_cb cb, void *opaque)
+{
+    thr->recover = cb;
+    thr->recover_opaque = opaque;
+}
+
 void bk_thread_set_pool(bk_thread_t *thr, struct bk_taskdb_pool_s *pool)
 {
     thr->pool = pool;

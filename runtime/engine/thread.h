@@ -72,6 +72,18 @@ int bk_thread_request_snapshot(bk_thread_t *thr, int32_t id, const char *req);
 /* A snapshot made (or failed): 1 and *out filled, or 0. @locality any thread */
 int bk_thread_take_snapshot(bk_thread_t *thr, bk_snapshot_made_t *out);
 
+/* The recovery order's archive step (docs/state.md, replica/archive.h): when set, a task
+ * whose changelog no longer holds what its state needs (its head deleted past the store's
+ * checkpoint, or a fresh store's changelog not starting at 0) is handed to cb with its DB
+ * closed: 1 it installed a snapshot in task_dir (the task replays the tail from there), 0
+ * none would do (`what` says why: the task's thread stops, naming the lost offsets), -1
+ * failed (err). Without it such a task replays what is left, saying how much is lost. Set it
+ * before tasks are added. */
+typedef int (*bk_thread_recover_cb)(void *opaque, const char *task, const char *task_dir,
+                                    char *const *changelogs, const int64_t *lo, int n,
+                                    char *what, size_t what_size, char *err, size_t err_size);
+void bk_thread_set_recover(bk_thread_t *thr, bk_thread_recover_cb cb, void *opaque);
+
 /* DBs come from this pool (taskdb.h) and go back to it after a clean final commit; call
  * before bk_thread_start. Without one they are opened and closed. */
 struct bk_taskdb_pool_s;

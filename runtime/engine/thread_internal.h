@@ -138,6 +138,8 @@ struct bk_thread_s {
     /* Who hears each task's progress after a commit (bk_thread_set_progress). */
     bk_thread_progress_cb progress;
     void *progress_opaque;
+    bk_thread_recover_cb recover; /* bk_thread_set_recover */
+    void *recover_opaque;
 };
 
 /* Start-up (thread_setup.c); each 0, or -1 with thr->err. */

@@ -166,6 +166,112 @@ static void job_progress(void *opaque, const bk_restore_progress_t *p)
     }
 }
 
+/* Opens the DB of the job's k-th task and writes its logged stores' restore items from
+ * items[*n] on. 0, or -1 with job->err. */
+static int open_slot(bk_thread_job_t *job, int k, bk_restore_item_t *items, int *n,
+                     char (*names)[BK_TASK_NAME_MAX])
+{
+    bk_thread_t *thr = job->thr;
+    const bk_plan_t *plan = thr->plan;
+    int s = job->slots[k], logged;
+    if (!thr->store_of[s]) {
+        thr->store_of[s] = calloc((size_t)plan->nstores + 1, sizeof(bk_store_t *));
+    }
+    thr->dbs[s] = bk_taskdb_open(thr->pool, plan, thr->conf, thr->tasks[s], thr->store_of[s],
+                                 &logged, job->err, sizeof(job->err));
+    if (!thr->dbs[s] && job->err[0]) {
+        return -1;
+    }
+    for (int st = 0; st < plan->nstores; st++) {
+        bk_store_t *store = thr->store_of[s][st];
+        if (!store) {
+            continue;
+        }
+        bk_store_set_changelog(store, thr->producer, thr->changelog_rkts[st],
+                               thr->tasks[s].partition);
+        if (bk_store_logged(store)) {
+            items[(*n)++] = (bk_restore_item_t){store, plan->stores[st].changelog,
+                                                thr->tasks[s].partition, names[k]};
+        }
+    }
+    return 0;
+}
+
+/* The recovery order's archive step (bk_thread_set_recover) for the job's k-th task, whose
+ * items are items[from..to): when its changelogs lost what its state needs, its DB is closed,
+ * handed to thr->recover and opened again on what that installed. 0, or -1 with job->err. */
+static int recover_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, bk_restore_item_t *items,
+                        int from, int to, char (*names)[BK_TASK_NAME_MAX])
+{
+    bk_thread_t *thr = job->thr;
+    int m = to - from, s = job->slots[k], gap = -1, n = from;
+    const char **topics = calloc((size_t)m + 1, sizeof(*topics));
+    char **changelogs = calloc((size_t)m + 1, sizeof(*changelogs));
+    int32_t *parts = calloc((size_t)m + 1, sizeof(*parts));
+    int64_t *lo = calloc((size_t)m + 1, sizeof(*lo)), *hi = calloc((size_t)m + 1, sizeof(*hi));
+    char dir[4096], what[512];
+    int rc = -1;
+
+    if (!topics || !changelogs || !parts || !lo || !hi) {
+        snprintf(job->err, sizeof(job->err), "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < m; i++) {
+        topics[i] = changelogs[i] = (char *)items[from + i].topic;
+        parts[i] = items[from + i].partition;
+    }
+    if (m > 0 && bk_kafka_watermarks(consumer, topics, parts, m, lo, hi, 10000) != 0) {
+        snprintf(job->err, sizeof(job->err), "task %s: cannot read its changelogs' offsets",
+                 names[k]);
+        goto done;
+    }
+    for (int i = 0; i < m && gap < 0; i++) {
+        int64_t next = bk_store_changelog_next(items[from + i].st);
+        if ((next >= 0 && next < lo[i]) || (next < 0 && lo[i] > 0)) {
+            gap = i;
+        }
+    }
+    if (gap < 0) {
+        rc = 0;
+        goto done;
+    }
+    {
+        int64_t next = bk_store_changelog_next(items[from + gap].st);
+        bk_log_warn("task %s: changelog %s [%d] starts at offset %lld but the store needs %lld: "
+                    "looking in the archive",
+                    names[k], topics[gap], (int)parts[gap], (long long)lo[gap],
+                    (long long)(next < 0 ? 0 : next));
+        bk_taskdb_release(thr->pool, thr->tasks[s], thr->dbs[s], 0);
+        thr->dbs[s] = NULL;
+        bk_plan_task_dir(thr->plan, thr->conf, thr->tasks[s], dir, sizeof(dir));
+        int got = thr->recover(thr->recover_opaque, names[k], dir, changelogs, lo, m, what,
+                               sizeof(what), job->err, sizeof(job->err));
+        if (got < 0) {
+            goto done;
+        }
+        if (got == 0) {
+            snprintf(job->err, sizeof(job->err),
+                     "task %s: changelog %s [%d] starts at offset %lld but the store needs "
+                     "%lld: offsets %lld to %lld are lost, and %.300s: stopping rather than "
+                     "restoring part of the state (docs/state.md, Recovery order)",
+                     names[k], topics[gap], (int)parts[gap], (long long)lo[gap],
+                     (long long)(next < 0 ? 0 : next), (long long)(next < 0 ? 0 : next),
+                     (long long)lo[gap] - 1, what);
+            goto done;
+        }
+        bk_log_info("task %s: restored from the %s; the changelogs' tails follow", names[k],
+                    what);
+        rc = open_slot(job, k, items, &n, names);
+    }
+done:
+    free(topics);
+    free(changelogs);
+    free(parts);
+    free(lo);
+    free(hi);
+    return rc;
+}
+
 /* The job's thread: DBs, committed offsets, the restore, a checkpoint of what it replayed. */
 static void *job_main(void *arg)
 {
@@ -186,31 +292,26 @@ static void *job_main(void *arg)
         goto done;
     }
     for (int k = 0; k < job->n; k++) {
-        int s = job->slots[k], logged;
-        bk_task_name(thr->tasks[s], names[k]);
-        thr->store_of[s] = calloc((size_t)plan->nstores + 1, sizeof(bk_store_t *));
-        thr->dbs[s] = bk_taskdb_open(thr->pool, plan, thr->conf, thr->tasks[s], thr->store_of[s],
-                                     &logged, job->err, sizeof(job->err));
-        if (!thr->dbs[s] && job->err[0]) {
+        bk_task_name(thr->tasks[job->slots[k]], names[k]);
+        if (open_slot(job, k, items, &n, names) != 0) {
             goto done;
-        }
-        for (int st = 0; st < plan->nstores; st++) {
-            bk_store_t *store = thr->store_of[s][st];
-            if (!store) {
-                continue;
-            }
-            bk_store_set_changelog(store, thr->producer, thr->changelog_rkts[st],
-                                   thr->tasks[s].partition);
-            if (bk_store_logged(store)) {
-                items[n++] = (bk_restore_item_t){store, plan->stores[st].changelog,
-                                                 thr->tasks[s].partition, names[k]};
-            }
         }
     }
     job->t_open = bk_clock_wall_ms();
     snprintf(cid, sizeof(cid), "%s-restore-%d", plan->id, thr->index);
     consumer =
         bk_kafka_new(thr->conf, BK_KAFKA_CONSUMER, cid, NULL, NULL, job->err, sizeof(job->err));
+    /* the archive, for tasks whose changelogs lost what they need (items are by task) */
+    for (int k = 0, from = 0; consumer && thr->recover && k < job->n; k++) {
+        int to = from;
+        while (to < n && items[to].task == names[k]) {
+            to++;
+        }
+        if (recover_slot(job, consumer, k, items, from, to, names) != 0) {
+            goto done;
+        }
+        from = to;
+    }
     if (!consumer || bk_thread_read_committed(thr, consumer, job->slots, job->n, &job->stop,
                                               job->err, sizeof(job->err)) != 0) {
         goto done;

@@ -42,9 +42,38 @@ static void warn_changelog_configs(rd_kafka_t *rk, const bk_plan_store_t *st)
 
 /* A changelog has one partition per task of its store's subtopology; an
  * existing one with fewer could not hold every task's records. */
-static int ensure_changelogs(const bk_plan_t *plan, rd_kafka_t *rk, int dev_port, int rf, char *err,
-                             size_t errsz)
+/* changelog_retention_ms: a key-value store's changelog compact,delete with that retention,
+ * and segments that roll as often, so that the broker can delete them (a segment is deleted
+ * whole, once its newest record is older than the retention, and never while active). An
+ * existing changelog is altered when it differs. */
+static int bound_changelog(rd_kafka_t *rk, const bk_plan_store_t *st, int64_t keep, char *err,
+                           size_t errsz)
 {
+    const char *names[] = {"cleanup.policy", "retention.ms", "segment.ms"};
+    char values[3][BK_KAFKA_CONFIG_MAX], ms[32];
+    const char *want[] = {"cleanup.policy", "compact,delete", "retention.ms", ms, "segment.ms",
+                          ms, NULL};
+    snprintf(ms, sizeof(ms), "%lld", (long long)keep);
+    if (bk_kafka_topic_configs(rk, st->changelog, names, 3, values, 10000, err, errsz) != 0) {
+        return -1;
+    }
+    if (strcmp(values[0], "compact,delete") == 0 && strcmp(values[1], ms) == 0 &&
+        strcmp(values[2], ms) == 0) {
+        return 0;
+    }
+    if (bk_kafka_alter_topic_configs(rk, st->changelog, want, 10000, err, errsz) != 0) {
+        return -1;
+    }
+    bk_log_info("changelog %s of store %s: cleanup.policy=compact,delete, retention.ms=%s, "
+                "segment.ms=%s (changelog_retention_ms; it had %s, %s, %s)",
+                st->changelog, st->name, ms, ms, values[0], values[1], values[2]);
+    return 0;
+}
+
+static int ensure_changelogs(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
+                             int dev_port, int rf, char *err, size_t errsz)
+{
+    int64_t keep = bk_conf_int(conf, BK_CONF_CHANGELOG_RETENTION_MS);
     for (int s = 0; s < plan->nstores; s++) {
         const bk_plan_store_t *st = &plan->stores[s];
         int want = plan->subs[st->sub].partitions, have = 0, other = 0;
@@ -73,15 +102,20 @@ static int ensure_changelogs(const bk_plan_t *plan, rd_kafka_t *rk, int dev_port
             /* A key-value store needs every key's newest record forever: compact. A window
              * store's records are worth its retention only: compact,delete with that
              * retention and a day more, as Kafka Streams gives its window changelogs. */
-            char retention[32];
+            char retention[32], bounded[32];
             const char *kv[] = {"cleanup.policy", "compact", NULL};
+            const char *kvb[] = {"cleanup.policy", "compact,delete", "retention.ms", bounded,
+                                 "segment.ms", bounded, NULL};
             const char *win[] = {"cleanup.policy", "compact,delete", "retention.ms", retention,
                                  NULL};
             snprintf(retention, sizeof(retention), "%lld",
                      (long long)st->retention_ms + 24LL * 3600 * 1000);
+            snprintf(bounded, sizeof(bounded), "%lld", (long long)keep);
             if (bk_kafka_create_topic(rk, dev_port, st->changelog, want, rf,
-                                      st->window && st->retention_ms > 0 ? win : kv, err,
-                                      errsz) != 0) {
+                                      st->window && st->retention_ms > 0 ? win
+                                      : keep > 0                         ? kvb
+                                                                         : kv,
+                                      err, errsz) != 0) {
                 snprintf(err + strlen(err), errsz - strlen(err), " (the changelog of store %s)",
                          st->name);
                 return -1;
@@ -102,7 +136,11 @@ static int ensure_changelogs(const bk_plan_t *plan, rd_kafka_t *rk, int dev_port
                      st->changelog, st->name, have, want);
             return -1;
         }
-        if (dev_port <= 0) {
+        if (dev_port <= 0 && keep > 0 && !st->window) {
+            if (bound_changelog(rk, st, keep, err, errsz) != 0) {
+                return -1;
+            }
+        } else if (dev_port <= 0) {
             warn_changelog_configs(rk, st);
         }
     }
@@ -225,7 +263,7 @@ int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, int
             }
         }
     }
-    if (ensure_changelogs(plan, rk, dev_port, rf, err, errsz) != 0) {
+    if (ensure_changelogs(plan, conf, rk, dev_port, rf, err, errsz) != 0) {
         goto done;
     }
     rc = 0;

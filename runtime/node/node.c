@@ -18,6 +18,7 @@
 #include "engine/hooks.h"
 #include "engine/taskdb.h"
 #include "node/node_queries.h"
+#include "replica/archive.h"
 #include "replica/bootstrap.h"
 #include "replica/standby.h"
 
@@ -29,6 +30,33 @@ static void active_progress(void *opaque, int32_t task, int64_t offset)
 static void standby_progress(void *opaque, int32_t task, int64_t offset, int64_t lag)
 {
     bk_member_set_progress(opaque, task, offset, lag);
+}
+
+/* The snapshot archive (replica/archive.h): what the recovery of a task needs. */
+typedef struct recover_ctx_s {
+    const bk_plan_t *plan;
+    const bk_conf_t *conf;
+} recover_ctx_t;
+
+static int archive_recover(void *opaque, const char *task, const char *task_dir,
+                           char *const *changelogs, const int64_t *lo, int n, char *what,
+                           size_t what_size, char *err, size_t err_size)
+{
+    const recover_ctx_t *rc = opaque;
+    return bk_archive_recover(rc->conf, rc->plan->id, task, task_dir, changelogs, lo, n, what,
+                              what_size, err, err_size);
+}
+
+/* Snapshots asked for the running tasks whose state is due for the archive. */
+static void archive_ask(bk_archive_t *a, bk_crew_t *crew, const int32_t *running, int n,
+                        int32_t *due)
+{
+    int k = bk_archive_due(a, running, n, due);
+    for (int i = 0; i < k; i++) {
+        if (bk_crew_request_snapshot(crew, due[i], BK_ARCHIVE_REQ) != 0) {
+            bk_log_debug("archive: task %d: no snapshot asked for this time", (int)due[i]);
+        }
+    }
 }
 
 /* One signal stops the node cleanly, a second aborts it. Returns 1 on a
@@ -92,16 +120,22 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
     bk_task_id_t *tasks = bk_plan_tasks(plan, &ntasks);
     char **names = task_names(tasks, ntasks);
     int32_t *every = calloc((size_t)ntasks + 1, sizeof(int32_t));
+    int32_t *due = calloc((size_t)ntasks + 1, sizeof(int32_t));
     bk_crew_t crew;
     bk_taskdb_pool_t *pool = bk_taskdb_pool_new();
     bk_node_queries_t q;
+    recover_ctx_t rctx = {plan, conf};
+    bk_archive_t *arch = bk_archive_new(plan, conf);
+    bk_snapshot_made_t made;
     char err[1024];
 
     if (!pool || bk_node_queries_start(&q, plan, conf, pool, err, sizeof(err)) != 0) {
         bk_log_error("cannot serve queries: %s", pool ? err : "out of memory");
         bk_taskdb_pool_destroy(pool);
+        bk_archive_destroy(arch);
         free_names(names, ntasks);
         free(every);
+        free(due);
         free(tasks);
         return 1;
     }
@@ -118,12 +152,25 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
     }
     call_hook(hooks, "on_assign", names, every, ntasks);
     bk_crew_start(&crew, plan, conf, nthreads, NULL, NULL, pool, q.live);
+    if (bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
+        bk_crew_set_recover(&crew, archive_recover, &rctx);
+    }
     bk_log_info("app %s: %d task(s) on %d thread(s)", plan->id, ntasks, crew.nthreads);
     bk_crew_add(&crew, 0, every, ntasks);
     for (;;) {
         int done;
         if (wait_signal(set, &signals)) {
             crew.flags.stop = 1;
+        }
+        if (arch && !crew.flags.stop) {
+            archive_ask(arch, &crew, every, ntasks, due);
+        }
+        while (bk_crew_take_snapshot(&crew, &made)) {
+            if (arch && strcmp(made.req, BK_ARCHIVE_REQ) == 0) {
+                bk_archive_put(arch, &made);
+            } else if (made.ok) {
+                bk_snapshot_remove(made.dir);
+            }
         }
         done = bk_crew_done(&crew);
         if (done == crew.nthreads) {
@@ -135,6 +182,7 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
     }
     bk_node_queries_stop(&q); /* before the DBs close: no reader waits on a closing one */
     failed = bk_crew_stop(&crew);
+    bk_archive_destroy(arch);
     bk_taskdb_pool_destroy(pool);
     bk_node_queries_free(&q);
     call_hook(hooks, "on_revoke", names, every, ntasks);
@@ -144,6 +192,7 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
                 (unsigned long long)crew.total.dlq);
     free_names(names, ntasks);
     free(every);
+    free(due);
     free(tasks);
     return failed ? 1 : 0;
 }
@@ -182,6 +231,8 @@ typedef struct member_node_s {
     bk_bootstrap_t *boot;   /* cold bootstrap, both sides */
     uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
     bk_standby_t *standby;
+    bk_archive_t *arch; /* the snapshot archive, or NULL */
+    int32_t *due;       /* [ntasks] archive_ask's */
     bk_thread_stats_t total;
 } member_node_t;
 
@@ -193,12 +244,23 @@ static void standby_boot(void *opaque, int32_t task, const char *why)
 /* The active's side of cold bootstrap: the thread of the crew that runs `task`. */
 static int crew_ask(void *opaque, int32_t task, const char *req)
 {
-    return bk_crew_request_snapshot(opaque, task, req);
+    member_node_t *mn = opaque;
+    return bk_crew_request_snapshot(&mn->crew, task, req);
 }
 
+/* Cold bootstrap's snapshots; those made for the archive go to it on the way. */
 static int crew_take(void *opaque, bk_snapshot_made_t *out)
 {
-    return bk_crew_take_snapshot(opaque, out);
+    member_node_t *mn = opaque;
+    while (bk_crew_take_snapshot(&mn->crew, out)) {
+        if (strcmp(out->req, BK_ARCHIVE_REQ) != 0) {
+            return 1;
+        }
+        if (mn->arch) {
+            bk_archive_put(mn->arch, out);
+        }
+    }
+    return 0;
 }
 
 static void start_standby(member_node_t *mn, const int32_t *which, int n)
@@ -354,6 +416,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     bk_node_queries_t q;
     char err[1024];
     int64_t progress_at = 0;
+    recover_ctx_t rctx = {plan, conf};
 
     memset(&mn, 0, sizeof(mn));
     memset(&q, 0, sizeof(q));
@@ -366,6 +429,8 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mn.standing = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
     mn.scratch = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
     mn.was_sb = calloc((size_t)mn.ntasks + 1, 1);
+    mn.due = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
+    mn.arch = bk_archive_new(plan, conf);
     memset(&mc, 0, sizeof(mc));
     mc.conf = conf;
     mc.app_id = plan->id;
@@ -412,9 +477,12 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     }
     /* --threads stream threads for the node's life: tasks come and go on them */
     bk_crew_start(&mn.crew, plan, conf, mc.threads, active_progress, mn.member, mn.pool, q.live);
+    if (bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
+        bk_crew_set_recover(&mn.crew, archive_recover, &rctx);
+    }
     {
         bk_bootstrap_env_t env = {plan,     conf,     mn.member, mc.node_id, mn.ntasks, mn.tasks,
-                                  mn.names, crew_ask, crew_take, &mn.crew,   hooks,     mn.pool};
+                                  mn.names, crew_ask, crew_take, &mn,        hooks,     mn.pool};
         mn.boot = bk_bootstrap_new(&env);
     }
     bk_log_info("app %s: node %s (rack %s) joining, %d standby replica(s) per task%s", plan->id,
@@ -433,6 +501,9 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             /* it logged why; the replicas are dropped until the next change */
             stop_standby(&mn);
             mn.nstand = 0;
+        }
+        if (mn.arch && mn.nrun > 0) {
+            archive_ask(mn.arch, &mn.crew, mn.running, mn.nrun, mn.due);
         }
         if (bk_bootstrap_poll(mn.boot, &view) && mn.standby && !view.lost) {
             /* a bootstrap ended (or was asked for): the runner picks up the new state */
@@ -486,6 +557,7 @@ done:
         bk_crew_stop(&mn.crew);
     }
     stop_standby(&mn);
+    bk_archive_destroy(mn.arch); /* before cold bootstrap removes this node's snapshots */
     bk_bootstrap_destroy(mn.boot);
     bk_taskdb_pool_destroy(mn.pool);
     bk_node_queries_free(&q);
@@ -501,6 +573,7 @@ done:
     free(mn.scratch);
     bk_reconcile_actions_free(&mn.actions);
     free(mn.was_sb);
+    free(mn.due);
     free(mn.tasks);
     return failed ? 1 : 0;
 }
