@@ -292,7 +292,7 @@ local function add_generations(plan, id, tasks, topic)
     local sub = plan.subtopologies[s]
     if n then
       local pass = { index = #plan.subtopologies + 1, topics = {}, sources = {},
-                     passthrough = true, of = s }
+                     passthrough = true, of = s, tasks = n }
       plan.subtopologies[pass.index] = pass
       local gen_topics = {}
       for k, ti in ipairs(sub.topics) do

@@ -198,6 +198,7 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
         lua_rawgeti(L, -1, i + 1);
         s->generation = field_int(L, -1, "generation", 0);
         s->passthrough = field_bool(L, -1, "passthrough");
+        s->want = s->passthrough ? field_int(L, -1, "tasks", 0) : 0;
         lua_getfield(L, -1, "topics");
         s->ntopics = (int)lua_objlen(L, -1);
         s->topics = calloc((size_t)s->ntopics, sizeof(int));

@@ -34,7 +34,10 @@ typedef struct bk_plan_sub_s {
     int partitions; /* tasks of this subtopology */
     int generation; /* 0: its tasks own keys by input partition; >= 1: by key-group range,
                        reading that generation's topics (the `tasks` setting) */
-    int passthrough; /* no nodes: its tasks forward their records to a generation's topic */
+    int passthrough; /* no nodes: its tasks forward their records to a generation's topic;
+                        it has as many tasks as that generation (want), task q reading each
+                        input partition p with p mod want = q, so that its input can grow */
+    int want;        /* tasks asked for by the topology (a passthrough's), 0: its input's */
 } bk_plan_sub_t;
 
 typedef struct bk_plan_store_s {

@@ -158,7 +158,7 @@ static int fill_batch(bk_thread_t *thr, int n)
             continue;
         }
         t = topic_of(thr, m->rkt);
-        if (t < 0 || m->partition >= thr->plan->topics[t].partitions ||
+        if (t < 0 || m->partition >= thr->parts[t] ||
             (tp = thr->tp_of[t][m->partition]) < 0) {
             rd_kafka_message_destroy(m); /* not ours: cannot happen with assign() */
             continue;
@@ -357,7 +357,7 @@ static int run_loop(bk_thread_t *thr)
     while (!thr->flags->stop) {
         int64_t now = bk_clock_wall_ms();
         int wait = 100, n;
-        if (bk_thread_apply_changes(thr) != 0) {
+        if (bk_thread_apply_changes(thr) != 0 || bk_thread_check_inputs(thr) != 0) {
             bk_log_error("%s: %s", thr->name, thr->err);
             rc = -1;
             break;
@@ -436,9 +436,8 @@ void bk_thread_log_last(bk_thread_t *thr, const int32_t *slots, int n)
 {
     for (int k = 0; k < n; k++) {
         int slot = slots[k];
-        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[slot].sub];
-        for (int j = 0; j < sub->ntopics; j++) {
-            int tp = thr->tp_base[slot] + j;
+        for (int j = 0; j < thr->slot_ntps[slot]; j++) {
+            int tp = thr->slot_tps[slot][j];
             if (thr->tp_first[tp] >= 0) {
                 bk_log_info("task %s epoch %llu: last record %s [%d] offset %lld, committed",
                             BK_TASK_NAME(thr->tasks[slot]),
@@ -612,8 +611,16 @@ void bk_thread_destroy(bk_thread_t *thr)
         for (int t = 0; t < thr->plan->ntopics; t++) {
             free(thr->task_of[t]);
             free(thr->tp_of[t]);
+            free(thr->tp_id[t]);
         }
     }
+    for (int i = 0; thr->slot_tps && i < thr->cap; i++) {
+        free(thr->slot_tps[i]);
+    }
+    free(thr->slot_tps);
+    free(thr->slot_ntps);
+    free(thr->parts);
+    free(thr->tp_id);
     free(thr->task_of);
     free(thr->tp_of);
     free(thr->out_rkts);
@@ -621,7 +628,6 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->tp_partition);
     free(thr->tp_next);
     free(thr->tp_first);
-    free(thr->tp_base);
     free(thr->slot_state);
     free(thr->task_epoch);
     free(thr->owned);

@@ -32,14 +32,13 @@ static void report_lag(bk_thread_t *thr, const int32_t *slots, int nslots)
 {
     for (int k = 0; thr->live && k < nslots; k++) {
         int t = slots[k];
-        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[t].sub];
         int64_t lag = 0, lo, hi;
-        for (int j = 0; j < sub->ntopics; j++) {
-            int tp = thr->tp_base[t] + j;
+        for (int j = 0; j < thr->slot_ntps[t]; j++) {
+            int tp = thr->slot_tps[t][j];
             if (thr->tp_next[tp] < 0 ||
                 rd_kafka_get_watermark_offsets(thr->consumer,
-                                               thr->plan->topics[sub->topics[j]].name,
-                                               thr->tasks[t].partition, &lo, &hi) != 0 ||
+                                               thr->plan->topics[thr->tp_topic[tp]].name,
+                                               thr->tp_partition[tp], &lo, &hi) != 0 ||
                 hi < 0) {
                 lag = -1;
                 break;
@@ -58,9 +57,8 @@ static void report_progress(bk_thread_t *thr, const int32_t *slots, int nslots)
     }
     for (int k = 0; k < nslots; k++) {
         int t = slots[k];
-        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[t].sub];
         thr->progress(thr->progress_opaque, t,
-                      sub->ntopics > 0 ? thr->tp_next[thr->tp_base[t]] : -1);
+                      thr->slot_ntps[t] > 0 ? thr->tp_next[thr->slot_tps[t][0]] : -1);
     }
 }
 
@@ -70,14 +68,13 @@ static int write_markers(bk_thread_t *thr, const int32_t *slots, int nslots)
 {
     for (int k = 0; k < nslots; k++) {
         int t = slots[k];
-        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[t].sub];
         int64_t offs[BK_STORE_MAX_INPUTS];
         int dirty = 0, n;
         if (!thr->dbs[t]) {
             continue;
         }
-        for (int j = 0; j < sub->ntopics; j++) {
-            dirty |= thr->tp_dirty[thr->tp_base[t] + j];
+        for (int j = 0; j < thr->slot_ntps[t]; j++) {
+            dirty |= thr->tp_dirty[thr->slot_tps[t][j]];
         }
         if (!dirty) {
             continue;
@@ -139,8 +136,8 @@ static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots)
     list = rd_kafka_topic_partition_list_new(nslots + 1);
     for (int k = 0; k < nslots; k++) {
         int t = slots[k];
-        for (int i = thr->tp_base[t];
-             i < thr->tp_base[t] + thr->plan->subs[thr->tasks[t].sub].ntopics; i++) {
+        for (int j = 0; j < thr->slot_ntps[t]; j++) {
+            int i = thr->slot_tps[t][j];
             if (thr->tp_dirty[i]) {
                 rd_kafka_topic_partition_list_add(list, thr->plan->topics[thr->tp_topic[i]].name,
                                                   thr->tp_partition[i])
@@ -183,8 +180,9 @@ static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots)
     }
     for (int k = 0; k < nslots; k++) {
         int t = slots[k];
-        memset(thr->tp_dirty + thr->tp_base[t], 0,
-               (size_t)thr->plan->subs[thr->tasks[t].sub].ntopics);
+        for (int j = 0; j < thr->slot_ntps[t]; j++) {
+            thr->tp_dirty[thr->slot_tps[t][j]] = 0;
+        }
     }
     thr->stats.commits++;
     report_progress(thr, slots, nslots);

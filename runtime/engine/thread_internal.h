@@ -35,6 +35,13 @@ typedef struct bk_thread_job_s {
     struct bk_thread_s *thr;
     int32_t *slots;
     int n;
+    /* the slots' input partitions when the job started (copied: the thread's tables may
+     * grow meanwhile), and their committed offsets, which the job reads */
+    int ntp;
+    int *tp;             /* [ntp] toppar ids */
+    const char **tp_topic; /* [ntp] (the plan's names) */
+    int32_t *tp_part;    /* [ntp] */
+    int64_t *tp_off;     /* [ntp] */
     pthread_t tid;
     atomic_int stop, done;
     int rc;
@@ -90,14 +97,22 @@ struct bk_thread_s {
     rd_kafka_message_t **msgs;
     int *rec_tp; /* toppar of each record */
 
-    /* Input topic-partitions: every task's, numbered once (tp_base[slot] + j is the j-th
-     * input of the slot's subtopology); the next offset to commit of each. */
-    int ntp_all;
-    int *tp_base; /* [cap] */
+    /* Input topic-partitions (toppars): every partition of every source topic, numbered once
+     * (tp_id[topic][partition]); the next offset to commit of each. A slot reads the toppars
+     * of slot_tps: partition p of each topic of its subtopology, or for a passthrough task q
+     * of N every partition p with p mod N = q. An input topic that grows (input growth,
+     * thread_tasks.c) adds toppars, so these arrays move: the stream thread alone touches
+     * them (an opening task's job reads committed offsets into its own). */
+    int ntp_all, tp_cap;
     int *tp_topic, *tp_partition;
     int64_t *tp_next;
     int64_t *tp_first; /* first offset processed, -1: none yet */
     char *tp_dirty;
+    int *parts;              /* [topic] partitions of each source topic as this thread knows */
+    int **tp_id;             /* [topic][partition] */
+    int **slot_tps;          /* [cap] a slot's toppars, in its subtopology's topic order */
+    int *slot_ntps;          /* [cap] */
+    int64_t parts_checked;   /* when the source topics' partitions were last looked at (mono) */
     int **task_of, **tp_of; /* [topic][partition] -> live slot / toppar, -1 */
     const rd_kafka_topic_t *last_rkt;
     int last_topic;
@@ -144,6 +159,17 @@ struct bk_thread_s {
 
 /* Start-up (thread_setup.c); each 0, or -1 with thr->err. */
 void bk_thread_build_tables(bk_thread_t *thr);
+/* Topic t has `partitions` now (more than thr->parts[t]): its tables grow, the new toppars
+ * are numbered and the slots that read them know it (not assigned: the caller does that for
+ * live ones). 0, or -1 without memory. */
+int bk_thread_grow_topic(bk_thread_t *thr, int t, int partitions);
+/* Every INPUT_CHECK_MS, the source topics' partition counts (thread_tasks.c): a topic that
+ * grew is followed by the passthrough tasks that read it (task q of N takes the new
+ * partitions p with p mod N = q, from their start); a subtopology that reads it by input
+ * partition cannot follow, which is logged. 0, or -1 with thr->err. */
+int bk_thread_check_inputs(bk_thread_t *thr);
+/* Recomputes slot_tps of slot from thr->parts. 0, or -1 without memory. */
+int bk_thread_slot_tps(bk_thread_t *thr, int slot);
 int bk_thread_start_kafka(bk_thread_t *thr);
 int bk_thread_start_lua(bk_thread_t *thr);
 
@@ -152,11 +178,12 @@ int bk_thread_start_lua(bk_thread_t *thr);
 int bk_thread_apply_changes(bk_thread_t *thr);
 /* Stops and joins every opening job (at the thread's end); their DBs go back closed. */
 void bk_thread_stop_jobs(bk_thread_t *thr);
-/* Reads the committed input offsets of the slots' partitions into tp_next (-1 where none)
- * through consumer, trying again for up to a minute while the group coordinator is not
- * ready (a fresh cluster) or *stop is set. 0, or -1 with err. */
-int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const int32_t *slots, int n,
-                             atomic_int *stop, char *err, size_t errsize);
+/* Reads the committed offsets of n partitions (topics[i], partitions[i]) into offs[i] (-1
+ * where none) through consumer, trying again for up to a minute while the group
+ * coordinator is not ready (a fresh cluster) or *stop is set. 0, or -1 with err. */
+int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const char *const *topics,
+                             const int32_t *partitions, int n, int64_t *offs, atomic_int *stop,
+                             char *err, size_t errsize);
 
 /* The "last record" lines of slots' input partitions, after a commit that covered them. */
 void bk_thread_log_last(bk_thread_t *thr, const int32_t *slots, int n);

@@ -19,40 +19,126 @@
 #include "engine/thread_internal.h"
 #include "engine/vm.h"
 
+/* Room for `more` toppars. 0, or -1 without memory. */
+static int tp_room(bk_thread_t *thr, int more)
+{
+    int cap = thr->tp_cap;
+    if (thr->ntp_all + more <= cap) {
+        return 0;
+    }
+    while (cap < thr->ntp_all + more) {
+        cap = cap * 2 + 16;
+    }
+#define GROW(a)                                                                                    \
+    do {                                                                                           \
+        void *p = realloc(thr->a, (size_t)cap * sizeof(*thr->a));                                  \
+        if (!p) {                                                                                  \
+            return -1;                                                                             \
+        }                                                                                          \
+        thr->a = p;                                                                                \
+    } while (0)
+    GROW(tp_topic);
+    GROW(tp_partition);
+    GROW(tp_next);
+    GROW(tp_first);
+    GROW(tp_dirty);
+#undef GROW
+    thr->tp_cap = cap;
+    return 0;
+}
+
+/* Partitions [from, to) of topic t: their tables and toppar ids. 0, or -1 without memory. */
+static int add_partitions(bk_thread_t *thr, int t, int from, int to)
+{
+    int *task_of = realloc(thr->task_of[t], (size_t)(to ? to : 1) * sizeof(int));
+    int *tp_of = task_of ? realloc(thr->tp_of[t], (size_t)(to ? to : 1) * sizeof(int)) : NULL;
+    int *ids = tp_of ? realloc(thr->tp_id[t], (size_t)(to ? to : 1) * sizeof(int)) : NULL;
+    if (task_of) {
+        thr->task_of[t] = task_of;
+    }
+    if (tp_of) {
+        thr->tp_of[t] = tp_of;
+    }
+    if (!ids || tp_room(thr, to - from) != 0) {
+        if (ids) {
+            thr->tp_id[t] = ids;
+        }
+        return -1;
+    }
+    thr->tp_id[t] = ids;
+    for (int p = from; p < to; p++) {
+        int id = thr->ntp_all++;
+        task_of[p] = tp_of[p] = -1;
+        ids[p] = id;
+        thr->tp_topic[id] = t;
+        thr->tp_partition[id] = p;
+        thr->tp_next[id] = thr->tp_first[id] = -1;
+        thr->tp_dirty[id] = 0;
+    }
+    thr->parts[t] = to;
+    return 0;
+}
+
+int bk_thread_slot_tps(bk_thread_t *thr, int slot)
+{
+    const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[slot].sub];
+    int q = thr->tasks[slot].partition, n = 0, cap = 0, *list = NULL;
+    /* a passthrough task reads every partition p with p mod (its task count) = q: an input
+     * that grows adds to it, and its subtopology keeps its task count */
+    int step = sub->passthrough ? sub->partitions : 0;
+    for (int j = 0; j < sub->ntopics; j++) {
+        int t = sub->topics[j];
+        for (int p = q; p < thr->parts[t]; p += step) {
+            if (n == cap) {
+                int *more = realloc(list, (size_t)(cap = cap * 2 + 4) * sizeof(int));
+                if (!more) {
+                    free(list);
+                    return -1;
+                }
+                list = more;
+            }
+            list[n++] = thr->tp_id[t][p];
+            if (!step) {
+                break;
+            }
+        }
+    }
+    free(thr->slot_tps[slot]);
+    thr->slot_tps[slot] = list;
+    thr->slot_ntps[slot] = n;
+    return 0;
+}
+
 void bk_thread_build_tables(bk_thread_t *thr)
 {
     const bk_plan_t *plan = thr->plan;
-    int cap = 0;
 
     thr->task_of = calloc((size_t)plan->ntopics, sizeof(int *));
     thr->tp_of = calloc((size_t)plan->ntopics, sizeof(int *));
+    thr->tp_id = calloc((size_t)plan->ntopics, sizeof(int *));
+    thr->parts = calloc((size_t)plan->ntopics, sizeof(int));
+    thr->slot_tps = calloc((size_t)thr->cap + 1, sizeof(int *));
+    thr->slot_ntps = calloc((size_t)thr->cap + 1, sizeof(int));
     for (int t = 0; t < plan->ntopics; t++) {
-        int np = plan->topics[t].partitions;
-        thr->task_of[t] = malloc((size_t)(np ? np : 1) * sizeof(int));
-        thr->tp_of[t] = malloc((size_t)(np ? np : 1) * sizeof(int));
-        for (int p = 0; p < np; p++) {
-            thr->task_of[t][p] = thr->tp_of[t][p] = -1;
-        }
+        add_partitions(thr, t, 0, plan->topics[t].source ? plan->topics[t].partitions : 0);
     }
     for (int i = 0; i < thr->cap; i++) {
-        cap += plan->subs[thr->tasks[i].sub].ntopics;
+        bk_thread_slot_tps(thr, i);
     }
-    thr->tp_base = calloc((size_t)thr->cap + 1, sizeof(int));
-    thr->tp_topic = calloc((size_t)cap + 1, sizeof(int));
-    thr->tp_partition = calloc((size_t)cap + 1, sizeof(int));
-    thr->tp_next = calloc((size_t)cap + 1, sizeof(int64_t));
-    thr->tp_first = calloc((size_t)cap + 1, sizeof(int64_t));
-    thr->tp_dirty = calloc((size_t)cap + 1, 1);
+}
+
+int bk_thread_grow_topic(bk_thread_t *thr, int t, int partitions)
+{
+    if (add_partitions(thr, t, thr->parts[t], partitions) != 0) {
+        return -1;
+    }
     for (int i = 0; i < thr->cap; i++) {
-        const bk_plan_sub_t *sub = &plan->subs[thr->tasks[i].sub];
-        thr->tp_base[i] = thr->ntp_all;
-        for (int j = 0; j < sub->ntopics; j++) {
-            thr->tp_first[thr->ntp_all] = thr->tp_next[thr->ntp_all] = -1;
-            thr->tp_topic[thr->ntp_all] = sub->topics[j];
-            thr->tp_partition[thr->ntp_all] = thr->tasks[i].partition;
-            thr->ntp_all++;
+        if (thr->plan->subs[thr->tasks[i].sub].passthrough &&
+            thr->plan->topics[t].sub == thr->tasks[i].sub && bk_thread_slot_tps(thr, i) != 0) {
+            return -1;
         }
     }
+    return 0;
 }
 
 static int ref_field(lua_State *L, const char *name)

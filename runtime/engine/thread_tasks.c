@@ -90,10 +90,9 @@ int bk_thread_wait_removed(bk_thread_t *thr, uint64_t ticket)
 
 int bk_thread_task_inputs(const bk_thread_t *thr, int s, int64_t *offs)
 {
-    const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[s].sub];
-    int n = sub->ntopics < BK_STORE_MAX_INPUTS ? sub->ntopics : BK_STORE_MAX_INPUTS;
+    int n = thr->slot_ntps[s] < BK_STORE_MAX_INPUTS ? thr->slot_ntps[s] : BK_STORE_MAX_INPUTS;
     for (int j = 0; j < n; j++) {
-        offs[j] = thr->tp_next[thr->tp_base[s] + j];
+        offs[j] = thr->tp_next[thr->slot_tps[s][j]];
     }
     return n;
 }
@@ -109,21 +108,18 @@ static int retriable(rd_kafka_resp_err_t err)
            err == RD_KAFKA_RESP_ERR__WAIT_COORD;
 }
 
-int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const int32_t *slots, int n,
-                             atomic_int *stop, char *err, size_t errsize)
+int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const char *const *topics,
+                             const int32_t *partitions, int n, int64_t *offs, atomic_int *stop,
+                             char *err, size_t errsize)
 {
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n + 1);
     rd_kafka_resp_err_t kerr;
     int64_t give_up = bk_clock_mono_ms() + 60000, backoff = 50;
 
-    for (int k = 0; k < n; k++) {
-        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[slots[k]].sub];
-        for (int j = 0; j < sub->ntopics; j++) {
-            int tp = thr->tp_base[slots[k]] + j;
-            rd_kafka_topic_partition_list_add(list, thr->plan->topics[thr->tp_topic[tp]].name,
-                                              thr->tp_partition[tp])
-                ->opaque = (void *)(intptr_t)tp;
-        }
+    for (int i = 0; i < n; i++) {
+        offs[i] = -1;
+        rd_kafka_topic_partition_list_add(list, topics[i], partitions[i])->opaque =
+            (void *)(intptr_t)i;
     }
     for (;;) {
         kerr = list->cnt > 0 ? rd_kafka_committed(consumer, list, 10000) : 0;
@@ -137,8 +133,8 @@ int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const int32
         backoff = backoff < 1000 ? backoff * 2 : 1000;
     }
     for (int i = 0; !kerr && i < list->cnt; i++) {
-        int tp = (int)(intptr_t)list->elems[i].opaque;
-        thr->tp_next[tp] = list->elems[i].offset >= 0 ? list->elems[i].offset : -1;
+        int at = (int)(intptr_t)list->elems[i].opaque;
+        offs[at] = list->elems[i].offset >= 0 ? list->elems[i].offset : -1;
     }
     rd_kafka_topic_partition_list_destroy(list);
     if (kerr) {
@@ -312,8 +308,9 @@ static void *job_main(void *arg)
         }
         from = to;
     }
-    if (!consumer || bk_thread_read_committed(thr, consumer, job->slots, job->n, &job->stop,
-                                              job->err, sizeof(job->err)) != 0) {
+    if (!consumer || bk_thread_read_committed(thr, consumer, job->tp_topic, job->tp_part, job->ntp,
+                                              job->tp_off, &job->stop, job->err,
+                                              sizeof(job->err)) != 0) {
         goto done;
     }
     before = calloc((size_t)n + 1, sizeof(*before));
@@ -370,6 +367,10 @@ static void reap_later(bk_thread_t *thr, pthread_t tid)
 static void job_free(bk_thread_job_t *job)
 {
     pthread_mutex_destroy(&job->lock);
+    free(job->tp);
+    free(job->tp_topic);
+    free(job->tp_part);
+    free(job->tp_off);
     free(job->slots);
     free(job);
 }
@@ -387,6 +388,28 @@ static int job_start(bk_thread_t *thr, const int32_t *slots, int n)
     job->thr = thr;
     job->t0 = bk_clock_wall_ms();
     pthread_mutex_init(&job->lock, NULL);
+    /* the slots' input partitions as they are now, for the job's thread to read */
+    for (int k = 0; k < n; k++) {
+        job->ntp += thr->slot_ntps[slots[k]];
+    }
+    job->tp = calloc((size_t)job->ntp + 1, sizeof(int));
+    job->tp_topic = calloc((size_t)job->ntp + 1, sizeof(char *));
+    job->tp_part = calloc((size_t)job->ntp + 1, sizeof(int32_t));
+    job->tp_off = calloc((size_t)job->ntp + 1, sizeof(int64_t));
+    if (!job->tp || !job->tp_topic || !job->tp_part || !job->tp_off) {
+        job_free(job);
+        snprintf(thr->err, sizeof(thr->err), "out of memory");
+        return -1;
+    }
+    job->ntp = 0;
+    for (int k = 0; k < n; k++) {
+        for (int j = 0; j < thr->slot_ntps[slots[k]]; j++) {
+            int tp = thr->slot_tps[slots[k]][j];
+            job->tp[job->ntp] = tp;
+            job->tp_topic[job->ntp] = thr->plan->topics[thr->tp_topic[tp]].name;
+            job->tp_part[job->ntp++] = thr->tp_partition[tp];
+        }
+    }
     if (pthread_create(&job->tid, NULL, job_main, job) != 0) {
         job_free(job);
         snprintf(thr->err, sizeof(thr->err), "cannot start a thread to open %d task(s)", n);
@@ -557,7 +580,6 @@ static int lua_slot(bk_thread_t *thr, int ref, int slot)
  * the table (the consumer gets them from the caller). */
 static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *assign)
 {
-    const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[slot].sub];
     lua_State *L = thr->L;
 
     if (settle(thr, slot) != 0) {
@@ -571,13 +593,14 @@ static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *
         lua_slot(thr, thr->ref_init_task, slot) != 0) {
         return -1; /* an init() that raises stops the thread, as at start-up */
     }
-    for (int j = 0; j < sub->ntopics; j++) {
-        int tp = thr->tp_base[slot] + j, t = sub->topics[j], p = thr->tasks[slot].partition;
+    for (int j = 0; j < thr->slot_ntps[slot]; j++) {
+        int tp = thr->slot_tps[slot][j], t = thr->tp_topic[tp], p = thr->tp_partition[tp];
         thr->task_of[t][p] = slot;
         thr->tp_of[t][p] = tp;
         thr->tp_first[tp] = -1;
         thr->tp_dirty[tp] = 0;
-        /* from the committed offset the job read; none: INVALID, auto.offset.reset */
+        /* from the committed offset the job read; none (or a partition the topic gained
+         * since): INVALID, the group's committed offset, else auto.offset.reset */
         rd_kafka_topic_partition_list_add(assign, thr->plan->topics[t].name, p)->offset =
             thr->tp_next[tp] >= 0 ? thr->tp_next[tp] : RD_KAFKA_OFFSET_INVALID;
     }
@@ -640,6 +663,9 @@ static int job_finish(bk_thread_t *thr, bk_thread_job_t *job)
         }
         free(again);
         return stopped ? 0 : -1;
+    }
+    for (int i = 0; i < job->ntp; i++) {
+        thr->tp_next[job->tp[i]] = job->tp_off[i]; /* the committed offsets the job read */
     }
     assign = rd_kafka_topic_partition_list_new(job->n + 1);
     for (int k = 0; k < job->n; k++) {
@@ -707,9 +733,8 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
     list = rd_kafka_topic_partition_list_new(n + 1);
     for (int k = 0; k < n; k++) {
         int slot = slots[k], at = owned_index(thr, slot);
-        const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[slot].sub];
-        for (int j = 0; j < sub->ntopics; j++) {
-            int t = sub->topics[j], p = thr->tasks[slot].partition;
+        for (int j = 0; j < thr->slot_ntps[slot]; j++) {
+            int tp = thr->slot_tps[slot][j], t = thr->tp_topic[tp], p = thr->tp_partition[tp];
             rd_kafka_topic_partition_list_add(list, thr->plan->topics[t].name, p);
             thr->task_of[t][p] = thr->tp_of[t][p] = -1; /* what is still queued is dropped */
         }
@@ -840,5 +865,99 @@ int bk_thread_apply_changes(bk_thread_t *thr)
     free(epochs);
     free(rm);
     free(live);
+    return rc;
+}
+
+/* -- Input growth --------------------------------------------------------------------------- */
+
+/* How often a stream thread looks at its source topics' partition counts. */
+#define INPUT_CHECK_MS 5000
+
+int bk_thread_check_inputs(bk_thread_t *thr)
+{
+    const bk_plan_t *plan = thr->plan;
+    int64_t now = bk_clock_mono_ms();
+    const char **names;
+    int *idx, *counts, n = 0, rc = 0;
+    rd_kafka_topic_partition_list_t *assign;
+    char err[512];
+
+    if (now < thr->parts_checked + INPUT_CHECK_MS) {
+        return 0;
+    }
+    thr->parts_checked = now;
+    names = calloc((size_t)plan->ntopics + 1, sizeof(*names));
+    idx = calloc((size_t)plan->ntopics + 1, sizeof(*idx));
+    counts = calloc((size_t)plan->ntopics + 1, sizeof(*counts));
+    assign = rd_kafka_topic_partition_list_new(4);
+    for (int t = 0; names && idx && counts && t < plan->ntopics; t++) {
+        if (plan->topics[t].source && !plan->topics[t].keygroups) {
+            idx[n] = t;
+            names[n++] = plan->topics[t].name;
+        }
+    }
+    if (n > 0 && bk_kafka_partitions(thr->consumer, names, n, counts, 2000, err, sizeof(err)) != 0) {
+        bk_log_debug("%s: cannot look at the inputs' partitions now: %s", thr->name, err);
+        n = 0;
+    }
+    for (int i = 0; rc == 0 && i < n; i++) {
+        int t = idx[i], old = thr->parts[t], grown = counts[i];
+        const bk_plan_sub_t *sub = &plan->subs[plan->topics[t].sub];
+        if (grown <= old) {
+            continue;
+        }
+        if (bk_thread_grow_topic(thr, t, grown) != 0) {
+            snprintf(thr->err, sizeof(thr->err), "out of memory");
+            rc = -1;
+            break;
+        }
+        if (!sub->passthrough) {
+            /* by input partition: its tasks would not hold the state of the keys that
+             * now land on the new partitions. Nothing is read there, nor lost. */
+            if (thr->index == 0) {
+                bk_log_error("input topic %s grew from %d to %d partitions: subtopology %d "
+                             "reads it by input partition and cannot follow; partitions %d "
+                             "to %d are not read (their records wait in Kafka). A "
+                             "subtopology given its own task count (`tasks`) follows its "
+                             "input's growth (docs/repartitioning.md)",
+                             plan->topics[t].name, old, grown, plan->topics[t].sub, old,
+                             grown - 1);
+            }
+            continue;
+        }
+        for (int p = old; p < grown; p++) {
+            int q = p % sub->partitions, slot = -1, tp = thr->tp_id[t][p];
+            for (int s = 0; s < thr->cap && slot < 0; s++) {
+                if (thr->tasks[s].sub == plan->topics[t].sub && thr->tasks[s].partition == q) {
+                    slot = s;
+                }
+            }
+            if (slot < 0 || thr->slot_state[slot] != SLOT_LIVE) {
+                continue; /* elsewhere, or opening: it reads the partition once live */
+            }
+            thr->task_of[t][p] = slot;
+            thr->tp_of[t][p] = tp;
+            thr->tp_first[tp] = -1;
+            thr->tp_dirty[tp] = 0;
+            /* a new partition: no committed offset, so from its start (auto.offset.reset) */
+            rd_kafka_topic_partition_list_add(assign, plan->topics[t].name, p)->offset =
+                RD_KAFKA_OFFSET_INVALID;
+            bk_log_info("task %s: reads %s [%d] too: the topic grew from %d to %d partitions",
+                        BK_TASK_NAME(thr->tasks[slot]), plan->topics[t].name, p, old, grown);
+        }
+    }
+    if (rc == 0 && assign->cnt > 0) {
+        rd_kafka_error_t *kerr = rd_kafka_incremental_assign(thr->consumer, assign);
+        if (kerr) {
+            snprintf(thr->err, sizeof(thr->err), "cannot assign the grown input's partitions: %s",
+                     rd_kafka_error_string(kerr));
+            rd_kafka_error_destroy(kerr);
+            rc = -1;
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(assign);
+    free(names);
+    free(idx);
+    free(counts);
     return rc;
 }

@@ -251,6 +251,10 @@ int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, int
     for (int s = 0; s < plan->nsubs; s++) {
         bk_plan_sub_t *sub = &plan->subs[s];
         sub->partitions = plan->topics[sub->topics[0]].partitions;
+        if (sub->want > 0) {
+            sub->partitions = sub->want; /* a passthrough: its inputs' widths do not matter */
+            continue;
+        }
         for (int j = 1; j < sub->ntopics; j++) {
             const bk_plan_topic_t *a = &plan->topics[sub->topics[0]];
             const bk_plan_topic_t *b = &plan->topics[sub->topics[j]];

@@ -40,9 +40,10 @@ describe("a subtopology given its own task count", function()
     local bs = broker.bootstrap
     local sa, sb = helpers.tmpdir(), helpers.tmpdir()
     local nodes = { na = start(bs, "na", "a", sa), nb = start(bs, "nb", "b", sb) }
-    -- 5 counting tasks and 3 passthrough tasks: 4 each
+    -- 5 counting tasks and 5 passthrough tasks (task q reading the input partitions p with
+    -- p mod 5 = q: 1_3 and 1_4 read nothing yet): 5 each
     helpers.eventually(function()
-      return cluster.running(nodes.na) == 4 and cluster.running(nodes.nb) == 4
+      return cluster.running(nodes.na) == 5 and cluster.running(nodes.nb) == 5
     end, 40, 0.2)
     assert.equal(TASKS, helpers.metadata(bs, GEN_TOPIC).partitions, "partitions of " .. GEN_TOPIC)
 

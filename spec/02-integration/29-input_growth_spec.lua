@@ -1,0 +1,93 @@
+-- An input topic that grows while the app runs (docs/repartitioning.md, Input that grows), on
+-- a real Apache Kafka (the dev broker cannot add partitions). A count by key
+-- (spec/fixtures/stamped_count.lua) runs with its own task count (--tasks 0=4) on two nodes:
+-- its passthrough task q reads every input partition p with p mod 4 = q. The input grows from
+-- 6 to 10 partitions with CreatePartitions (the outside client's admin call) between two
+-- rounds of the same keys, which then land on other partitions: the passthrough tasks take
+-- the new partitions from their start, every key's state stays with the task owning its key
+-- group, and each key is counted 1, 2, 3 in order, exactly. Kafka Streams stops here. A
+-- second app reading the same input by input partition (no `tasks`) says it cannot follow.
+local ffi = require "ffi"
+local helpers = require "spec.helpers"
+local cluster = require "spec.fixtures.cluster"
+local C = ffi.C
+
+local KEYS = 2000
+local TASKS = 4
+local APP = "stamped"
+local GEN_TOPIC = "stamped-0-repartition-g1"
+
+local function owner(key)
+  return C.bk_ffi_hash_group_owner(C.bk_ffi_hash_key_group(key, #key), TASKS)
+end
+
+local function start(bs, id, rack, extra, env)
+  local argv = { "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack,
+                 "--commit-interval-ms", "300", "--heartbeat-interval-ms", "200",
+                 "--session-timeout-ms", "2000", "-X", "fetch.wait.max.ms=10" }
+  for _, a in ipairs(extra) do argv[#argv + 1] = a end
+  return helpers.start_node("spec/fixtures/stamped_count.lua", argv, { name = id, env = env })
+end
+
+describe("an input topic that grows", function()
+  after_each(helpers.cleanup)
+
+  it("is followed by a subtopology with its own task count, every count exact", function()
+    if not helpers.real_kafka() then
+      pending("needs BECK_SPEC_BACKEND=kafka: the dev broker cannot add partitions")
+      return
+    end
+    local broker = helpers.start_broker { topics = { "stamp-in:6", "stamp-out:4",
+                                                     "stamp-out0:4" } }
+    local bs = broker.bootstrap
+    local tasks = { "--tasks", "0=" .. TASKS }
+    local nodes = { na = start(bs, "na", "a", tasks), nb = start(bs, "nb", "b", tasks) }
+    local plain = start(bs, "nc", "c", { "--id", "stamped0" }, { STAMP_OUT = "stamp-out0" })
+    helpers.eventually(function()
+      return cluster.running(nodes.na) == TASKS and cluster.running(nodes.nb) == TASKS
+    end, 60, 0.2)
+
+    local function round(r)
+      local records = {}
+      for i = 1, KEYS do records[i] = { "k" .. i, "r" .. r } end
+      helpers.produce(bs, "stamp-in", records, { timeout = 60 })
+      helpers.eventually(function()
+        return cluster.committed_total(bs, "stamp-in", APP) == r * KEYS and
+               cluster.committed_total(bs, GEN_TOPIC, APP) == r * KEYS
+      end, 60, 0.3)
+    end
+    round(1)
+    assert(helpers.kafka_client({ "grow", bs, "stamp-in", "10" }))
+    -- each node's threads see it within seconds; partitions 6..9 go to tasks 1_2 1_3 1_0 1_1
+    helpers.eventually(function()
+      local seen = 0
+      for p = 6, 9 do
+        for _, n in pairs(nodes) do
+          if n:log():match("reads stamp%-in %[" .. p .. "%] too: the topic grew from 6 to 10") then
+            seen = seen + 1
+          end
+        end
+      end
+      return seen == 4, seen .. " of the new partitions taken"
+    end, 30, 0.3)
+    round(2)
+    round(3)
+    -- the new partitions were written to and read
+    local committed = helpers.committed(bs, "stamp-in", APP)
+    local beyond = 0
+    for p = 6, 9 do beyond = beyond + (committed[p] or 0) end
+    assert.is_true(beyond > 0, "nothing was read from the new partitions")
+
+    local seen = {}
+    for _, r in ipairs(helpers.consume(bs, "stamp-out", { timeout = 60 })) do
+      local n, task = r.value:match("^(%d+) %d+ %d+ %S+ (%S+)$")
+      assert.equal("0_" .. owner(r.key), task, "task of " .. r.key)
+      assert.equal((seen[r.key] or 0) + 1, tonumber(n), "count of " .. r.key)
+      seen[r.key] = tonumber(n)
+    end
+    for i = 1, KEYS do assert.equal(3, seen["k" .. i], "final count of k" .. i) end
+
+    assert.matches("input topic stamp%-in grew from 6 to 10 partitions: subtopology 0 reads " ..
+                   "it by input partition and cannot follow", plain:log())
+  end)
+end)
