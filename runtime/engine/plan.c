@@ -110,6 +110,12 @@ void bk_plan_settings_to_app(lua_State *L, int app, const bk_conf_t *conf)
 {
     const char *tasks = bk_conf_str(conf, BK_CONF_TASKS);
     lua_getfield(L, app, "config");
+    /* --id names the app's own topics too (changelogs, generations) */
+    if (bk_conf_str(conf, BK_CONF_APP_ID) &&
+        bk_conf_source(conf, BK_CONF_APP_ID) > BK_CONF_FROM_TOPOLOGY) {
+        lua_pushstring(L, bk_conf_str(conf, BK_CONF_APP_ID));
+        lua_setfield(L, -2, "id");
+    }
     if (tasks) {
         lua_pushstring(L, tasks);
     } else {

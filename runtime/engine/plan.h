@@ -66,7 +66,7 @@ typedef struct bk_plan_s {
 
 /* Gives the app at stack index `app` the settings that change its plan as conf resolved
  * them (command line, environment, topology): every VM of a node must describe the same
- * plan (app.lua's describe reads config.tasks). */
+ * plan (app.lua's describe reads config.id and config.tasks). */
 void bk_plan_settings_to_app(lua_State *L, int app, const bk_conf_t *conf);
 
 /* Runs the topology file in L, checks that it returns a beck.app, applies its
