@@ -232,6 +232,7 @@ typedef struct member_node_s {
     uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
     bk_standby_t *standby;
     bk_archive_t *arch; /* the snapshot archive, or NULL */
+    recover_ctx_t rctx; /* what recovering from it needs */
     int32_t *due;       /* [ntasks] archive_ask's */
     bk_thread_stats_t total;
 } member_node_t;
@@ -278,6 +279,9 @@ static void start_standby(member_node_t *mn, const int32_t *which, int n)
     mn->standby = bk_standby_new(mn->plan, mn->conf, tt, which, n, standby_progress, mn->member);
     free(tt);
     bk_standby_set_pool(mn->standby, mn->pool);
+    if (bk_conf_str(mn->conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
+        bk_standby_set_recover(mn->standby, archive_recover, &mn->rctx);
+    }
     if (mn->boot) {
         int *modes = calloc((size_t)n + 1, sizeof(*modes));
         for (int i = 0; modes && i < n; i++) {
@@ -416,7 +420,6 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     bk_node_queries_t q;
     char err[1024];
     int64_t progress_at = 0;
-    recover_ctx_t rctx = {plan, conf};
 
     memset(&mn, 0, sizeof(mn));
     memset(&q, 0, sizeof(q));
@@ -430,6 +433,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mn.scratch = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
     mn.was_sb = calloc((size_t)mn.ntasks + 1, 1);
     mn.due = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
+    mn.rctx = (recover_ctx_t){plan, conf};
     mn.arch = bk_archive_new(plan, conf);
     memset(&mc, 0, sizeof(mc));
     mc.conf = conf;
@@ -478,7 +482,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     /* --threads stream threads for the node's life: tasks come and go on them */
     bk_crew_start(&mn.crew, plan, conf, mc.threads, active_progress, mn.member, mn.pool, q.live);
     if (bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
-        bk_crew_set_recover(&mn.crew, archive_recover, &rctx);
+        bk_crew_set_recover(&mn.crew, archive_recover, &mn.rctx);
     }
     {
         bk_bootstrap_env_t env = {plan,     conf,     mn.member, mc.node_id, mn.ntasks, mn.tasks,

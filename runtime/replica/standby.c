@@ -50,6 +50,8 @@ struct bk_standby_s {
     int64_t *boot_lag;
     bk_standby_boot_cb boot_cb;
     void *boot_opaque;
+    bk_thread_recover_cb recover; /* the archive (bk_standby_set_recover), or NULL */
+    void *recover_opaque;
 
     bk_db_t **dbs; /* [ntasks], NULL for a task without a logged store */
     char *fresh;   /* [ntasks] 1: no state on disk yet, DB opened only if kept here */
@@ -203,6 +205,53 @@ static const char *boot_reason(bk_standby_t *sb, int t, char *why, size_t size)
     return NULL;
 }
 
+void bk_standby_set_recover(bk_standby_t *sb, bk_thread_recover_cb cb, void *opaque)
+{
+    sb->recover = cb;
+    sb->recover_opaque = opaque;
+}
+
+/* The recovery order's archive step for a standby whose changelog lost what its store needs
+ * and that cold bootstrap did not take (docs/state.md): its DB closed, the newest archived
+ * snapshot the changelog still covers installed, the DB opened again. A task the archive
+ * cannot help keeps its DB: the tailing below says how much is lost. 0, or -1 with sb->err. */
+static int recover_from_archive(bk_standby_t *sb, int t, bk_store_t **store_of)
+{
+    char *topics[BK_STORE_MAX_INPUTS * 4];
+    int64_t lo[BK_STORE_MAX_INPUTS * 4];
+    int n = 0, gap = 0, got;
+    char dir[4096], name[BK_TASK_NAME_MAX], what[512], err[512];
+
+    for (int i = 0; i < sb->nitems && n < (int)(sizeof(lo) / sizeof(lo[0])); i++) {
+        const item_t *it = &sb->items[i];
+        int64_t next;
+        if (it->task != t || !it->st) {
+            continue;
+        }
+        next = bk_store_changelog_next(it->st);
+        gap |= (next >= 0 && next < it->lo) || (next < 0 && it->lo > 0);
+        topics[n] = (char *)it->topic;
+        lo[n++] = it->lo;
+    }
+    if (!gap) {
+        return 0;
+    }
+    bk_task_name(sb->tasks[t], name);
+    bk_taskdb_release(sb->pool, sb->tasks[t], sb->dbs[t], 0); /* closed: replaced below */
+    sb->dbs[t] = NULL;
+    bk_plan_task_dir(sb->plan, sb->conf, sb->tasks[t], dir, sizeof(dir));
+    got = sb->recover(sb->recover_opaque, name, dir, topics, lo, n, what, sizeof(what), err,
+                      sizeof(err));
+    if (got < 0) {
+        bk_log_error("standby %s: the archive: %s", name, err);
+    } else if (got == 0) {
+        bk_log_warn("standby %s: its changelog lost what it needs, and %s", name, what);
+    } else {
+        bk_log_info("standby %s: restored from the %s; the changelogs' tails follow", name, what);
+    }
+    return open_db(sb, t, store_of);
+}
+
 /* Reads every changelog's offsets, hands the tasks cold bootstrap should build to the node
  * (their DBs closed: the bootstrap replaces their directories), and assigns the other
  * changelog partitions at the offset each store needs. */
@@ -259,6 +308,12 @@ static int assign(bk_standby_t *sb)
             if (sb->fresh[t]) {
                 sb->fresh[t] = 0;
                 err = open_db(sb, t, store_of) != 0 ? RD_KAFKA_RESP_ERR__FAIL : 0;
+            }
+        }
+        /* what cold bootstrap did not take, the archive may bring back */
+        for (int t = 0; sb->recover && t < sb->ntasks && !err; t++) {
+            if (sb->dbs[t] && recover_from_archive(sb, t, store_of) != 0) {
+                err = RD_KAFKA_RESP_ERR__FAIL;
             }
         }
         free(store_of);

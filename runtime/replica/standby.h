@@ -50,6 +50,11 @@ typedef void (*bk_standby_boot_cb)(void *opaque, int32_t task, const char *why);
 void bk_standby_set_bootstrap(bk_standby_t *sb, const int *modes, bk_standby_boot_cb cb,
                               void *opaque);
 
+/* The archive (docs/state.md, Recovery order): a task whose changelog lost what its state
+ * needs, and that cold bootstrap did not take, is restored by cb from the newest archived
+ * snapshot its changelog still covers (engine/thread.h's contract). Before the start. */
+void bk_standby_set_recover(bk_standby_t *sb, bk_thread_recover_cb cb, void *opaque);
+
 int bk_standby_start(bk_standby_t *sb);
 /* Asks the thread to stop, waits: it applies what it has, checkpoints and closes the DBs.
  * Returns 0, or -1 if the runner failed at some point (it logged why). */

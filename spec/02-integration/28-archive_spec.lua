@@ -3,8 +3,9 @@
 -- Two `beck run --cluster 1` nodes of wordcount (one standby per task), with
 -- --changelog-retention-ms 4000 and an archive in a directory every 2 s. The changelog is made
 -- compact,delete with that retention; once the broker has deleted its head, every node is
--- killed with SIGKILL and its state directory wiped: the restarted nodes come back from the
--- archive's snapshot plus the changelog's tail, and every count is exact afterwards. With the
+-- killed with SIGKILL and its state directory wiped: the restarted nodes, the active and the
+-- standby, come back from the archive's snapshot plus the changelog's tail, and every count
+-- is exact afterwards. With the
 -- archive gone too, the task stops with an error naming the lost offsets. A retention shorter
 -- than twice the archive interval, or one without an archive, is refused at start.
 local helpers = require "spec.helpers"
@@ -73,10 +74,14 @@ describe("bounded changelogs", function()
     for _, node in pairs(nodes) do node:kill() end
     helpers.run { "rm", "-rf", sa, sb }
     nodes = { na = start(bs, "na", "a", sa, archive), nb = start(bs, "nb", "b", sb, archive) }
+    -- the active from the archive, and the standby too (no cold bootstrap here: no ssh key)
     helpers.eventually(function()
+      local active, standby
       for _, node in pairs(nodes) do
-        if node:log():match("task 0_0: restored from the archived snapshot") then return true end
+        active = active or node:log():match("task 0_0: restored from the archived snapshot")
+        standby = standby or node:log():match("standby 0_0: restored from the archived snapshot")
       end
+      return active and standby
     end, 60, 0.3)
     helpers.produce(bs, "text-lines", cluster.bucket_lines(n + 1, n + 1000, exact))
     n = n + 1000
