@@ -9,9 +9,40 @@ return function(options)
   local inner = require("busted.outputHandlers." .. (isatty and "utfTerminal" or "plainTerminal"))(options)
   local subscribe = inner.subscribe
 
+  -- BECK_SPEC_TIMES=1 (scripts/test sets it): the slowest spec files' wall-clock seconds
+  -- before the closing line, to keep `make test` within its budget
+  local times, started = {}, {}
+  local function clock()
+    local ok, ffi = pcall(require, "ffi")
+    if ok and pcall(function() return ffi.C.bk_ffi_clock_ms end) then
+      return tonumber(ffi.C.bk_ffi_clock_ms()) / 1000
+    end
+    return os.time()
+  end
+
   inner.subscribe = function(handler, opts)
     subscribe(handler, opts)
+    if os.getenv("BECK_SPEC_TIMES") then
+      busted.subscribe({ "file", "start" }, function(file)
+        started[file.name] = clock()
+        return nil, true
+      end)
+      busted.subscribe({ "file", "end" }, function(file)
+        if started[file.name] then
+          times[#times + 1] = { file.name, clock() - started[file.name] }
+        end
+        return nil, true
+      end)
+    end
     busted.subscribe({ "suite", "end" }, function()
+      if #times > 0 then
+        table.sort(times, function(a, b) return a[2] > b[2] end)
+        io.write("slowest spec files (s):")
+        for i = 1, math.min(12, #times) do
+          io.write(string.format(" %s %.1f", times[i][1]:match("[^/]+$"), times[i][2]))
+        end
+        io.write("\n")
+      end
       io.write(string.format("%d passed, %d failed, %d skipped\n", inner.successesCount,
                              inner.failuresCount + inner.errorsCount, inner.pendingsCount))
       io.flush()
