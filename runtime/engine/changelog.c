@@ -138,7 +138,9 @@ int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void 
     if (!key) {
         return 0; /* a record without a key is none of ours */
     }
-    bk_ttl_saw(st, timestamp);
+    if (timestamp > 0) {
+        bk_ttl_saw(st, timestamp);
+    }
     if (st->ttl_ms > 0 && value) {
         /* on disk as the active wrote it: its write time first (store_internal.h, TTL) */
         value = bk_ttl_wrap(st, timestamp, value, vlen, &vlen);

@@ -218,14 +218,14 @@ int bk_dbread_page(bk_db_t *db, int store, const char *lo, size_t lolen, const c
                 (prefix && (kl < plen || memcmp(k, prefix, plen) != 0))) {
                 break;
             }
-            if (n == limit && ucmp(k, kl, heap[0].k, heap[0].kl) >= 0) {
-                more = 1; /* in range, past the page: the rest of this group is larger */
-                break;
-            }
             vl = 0;
             v = bk_ttl_live(st, rocksdb_iter_value(it, &vl), &vl, now);
             if (!v) {
-                continue; /* expired */
+                continue; /* expired: never a page of its own */
+            }
+            if (n == limit && ucmp(k, kl, heap[0].k, heap[0].kl) >= 0) {
+                more = 1; /* in range, past the page: the rest of this group is larger */
+                break;
             }
             if (n < limit) {
                 heap[n].k = heap[n].v = NULL;

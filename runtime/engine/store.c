@@ -32,6 +32,11 @@ int bk_store_logged(const bk_store_t *st)
     return st->logged;
 }
 
+int bk_store_window(const bk_store_t *st)
+{
+    return st->window;
+}
+
 void bk_store_set_changelog(bk_store_t *st, rd_kafka_t *producer, rd_kafka_topic_t *rkt,
                             int32_t partition)
 {
@@ -279,7 +284,14 @@ int bk_ffi_store_put(bk_store_t *st, const char *key, size_t klen, const char *v
     pk = bk_store_prefixed(st, key, klen, &plen);
     if (st->ttl_ms > 0) {
         size_t tlen;
-        const char *tv = bk_ttl_wrap(st, timestamp, value, vlen, &tlen);
+        const char *tv;
+        /* a record without a time (a punctuation before any record): the store's clock,
+         * else the wall clock, so that its changelog record carries the same time */
+        if (timestamp < 0) {
+            timestamp = bk_ttl_now(st, 0);
+            timestamp = timestamp > 0 ? timestamp : bk_clock_wall_ms();
+        }
+        tv = bk_ttl_wrap(st, timestamp, value, vlen, &tlen);
         if (!tv) {
             snprintf(st->err, sizeof(st->err), "store %s: out of memory", st->name);
             return BK_FFI_ERR;

@@ -31,6 +31,8 @@ typedef struct bk_store_spec_s {
 
 const char *bk_store_name(const bk_store_t *st);
 int bk_store_logged(const bk_store_t *st);
+/* A window store: its changelog deletes its head by design (compact,delete). */
+int bk_store_window(const bk_store_t *st);
 /* Where the changelog goes; producer and rkt are the thread's. */
 void bk_store_set_changelog(bk_store_t *st, rd_kafka_t *producer, rd_kafka_topic_t *rkt,
                             int32_t partition);

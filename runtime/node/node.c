@@ -54,7 +54,7 @@ static void archive_ask(bk_archive_t *a, bk_crew_t *crew, const int32_t *running
     int k = bk_archive_due(a, running, n, due);
     for (int i = 0; i < k; i++) {
         if (bk_crew_request_snapshot(crew, due[i], BK_ARCHIVE_REQ) != 0) {
-            bk_log_debug("archive: task %d: no snapshot asked for this time", (int)due[i]);
+            bk_archive_retry(a, due[i]); /* its thread has many waiting: in a second */
         }
     }
 }

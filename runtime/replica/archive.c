@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -23,6 +24,7 @@
 #include "replica/install.h"
 
 #define QUEUE 64 /* snapshots waiting for the worker, at most */
+#define PRUNE_GRACE_S 600 /* an unreferenced archived file younger than this stays */
 
 struct bk_archive_s {
     char *root; /* <archive>/<app> */
@@ -194,12 +196,15 @@ static void prune(const char *tdir, int keep)
     if ((d = opendir(path))) {
         while ((e = readdir(d))) {
             int used = e->d_name[0] == '.';
+            char f[4096 + 512];
+            struct stat sb;
             for (int i = 0; !used && i < nkeys; i++) {
                 used = keys[i] && strcmp(keys[i], e->d_name) == 0;
             }
-            if (!used) {
-                char f[4096 + 512];
-                snprintf(f, sizeof(f), "%s/files/%s", tdir, e->d_name);
+            snprintf(f, sizeof(f), "%s/files/%s", tdir, e->d_name);
+            /* a recent file may be another writer's whose manifest is still to come (a
+             * task's old and new owner overlap briefly after a move): kept a while */
+            if (!used && stat(f, &sb) == 0 && time(NULL) - sb.st_mtime > PRUNE_GRACE_S) {
                 unlink(f);
             }
         }
@@ -373,9 +378,10 @@ int bk_archive_due(bk_archive_t *a, const int32_t *running, int n, int32_t *due)
             continue;
         }
         if (a->next_ms[t] == 0) {
-            /* first seen here: archived one interval from now, so that a restart does not
-             * archive every task at once */
-            a->next_ms[t] = now + a->every_ms;
+            /* first seen here (a start, a failover): archived within a quarter interval,
+             * spread over 2 s by task, so that a restart does not archive every task at
+             * once and a new owner does not leave the changelog uncovered for long */
+            a->next_ms[t] = now + a->every_ms / 4 + (t % 8) * 250;
         } else if (now >= a->next_ms[t]) {
             a->next_ms[t] = now + a->every_ms;
             due[k++] = t;
@@ -384,12 +390,20 @@ int bk_archive_due(bk_archive_t *a, const int32_t *running, int n, int32_t *due)
     return k;
 }
 
+void bk_archive_retry(bk_archive_t *a, int32_t task)
+{
+    if (a && task >= 0 && task < a->ntasks) {
+        a->next_ms[task] = bk_clock_mono_ms() + 1000;
+    }
+}
+
 void bk_archive_put(bk_archive_t *a, const bk_snapshot_made_t *made)
 {
     if (!made->ok) {
         bk_log_warn("archive: task %s: no snapshot: %s", BK_TASK_NAME(a->tasks[made->id]),
                     made->err);
-        return; /* due again at its next interval */
+        bk_archive_retry(a, made->id);
+        return;
     }
     pthread_mutex_lock(&a->lock);
     if (a->nqueue < QUEUE) {
@@ -474,6 +488,14 @@ int bk_archive_recover(const bk_conf_t *conf, const char *app, const char *task,
             snprintf(path, sizeof(path), "%s/files/%s", tdir, k);
             snprintf(dst, sizeof(dst), "%s/%s", fetched, m.files[f].name);
             rc = copy_file(path, dst, err, err_size);
+        }
+        if (rc != 0 && i + 1 < nm) {
+            /* pruned under us, say: an older snapshot may still do */
+            bk_log_warn("archive: task %s: snapshot %s: %s: trying an older one", task, m.id, err);
+            bk_fs_rm_tree(fetched);
+            bk_manifest_free(&m);
+            rc = 0;
+            continue;
         }
         if (rc == 0 && bk_install_snapshot(&m, fetched, task_dir, err, err_size) != 0) {
             rc = -1;

@@ -39,6 +39,10 @@ void bk_archive_destroy(bk_archive_t *a);
  * snapshot_archive_interval_ms. Into due (room for n); their count. They count as asked. */
 int bk_archive_due(bk_archive_t *a, const int32_t *running, int n, int32_t *due);
 
+/* A snapshot of `task` could not be asked for (the thread's requests are full): tried again
+ * in a second. */
+void bk_archive_retry(bk_archive_t *a, int32_t task);
+
 /* A snapshot made for the archive (req BK_ARCHIVE_REQ): copied by the worker, then removed
  * from the state directory. A failed one only makes its task due again. */
 void bk_archive_put(bk_archive_t *a, const bk_snapshot_made_t *made);

@@ -229,7 +229,9 @@ static int recover_from_archive(bk_standby_t *sb, int t, bk_store_t **store_of)
             continue;
         }
         next = bk_store_changelog_next(it->st);
-        gap |= (next >= 0 && next < it->lo) || (next < 0 && it->lo > 0);
+        /* a window changelog drops its head by design: not a loss */
+        gap |= !sb->plan->stores[it->store].window &&
+               ((next >= 0 && next < it->lo) || (next < 0 && it->lo > 0));
         topics[n] = (char *)it->topic;
         lo[n++] = it->lo;
     }
