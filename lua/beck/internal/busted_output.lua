@@ -12,6 +12,7 @@ return function(options)
   -- BECK_SPEC_TIMES=1 (scripts/test sets it): the slowest spec files' wall-clock seconds
   -- before the closing line, to keep `make test` within its budget
   local times, started = {}, {}
+  local tests, test_started = {}, nil
   local function clock()
     local ok, ffi = pcall(require, "ffi")
     if ok and pcall(function() return ffi.C.bk_ffi_clock_ms end) then
@@ -25,6 +26,19 @@ return function(options)
     if os.getenv("BECK_SPEC_TIMES") then
       busted.subscribe({ "file", "start" }, function(file)
         started[file.name] = clock()
+        return nil, true
+      end)
+      busted.subscribe({ "test", "start" }, function()
+        test_started = clock()
+        return nil, true
+      end)
+      busted.subscribe({ "test", "end" }, function(element)
+        if test_started then
+          local file = element.trace and element.trace.short_src or "?"
+          tests[#tests + 1] = { file:match("[^/]+$") .. ": " .. (element.name or "?"),
+                                clock() - test_started }
+          test_started = nil
+        end
         return nil, true
       end)
       busted.subscribe({ "file", "end" }, function(file)
@@ -42,6 +56,11 @@ return function(options)
           io.write(string.format(" %s %.1f", times[i][1]:match("[^/]+$"), times[i][2]))
         end
         io.write("\n")
+        table.sort(tests, function(a, b) return a[2] > b[2] end)
+        io.write("slowest specs (s):\n")
+        for i = 1, math.min(15, #tests) do
+          io.write(string.format("  %5.1f %s\n", tests[i][2], tests[i][1]))
+        end
       end
       io.write(string.format("%d passed, %d failed, %d skipped\n", inner.successesCount,
                              inner.failuresCount + inner.errorsCount, inner.pendingsCount))
