@@ -185,3 +185,58 @@ int bk_fs_file_xxh3(const char *path, uint64_t *xxh3, uint64_t *size, char *errs
     close(fd);
     return rc;
 }
+
+int bk_fs_copy_file(const char *src, const char *dst, char *errstr, size_t errstr_size)
+{
+    char tmp[4096 + 8], buf[1 << 16];
+    int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, rc = -1;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
+    if (in < 0) {
+        snprintf(errstr, errstr_size, "%s: %s", src, strerror(errno));
+        goto done;
+    }
+    out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) {
+        snprintf(errstr, errstr_size, "%s: %s", tmp, strerror(errno));
+        goto done;
+    }
+    for (;;) {
+        ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+        if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL)) {
+            n = read(in, buf, sizeof(buf)); /* across file systems on old kernels: by hand */
+            if (n > 0 && write(out, buf, (size_t)n) != n) {
+                n = -1;
+            }
+        }
+        if (n == 0) {
+            break;
+        }
+        if (n < 0) {
+            snprintf(errstr, errstr_size, "copying %s to %s: %s", src, tmp, strerror(errno));
+            goto done;
+        }
+    }
+    if (fsync(out) != 0 || close(out) != 0) {
+        out = -1;
+        snprintf(errstr, errstr_size, "%s: %s", tmp, strerror(errno));
+        goto done;
+    }
+    out = -1;
+    if (rename(tmp, dst) != 0) {
+        snprintf(errstr, errstr_size, "rename %s: %s", tmp, strerror(errno));
+        goto done;
+    }
+    rc = 0;
+done:
+    if (in >= 0) {
+        close(in);
+    }
+    if (out >= 0) {
+        close(out);
+    }
+    if (rc != 0) {
+        unlink(tmp);
+    }
+    return rc;
+}

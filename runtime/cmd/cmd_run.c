@@ -19,6 +19,7 @@
 #include "engine/topics.h"
 #include "engine/vm.h"
 #include "node/node.h"
+#include "replica/archive_dest.h"
 
 static void usage(FILE *out)
 {
@@ -164,6 +165,17 @@ int bk_cmd_run_main(int argc, char **argv)
                             "holds it, unless an archived snapshot covers it (docs/state.md)\n",
                     (long long)keep);
             goto done;
+        }
+        if (bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
+            /* a malformed sftp:// or one without ssh_key: said now, not at the first copy */
+            bk_archive_dest_t *d =
+                bk_archive_dest_open(bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE), conf, err,
+                                     sizeof(err));
+            if (!d) {
+                fprintf(stderr, "beck run: %s\n", err);
+                goto done;
+            }
+            bk_archive_dest_close(d);
         }
         if (keep > 0 && keep < 2 * every) {
             fprintf(stderr, "beck run: changelog_retention_ms=%lld is shorter than twice "

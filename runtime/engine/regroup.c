@@ -34,37 +34,6 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-static int copy_file(const char *from, const char *to, char *errstr, size_t errstr_size)
-{
-    char buf[65536];
-    ssize_t n;
-    int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, rc = -1;
-
-    if (in < 0 || (out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0) {
-        snprintf(errstr, errstr_size, "cannot copy %s to %s: %s", from, to, strerror(errno));
-        goto done;
-    }
-    while ((n = read(in, buf, sizeof(buf))) > 0) {
-        if (write(out, buf, (size_t)n) != n) {
-            n = -1;
-            break;
-        }
-    }
-    if (n < 0 || fsync(out) != 0) {
-        snprintf(errstr, errstr_size, "cannot copy %s to %s: %s", from, to, strerror(errno));
-        goto done;
-    }
-    rc = 0;
-done:
-    if (in >= 0) {
-        close(in);
-    }
-    if (out >= 0) {
-        close(out);
-    }
-    return rc;
-}
-
 /* The primary source's files into dst: SST and blob files hard-linked (copied across file
  * systems), the small metadata copied (the new DB writes a new MANIFEST on open, so the
  * source's is never appended to through a link). Not the LOCK, the info logs, the
@@ -105,7 +74,7 @@ static int clone_dir(const char *src, const char *dst, int64_t *linked, char *er
                 break;
             }
         }
-        rc = copy_file(from, to, errstr, errstr_size);
+        rc = bk_fs_copy_file(from, to, errstr, errstr_size);
     }
     closedir(d);
     return rc;

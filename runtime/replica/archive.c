@@ -21,13 +21,15 @@
 #include "base/log.h"
 #include "base/task.h"
 #include "engine/manifest.h"
+#include "replica/archive_dest.h"
 #include "replica/install.h"
 
 #define QUEUE 64 /* snapshots waiting for the worker, at most */
 #define PRUNE_GRACE_S 600 /* an unreferenced archived file younger than this stays */
 
 struct bk_archive_s {
-    char *root; /* <archive>/<app> */
+    bk_archive_dest_t *dest; /* the worker's */
+    char *app;
     int64_t every_ms;
     int keep;
     int ntasks;
@@ -39,68 +41,10 @@ struct bk_archive_s {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bk_snapshot_made_t queue[QUEUE];
-    int nqueue, stop;
+    int nqueue, stop, started;
 };
 
 /* -- Copies ------------------------------------------------------------------------------ */
-
-/* Copies src to dst: to dst.tmp, synced, renamed. 0, or -1 with err. */
-static int copy_file(const char *src, const char *dst, char *err, size_t errsz)
-{
-    char tmp[4096 + 8];
-    int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, rc = -1;
-    struct stat sb;
-    char buf[1 << 16];
-
-    snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
-    if (in < 0 || fstat(in, &sb) != 0) {
-        snprintf(err, errsz, "%s: %s", src, strerror(errno));
-        goto done;
-    }
-    out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0) {
-        snprintf(err, errsz, "%s: %s", tmp, strerror(errno));
-        goto done;
-    }
-    for (;;) {
-        ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
-        if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL)) {
-            n = read(in, buf, sizeof(buf)); /* across file systems on old kernels: by hand */
-            if (n > 0 && write(out, buf, (size_t)n) != n) {
-                n = -1;
-            }
-        }
-        if (n == 0) {
-            break;
-        }
-        if (n < 0) {
-            snprintf(err, errsz, "copying %s to %s: %s", src, tmp, strerror(errno));
-            goto done;
-        }
-    }
-    if (fsync(out) != 0 || close(out) != 0) {
-        out = -1;
-        snprintf(err, errsz, "%s: %s", tmp, strerror(errno));
-        goto done;
-    }
-    out = -1;
-    if (rename(tmp, dst) != 0) {
-        snprintf(err, errsz, "rename %s: %s", tmp, strerror(errno));
-        goto done;
-    }
-    rc = 0;
-done:
-    if (in >= 0) {
-        close(in);
-    }
-    if (out >= 0) {
-        close(out);
-    }
-    if (rc != 0) {
-        unlink(tmp);
-    }
-    return rc;
-}
 
 /* The archive's name of a snapshot file: its content hash, then its name. */
 static void file_key(const bk_manifest_file_t *f, char *buf, size_t size)
@@ -114,34 +58,43 @@ static int by_name_desc(const void *a, const void *b)
 }
 
 /* The task directory's manifests, newest first (their names start with created_ms, zero
- * padded). *n their count; free each and the list. */
-static char **manifests(const char *dir, int *n)
+ * padded). *n their count (0 after an error, which goes to err); free each and the list. */
+static char **manifests(bk_archive_dest_t *d, const char *tdir, int *n, char *err, size_t errsz)
 {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char **list = NULL;
-    int cap = 0;
-    *n = 0;
-    while (d && (e = readdir(d))) {
-        size_t len = strlen(e->d_name);
-        if (len > 9 && strcmp(e->d_name + len - 9, ".manifest") == 0) {
-            if (*n == cap) {
-                char **more = realloc(list, (size_t)(cap = cap * 2 + 8) * sizeof(*list));
-                if (!more) {
-                    break;
-                }
-                list = more;
-            }
-            list[(*n)++] = strdup(e->d_name);
+    char **list;
+    int all, k = 0;
+    if (bk_archive_dest_list(d, tdir, &list, &all, err, errsz) != 0) {
+        *n = 0;
+        return NULL;
+    }
+    for (int i = 0; i < all; i++) {
+        size_t len = strlen(list[i]);
+        if (len > 9 && strcmp(list[i] + len - 9, ".manifest") == 0) {
+            list[k++] = list[i];
+        } else {
+            free(list[i]);
         }
     }
-    if (d) {
-        closedir(d);
-    }
-    if (*n > 1) {
-        qsort(list, (size_t)*n, sizeof(*list), by_name_desc);
+    *n = k;
+    if (k > 1) {
+        qsort(list, (size_t)k, sizeof(*list), by_name_desc);
     }
     return list;
+}
+
+/* A manifest of the archive, read and parsed. 0, or -1 with err. */
+static int read_manifest(bk_archive_dest_t *d, const char *rel, bk_manifest_t *m, char *err,
+                         size_t errsz)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc;
+    if (bk_archive_dest_read(d, rel, 16u << 20, &text, &len, err, errsz) != 0) {
+        return -1;
+    }
+    rc = bk_manifest_parse(text, len, m, err, errsz);
+    free(text);
+    return rc;
 }
 
 static void free_list(char **list, int n)
@@ -152,28 +105,29 @@ static void free_list(char **list, int n)
     free(list);
 }
 
-/* Keeps the newest `keep` manifests of a task directory, then the files they name. */
-static void prune(const char *tdir, int keep)
+/* Keeps the newest `keep` manifests of a task directory (relative to the destination),
+ * then the files they name. An error stops it: what it would remove stays. */
+static void prune(bk_archive_dest_t *d, const char *tdir, int keep)
 {
-    int n, nkeys = 0, cap = 0;
-    char **list = manifests(tdir, &n), **keys = NULL, path[4096 + 512];
-    DIR *d;
-    struct dirent *e;
+    int n, nkeys = 0, cap = 0, nfiles = 0;
+    char err[1024], path[4096 + 512];
+    char **list = manifests(d, tdir, &n, err, sizeof(err)), **keys = NULL, **files = NULL;
+    time_t now = time(NULL);
 
     for (int i = keep; i < n; i++) {
         snprintf(path, sizeof(path), "%s/%s", tdir, list[i]);
-        unlink(path);
+        if (bk_archive_dest_unlink(d, path, err, sizeof(err)) != 0) {
+            goto out;
+        }
     }
     for (int i = 0; i < n && i < keep; i++) {
         bk_manifest_t m;
-        char err[256];
         snprintf(path, sizeof(path), "%s/%s", tdir, list[i]);
-        if (bk_manifest_read(path, &m, err, sizeof(err)) != 0) {
+        if (read_manifest(d, path, &m, err, sizeof(err)) != 0) {
             /* unreadable: nothing is removed, rather than a file it may need */
-            bk_log_warn("archive: %s: %s: its files are kept", path, err);
-            free_list(keys, nkeys);
-            free_list(list, n);
-            return;
+            bk_log_warn("archive: %s/%s: %s: its files are kept", bk_archive_dest_name(d), path,
+                        err);
+            goto out;
         }
         for (int f = 0; f < m.nfiles; f++) {
             char k[512];
@@ -181,9 +135,7 @@ static void prune(const char *tdir, int keep)
                 char **more = realloc(keys, (size_t)(cap = cap * 2 + 64) * sizeof(*keys));
                 if (!more) {
                     bk_manifest_free(&m);
-                    free_list(keys, nkeys);
-                    free_list(list, n);
-                    return;
+                    goto out;
                 }
                 keys = more;
             }
@@ -193,23 +145,30 @@ static void prune(const char *tdir, int keep)
         bk_manifest_free(&m);
     }
     snprintf(path, sizeof(path), "%s/files", tdir);
-    if ((d = opendir(path))) {
-        while ((e = readdir(d))) {
-            int used = e->d_name[0] == '.';
-            char f[4096 + 512];
-            struct stat sb;
-            for (int i = 0; !used && i < nkeys; i++) {
-                used = keys[i] && strcmp(keys[i], e->d_name) == 0;
-            }
-            snprintf(f, sizeof(f), "%s/files/%s", tdir, e->d_name);
-            /* a recent file may be another writer's whose manifest is still to come (a
-             * task's old and new owner overlap briefly after a move): kept a while */
-            if (!used && stat(f, &sb) == 0 && time(NULL) - sb.st_mtime > PRUNE_GRACE_S) {
-                unlink(f);
-            }
-        }
-        closedir(d);
+    if (bk_archive_dest_list(d, path, &files, &nfiles, err, sizeof(err)) != 0) {
+        goto out;
     }
+    for (int f = 0; f < nfiles; f++) {
+        int used = 0;
+        uint64_t size;
+        int64_t mtime;
+        for (int i = 0; !used && i < nkeys; i++) {
+            used = keys[i] && strcmp(keys[i], files[f]) == 0;
+        }
+        snprintf(path, sizeof(path), "%s/files/%s", tdir, files[f]);
+        /* a recent file may be another writer's whose manifest is still to come (a
+         * task's old and new owner overlap briefly after a move): kept a while */
+        if (!used && bk_archive_dest_stat(d, path, &size, &mtime, err, sizeof(err)) == 0 &&
+            now - mtime > PRUNE_GRACE_S && bk_archive_dest_unlink(d, path, err, sizeof(err)) != 0) {
+            goto out;
+        }
+    }
+    err[0] = '\0';
+out:
+    if (err[0]) {
+        bk_log_warn("archive: %s/%s: pruning stopped: %s", bk_archive_dest_name(d), tdir, err);
+    }
+    free_list(files, nfiles);
     free_list(keys, nkeys);
     free_list(list, n);
 }
@@ -221,51 +180,52 @@ static int archive_one(bk_archive_t *a, const bk_snapshot_made_t *made, char *er
     char path[4096 + 512], tdir[4096 + 64], dst[4096 + 1024];
     int64_t t0 = bk_clock_mono_ms();
     uint64_t copied = 0;
-    int ncopied = 0;
+    int ncopied = 0, rc = -1;
 
     snprintf(path, sizeof(path), "%s/%s", made->dir, BK_MANIFEST_NAME);
     if (bk_manifest_read(path, &m, err, errsz) != 0) {
         return -1;
     }
-    snprintf(tdir, sizeof(tdir), "%s/%s", a->root, m.task);
+    snprintf(tdir, sizeof(tdir), "%s/%s", a->app, m.task);
     snprintf(path, sizeof(path), "%s/files", tdir);
-    if (bk_fs_mkdirs(path) != 0) {
-        snprintf(err, errsz, "cannot make %.900s: %s", path, strerror(errno));
-        bk_manifest_free(&m);
-        return -1;
+    if (bk_archive_dest_mkdirs(a->dest, path, err, errsz) != 0) {
+        goto out;
     }
     for (int i = 0; i < m.nfiles; i++) {
         char k[512];
-        struct stat sb;
+        uint64_t size;
+        int st;
         file_key(&m.files[i], k, sizeof(k));
         snprintf(dst, sizeof(dst), "%s/files/%s", tdir, k);
-        if (stat(dst, &sb) == 0 && (uint64_t)sb.st_size == m.files[i].size) {
+        st = bk_archive_dest_stat(a->dest, dst, &size, NULL, err, errsz);
+        if (st < 0) {
+            goto out;
+        }
+        if (st == 0 && size == m.files[i].size) {
             continue; /* archived with an earlier snapshot */
         }
         snprintf(path, sizeof(path), "%s/%s", made->dir, m.files[i].name);
-        if (copy_file(path, dst, err, errsz) != 0) {
-            bk_manifest_free(&m);
-            return -1;
+        if (bk_archive_dest_put(a->dest, path, dst, err, errsz) != 0) {
+            goto out;
         }
         copied += m.files[i].size;
         ncopied++;
     }
-    snprintf(path, sizeof(path), "%s/files", tdir);
-    bk_fs_sync_dir(path);
     /* the manifest last: it names only files that are there */
     snprintf(dst, sizeof(dst), "%s/%013lld-%s.manifest", tdir, (long long)m.created_ms, m.id);
-    if (bk_manifest_write(&m, dst, err, errsz) != 0) {
-        bk_manifest_free(&m);
-        return -1;
+    snprintf(path, sizeof(path), "%s/%s", made->dir, BK_MANIFEST_NAME);
+    if (bk_archive_dest_put(a->dest, path, dst, err, errsz) != 0) {
+        goto out;
     }
-    bk_fs_sync_dir(tdir);
-    prune(tdir, a->keep);
+    prune(a->dest, tdir, a->keep);
     bk_log_info("archive: task %s: snapshot %s archived in %lld ms: %d file(s), %d new "
                 "(%llu bytes)",
                 m.task, m.id, (long long)(bk_clock_mono_ms() - t0), m.nfiles, ncopied,
                 (unsigned long long)copied);
+    rc = 0;
+out:
     bk_manifest_free(&m);
-    return 0;
+    return rc;
 }
 
 static void *worker(void *arg)
@@ -300,19 +260,23 @@ static void *worker(void *arg)
 
 bk_archive_t *bk_archive_new(const bk_plan_t *plan, const bk_conf_t *conf)
 {
-    const char *dir = bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE);
+    const char *where = bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE);
     bk_archive_t *a;
-    char root[4096];
+    char err[1024];
 
-    if (!dir || !*dir) {
+    if (!where || !*where) {
         return NULL;
     }
     if (!(a = calloc(1, sizeof(*a)))) {
         bk_log_error("archive: out of memory: nothing is archived");
         return NULL;
     }
-    snprintf(root, sizeof(root), "%s/%s", dir, plan->id);
-    a->root = strdup(root);
+    if (!(a->dest = bk_archive_dest_open(where, conf, err, sizeof(err)))) {
+        bk_log_error("archive: %s: nothing is archived", err);
+        free(a);
+        return NULL;
+    }
+    a->app = strdup(plan->id);
     a->every_ms = bk_conf_int(conf, BK_CONF_SNAPSHOT_ARCHIVE_INTERVAL_MS);
     a->keep = (int)bk_conf_int(conf, BK_CONF_SNAPSHOT_ARCHIVE_KEEP);
     a->tasks = bk_plan_tasks(plan, &a->ntasks);
@@ -325,21 +289,16 @@ bk_archive_t *bk_archive_new(const bk_plan_t *plan, const bk_conf_t *conf)
     }
     pthread_mutex_init(&a->lock, NULL);
     pthread_cond_init(&a->cond, NULL);
-    if (!a->root || !a->tasks || !a->logged || !a->next_ms || bk_fs_mkdirs(a->root) != 0 ||
-        pthread_create(&a->tid, NULL, worker, a) != 0) {
-        bk_log_error("archive: cannot use %s: %s: nothing is archived", root, strerror(errno));
-        pthread_mutex_destroy(&a->lock);
-        pthread_cond_destroy(&a->cond);
-        free(a->root);
-        free(a->tasks);
-        free(a->logged);
-        free(a->next_ms);
-        free(a);
+    a->started = a->app && a->tasks && a->logged && a->next_ms &&
+                 pthread_create(&a->tid, NULL, worker, a) == 0;
+    if (!a->started) {
+        bk_log_error("archive: cannot start: %s: nothing is archived", strerror(errno));
+        bk_archive_destroy(a);
         return NULL;
     }
-    bk_log_info("archive: each active task's state goes to %s every %lld ms, the newest %d "
+    bk_log_info("archive: each active task's state goes to %s/%s every %lld ms, the newest %d "
                 "kept",
-                root, (long long)a->every_ms, a->keep);
+                bk_archive_dest_name(a->dest), a->app, (long long)a->every_ms, a->keep);
     return a;
 }
 
@@ -348,17 +307,20 @@ void bk_archive_destroy(bk_archive_t *a)
     if (!a) {
         return;
     }
-    pthread_mutex_lock(&a->lock);
-    a->stop = 1;
-    pthread_cond_broadcast(&a->cond);
-    pthread_mutex_unlock(&a->lock);
-    pthread_join(a->tid, NULL);
+    if (a->started) {
+        pthread_mutex_lock(&a->lock);
+        a->stop = 1;
+        pthread_cond_broadcast(&a->cond);
+        pthread_mutex_unlock(&a->lock);
+        pthread_join(a->tid, NULL);
+    }
     for (int i = 0; i < a->nqueue; i++) {
         bk_snapshot_remove(a->queue[i].dir);
     }
     pthread_mutex_destroy(&a->lock);
     pthread_cond_destroy(&a->cond);
-    free(a->root);
+    bk_archive_dest_close(a->dest);
+    free(a->app);
     free(a->tasks);
     free(a->logged);
     free(a->next_ms);
@@ -452,23 +414,34 @@ int bk_archive_recover(const bk_conf_t *conf, const char *app, const char *task,
                        const char *task_dir, char *const *changelogs, const int64_t *lo, int n,
                        char *what, size_t what_size, char *err, size_t err_size)
 {
-    const char *dir = bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE);
+    const char *where = bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE);
+    bk_archive_dest_t *d;
     char tdir[4096], path[4096 + 1024], fetched[4096 + 32];
     char **list;
     int nm, rc = 0;
 
-    if (!dir || !*dir) {
+    if (!where || !*where) {
         snprintf(what, what_size, "no snapshot_archive is set");
         return 0;
     }
-    snprintf(tdir, sizeof(tdir), "%s/%s/%s", dir, app, task);
-    list = manifests(tdir, &nm);
-    snprintf(what, what_size, "the archive %s holds no snapshot of it", tdir);
+    if (!(d = bk_archive_dest_open(where, conf, err, err_size))) {
+        return -1;
+    }
+    snprintf(tdir, sizeof(tdir), "%s/%s", app, task);
+    err[0] = '\0';
+    list = manifests(d, tdir, &nm, err, err_size);
+    if (err[0]) {
+        bk_archive_dest_close(d);
+        return -1; /* unreachable: not "no snapshot" */
+    }
+    snprintf(what, what_size, "the archive %s/%s holds no snapshot of it",
+             bk_archive_dest_name(d), tdir);
     for (int i = 0; i < nm && rc == 0; i++) {
         bk_manifest_t m;
         snprintf(path, sizeof(path), "%s/%s", tdir, list[i]);
-        if (bk_manifest_read(path, &m, err, err_size) != 0) {
-            bk_log_warn("archive: %s: %s: trying an older one", path, err);
+        if (read_manifest(d, path, &m, err, err_size) != 0) {
+            bk_log_warn("archive: %s/%s: %s: trying an older one", bk_archive_dest_name(d), path,
+                        err);
             continue;
         }
         if (!covers(&m, changelogs, lo, n, what, what_size)) {
@@ -484,10 +457,17 @@ int bk_archive_recover(const bk_conf_t *conf, const char *app, const char *task,
         }
         for (int f = 0; rc == 0 && f < m.nfiles; f++) {
             char k[512], dst[4096 + 512];
+            if (!bk_manifest_name_ok(m.files[f].name)) {
+                snprintf(err, err_size, "manifest file name '%s' is not a safe file name: refused",
+                         m.files[f].name);
+                rc = -1;
+                break;
+            }
             file_key(&m.files[f], k, sizeof(k));
             snprintf(path, sizeof(path), "%s/files/%s", tdir, k);
             snprintf(dst, sizeof(dst), "%s/%s", fetched, m.files[f].name);
-            rc = copy_file(path, dst, err, err_size);
+            rc = bk_archive_dest_get(d, path, dst, m.files[f].size, m.files[f].xxh3, err,
+                                     err_size);
         }
         if (rc != 0 && i + 1 < nm) {
             /* pruned under us, say: an older snapshot may still do */
@@ -501,13 +481,14 @@ int bk_archive_recover(const bk_conf_t *conf, const char *app, const char *task,
             rc = -1;
         }
         if (rc == 0) {
-            snprintf(what, what_size, "archived snapshot %s (%d file(s), %llu bytes)", m.id,
-                     m.nfiles, (unsigned long long)m.total_bytes);
+            snprintf(what, what_size, "archived snapshot %s (%d file(s), %llu bytes) from %s", m.id,
+                     m.nfiles, (unsigned long long)m.total_bytes, bk_archive_dest_name(d));
             rc = 1;
         }
         bk_fs_rm_tree(fetched);
         bk_manifest_free(&m);
     }
     free_list(list, nm);
+    bk_archive_dest_close(d);
     return rc;
 }

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <pwd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,14 +291,6 @@ static void progress(void *opaque, uint64_t done, uint64_t total)
                 rate > 0 ? (double)(total - done) / rate : 0.0);
 }
 
-static const char *home_file(const char *name, char *buf, size_t size)
-{
-    const char *home = getenv("HOME");
-    struct passwd *pw = home ? NULL : getpwuid(getuid());
-    snprintf(buf, size, "%s/%s", home ? home : pw ? pw->pw_dir : "/", name);
-    return buf;
-}
-
 /* Fetches one task's snapshot into a directory beside the task's and installs it. */
 static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_t *ss)
 {
@@ -448,7 +439,6 @@ static void *fetch_main(void *arg)
     bk_bootstrap_t *b = x->b;
     const bk_conf_t *conf = b->env.conf;
     char known[4096], user[256];
-    struct passwd *pw = getpwuid(getuid());
     bk_sftp_conf_t sc;
     pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     lane_t lanes[LANES];
@@ -456,18 +446,9 @@ static void *fetch_main(void *arg)
 
     bk_log_set_thread_name("bootstrap");
     memset(&sc, 0, sizeof(sc));
-    snprintf(user, sizeof(user), "%s",
-             bk_conf_str(conf, BK_CONF_SSH_USER) ? bk_conf_str(conf, BK_CONF_SSH_USER)
-             : pw                                ? pw->pw_name
-                                                 : "root");
+    bk_sftp_conf_settings(conf, &sc, user, sizeof(user), known, sizeof(known));
     sc.host = x->host;
     sc.port = x->port;
-    sc.user = user;
-    sc.private_key = bk_conf_str(conf, BK_CONF_SSH_KEY);
-    sc.known_hosts = bk_conf_str(conf, BK_CONF_SSH_KNOWN_HOSTS)
-                         ? bk_conf_str(conf, BK_CONF_SSH_KNOWN_HOSTS)
-                         : home_file(".ssh/known_hosts", known, sizeof(known));
-    sc.timeout_ms = (int)bk_conf_int(conf, BK_CONF_BOOTSTRAP_TIMEOUT_MS);
     sc.rate_bytes_per_s = bk_conf_int(conf, BK_CONF_BOOTSTRAP_RATE);
     sc.parallel = (int)bk_conf_int(conf, BK_CONF_BOOTSTRAP_PARALLEL);
     for (int i = 0; i < nlanes; i++) {

@@ -113,6 +113,11 @@ bk_sftp_session_t *bk_sftp_connect(const bk_sftp_conf_t *conf, char *errstr, siz
     return s;
 }
 
+bk_sftp_conn_t *bk_sftp_session_conn(bk_sftp_session_t *s)
+{
+    return &s->conn;
+}
+
 void bk_sftp_disconnect(bk_sftp_session_t *s)
 {
     if (s) {

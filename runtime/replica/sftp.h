@@ -27,6 +27,14 @@ typedef struct bk_sftp_conf_s {
     int parallel;             /* files at once, each on its own connection; <= 0: the default */
 } bk_sftp_conf_t;
 
+/* The login half of conf from beck's settings (docs/settings.md): user ssh_user (else the
+ * user running beck), private_key ssh_key, known_hosts ssh_known_hosts (else
+ * ~/.ssh/known_hosts), timeout_ms bootstrap_timeout_ms. user and known point into the
+ * caller's buffers. host, port and the rest are left as they are. */
+struct bk_conf_s;
+void bk_sftp_conf_settings(const struct bk_conf_s *settings, bk_sftp_conf_t *conf, char *user,
+                           size_t user_size, char *known, size_t known_size);
+
 /* The default of conf->parallel: half the online CPUs, 1 to 4 (each connection keeps a core
  * busy at each end), and by default no more connections than one per 64 MiB of snapshot
  * (a handshake costs ~0.1 s). An explicit conf->parallel is capped by the file count only. */
@@ -62,5 +70,30 @@ int bk_sftp_session_fetch(bk_sftp_session_t *s, const char *remote_dir, const bk
                           const char *local_dir,
                           void (*progress)(void *opaque, uint64_t done, uint64_t total),
                           void *opaque, char *errstr, size_t errstr_size);
+
+/* One file at a time on a session (sftp_files.c), for the snapshot archive on a remote host.
+ * Each returns 0, or -1 with errstr naming the host and path (a broken connection fails
+ * every later call: connect again). */
+/* Whether the session's connection was lost (every call fails then: connect again). */
+int bk_sftp_session_lost(bk_sftp_session_t *s);
+/* Size and modification time (s) of path (not following a symlink); 1 when there is none. */
+int bk_sftp_session_stat(bk_sftp_session_t *s, const char *path, uint64_t *size, int64_t *mtime,
+                         char *errstr, size_t n);
+/* Makes path and its missing parents. */
+int bk_sftp_session_mkdirs(bk_sftp_session_t *s, const char *path, char *errstr, size_t n);
+/* Uploads local to remote: written as remote.part, synced (where the server does fsync),
+ * renamed to remote (an existing remote is removed first: SFTP v3 renames onto no existing
+ * name). */
+int bk_sftp_session_put(bk_sftp_session_t *s, const char *local, const char *remote,
+                        char *errstr, size_t n);
+/* Downloads remote to local (through local.part, synced, renamed) only when it has `size`
+ * bytes and XXH3-64 `xxh3`. */
+int bk_sftp_session_get(bk_sftp_session_t *s, const char *remote, const char *local,
+                        uint64_t size, uint64_t xxh3, char *errstr, size_t n);
+/* The names in dir (without . entries), malloc'd each and the list; none when dir is not
+ * there. */
+int bk_sftp_session_list(bk_sftp_session_t *s, const char *dir, char ***names, int *count,
+                         char *errstr, size_t n);
+int bk_sftp_session_unlink(bk_sftp_session_t *s, const char *path, char *errstr, size_t n);
 
 #endif

@@ -3,6 +3,10 @@
 #include "base/clock.h"
 #include "replica/sftp_internal.h"
 
+#include <pwd.h>
+
+#include "base/conf.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -455,4 +459,24 @@ fail:
     conn->broken = 1;
     bk_sftp_conn_close(conn);
     return -1;
+}
+
+void bk_sftp_conf_settings(const bk_conf_t *settings, bk_sftp_conf_t *conf, char *user,
+                           size_t user_size, char *known, size_t known_size)
+{
+    const char *u = bk_conf_str(settings, BK_CONF_SSH_USER);
+    const char *k = bk_conf_str(settings, BK_CONF_SSH_KNOWN_HOSTS);
+    const char *home = getenv("HOME");
+    struct passwd *pw = (!u || (!k && !home)) ? getpwuid(getuid()) : NULL;
+
+    snprintf(user, user_size, "%s", u ? u : pw ? pw->pw_name : "root");
+    if (k) {
+        snprintf(known, known_size, "%s", k);
+    } else {
+        snprintf(known, known_size, "%s/.ssh/known_hosts", home ? home : pw ? pw->pw_dir : "");
+    }
+    conf->user = user;
+    conf->known_hosts = known;
+    conf->private_key = bk_conf_str(settings, BK_CONF_SSH_KEY);
+    conf->timeout_ms = (int)bk_conf_int(settings, BK_CONF_BOOTSTRAP_TIMEOUT_MS);
 }

@@ -1,6 +1,6 @@
 /* sftp_internal.h - one SFTP connection (TCP, SSH handshake with the chosen ciphers, host
  * key checked against known_hosts, public-key login, the SFTP channel) as sftp_conn.c makes
- * it, for sftp.c's reads and fetches. Shared by those two files only. A connection belongs
+ * it, for sftp.c's reads and fetches and sftp_files.c's single files. Shared by those files only. A connection belongs
  * to one thread at a time. */
 #ifndef BK_SFTP_INTERNAL_H
 #define BK_SFTP_INTERNAL_H
@@ -26,6 +26,8 @@ __attribute__((format(printf, 3, 4))) void bk_sftp_conn_err_set(char *errstr, si
 const char *bk_sftp_conn_sftp_err(bk_sftp_conn_t *conn, long rc);
 void bk_sftp_conn_break(bk_sftp_conn_t *conn, long rc);
 void bk_sftp_conn_close(bk_sftp_conn_t *conn);
+/* A session's connection (sftp.c), for sftp_files.c. */
+bk_sftp_conn_t *bk_sftp_session_conn(bk_sftp_session_t *s);
 int bk_sftp_conn_open(const bk_sftp_conf_t *conf, bk_sftp_conn_t *conn, char *errstr, size_t n);
 
 #endif

@@ -1,7 +1,9 @@
 -- Bounded changelogs and the snapshot archive (docs/state.md, Bounded changelogs), on a real
 -- Apache Kafka (the dev broker neither deletes by retention nor has topic configs).
 -- Two `beck run --cluster 1` nodes of wordcount (one standby per task), with
--- --changelog-retention-ms 4000 and an archive in a directory every 2 s. The changelog is made
+-- --changelog-retention-ms 4000 and an archive every 2 s, one archive seen two ways: node na
+-- writes and reads it as sftp://user@127.0.0.1:port/DIR through a real OpenSSH sshd on
+-- loopback (spec/fixtures/sshd.lua), node nb as the directory DIR. The changelog is made
 -- compact,delete with that retention; once the broker has deleted its head, every node is
 -- killed with SIGKILL and its state directory wiped: the restarted nodes, the active and the
 -- standby, come back from the archive's snapshot plus the changelog's tail, and every count
@@ -10,13 +12,24 @@
 -- than twice the archive interval, or one without an archive, is refused at start.
 local helpers = require "spec.helpers"
 local cluster = require "spec.fixtures.cluster"
+local sshd_fixture = require "spec.fixtures.sshd"
 
 local CHANGELOG = "wordcount-counts-changelog"
 
-local function start(bs, id, rack, state, archive)
-  return cluster.start_node(bs, id, rack, cluster.STANDBY, {
-    "--state-dir", state, "--changelog-retention-ms", "4000", "--snapshot-archive", archive,
-    "--snapshot-archive-interval-ms", "2000", "--cache-max-bytes", "0" })
+-- node na reaches the archive over SFTP (its key, user and known_hosts are the sshd's), nb
+-- as a directory
+local function start(bs, id, rack, state, archive, sshd)
+  local args = { "--state-dir", state, "--changelog-retention-ms", "4000",
+                 "--snapshot-archive-interval-ms", "2000", "--cache-max-bytes", "0",
+                 "--snapshot-archive", archive }
+  if id == "na" then
+    args[#args] = string.format("sftp://%s@127.0.0.1:%d%s", sshd.user, sshd.port, archive)
+    for _, a in ipairs { "--ssh-key", sshd.key, "--ssh-known-hosts", sshd.known_hosts,
+                         "--ssh-port", tostring(sshd.port) } do
+      args[#args + 1] = a
+    end
+  end
+  return cluster.start_node(bs, id, rack, cluster.STANDBY, args)
 end
 
 -- the newest manifest of task 0_0 in the archive, or nil
@@ -38,9 +51,11 @@ describe("bounded changelogs", function()
     end
     local broker = helpers.start_broker { topics = { "text-lines:1" } }
     local bs = broker.bootstrap
+    local sshd = sshd_fixture.start()
     local archive, exact = helpers.tmpdir(), {}
     local sa, sb = helpers.tmpdir(), helpers.tmpdir()
-    local nodes = { na = start(bs, "na", "a", sa, archive), nb = start(bs, "nb", "b", sb, archive) }
+    local nodes = { na = start(bs, "na", "a", sa, archive, sshd),
+                    nb = start(bs, "nb", "b", sb, archive, sshd) }
     -- one task: its active on one node, its standby on the other
     local function placed()
       local run, sb = 0, 0
@@ -73,7 +88,8 @@ describe("bounded changelogs", function()
     -- total loss: every node killed, every state directory wiped
     for _, node in pairs(nodes) do node:kill() end
     helpers.run { "rm", "-rf", sa, sb }
-    nodes = { na = start(bs, "na", "a", sa, archive), nb = start(bs, "nb", "b", sb, archive) }
+    nodes = { na = start(bs, "na", "a", sa, archive, sshd),
+              nb = start(bs, "nb", "b", sb, archive, sshd) }
     -- the active from the archive, and the standby too (no cold bootstrap here: no ssh key)
     helpers.eventually(function()
       local active, standby
@@ -92,10 +108,10 @@ describe("bounded changelogs", function()
     -- with the archive gone too, nothing can rebuild the state: the task stops, saying so
     for _, node in pairs(nodes) do node:kill() end
     helpers.run { "rm", "-rf", sa, archive }
-    local alone = start(bs, "na", "a", sa, archive)
+    local alone = start(bs, "na", "a", sa, archive, sshd)
     assert.is_not.equal(0, alone:wait(60))
     assert.matches("task 0_0: changelog wordcount%-counts%-changelog %[0%] starts at offset %d+ " ..
-                   "but the store needs 0: offsets 0 to %d+ are lost, and the archive .- holds " ..
+                   "but the store needs 0: offsets 0 to %d+ are lost, and the archive sftp://.- holds " ..
                    "no snapshot of it: stopping", alone:log())
 
     -- refused at start
@@ -110,5 +126,20 @@ describe("bounded changelogs", function()
                                "--changelog-retention-ms", "3000" }
     assert.equal(1, st)
     assert.matches("changelog_retention_ms=3000 needs snapshot_archive", err)
+  end)
+
+  it("refuses an sftp:// archive it could not use, at start", function()
+    for _, case in ipairs {
+      { { "sftp://127.0.0.1" }, "expected sftp://%[user@%]host%[:port%]/path" },
+      { { "sftp://u@127.0.0.1:0/x", "--ssh-key", "/k" }, "the port is not a number" },
+      { { "sftp://127.0.0.1/x" }, "snapshot_archive sftp://127.0.0.1/x needs ssh_key" },
+    } do
+      local argv = { helpers.beck_bin(), "run", cluster.WORDCOUNT, "-b", "127.0.0.1:1",
+                     "--snapshot-archive" }
+      for _, a in ipairs(case[1]) do argv[#argv + 1] = a end
+      local st, _, err = helpers.run(argv)
+      assert.equal(1, st, err)
+      assert.matches(case[2], err)
+    end
   end)
 end)
