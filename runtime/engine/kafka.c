@@ -216,53 +216,6 @@ int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int p
     return admin_create(rk, topic, partitions, replication_factor, configs, errstr, errstr_size);
 }
 
-int bk_kafka_topic_configs(rd_kafka_t *rk, const char *topic, const char *const *names, int n,
-                           char (*values)[BK_KAFKA_CONFIG_MAX], int timeout_ms, char *errstr,
-                           size_t errstr_size)
-{
-    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_event_t *ev;
-    int rc = -1;
-
-    for (int i = 0; i < n; i++) {
-        values[i][0] = '\0';
-    }
-    rd_kafka_DescribeConfigs(rk, &res, 1, NULL, q);
-    ev = rd_kafka_queue_poll(q, timeout_ms);
-    if (!ev) {
-        snprintf(errstr, errstr_size, "topic %s: DescribeConfigs timed out", topic);
-    } else if (rd_kafka_event_error(ev)) {
-        snprintf(errstr, errstr_size, "topic %s: DescribeConfigs failed: %s", topic,
-                 rd_kafka_event_error_string(ev));
-    } else {
-        size_t nres, ncfg;
-        const rd_kafka_ConfigResource_t **rs = rd_kafka_DescribeConfigs_result_resources(
-            rd_kafka_event_DescribeConfigs_result(ev), &nres);
-        if (nres < 1 || rd_kafka_ConfigResource_error(rs[0])) {
-            snprintf(errstr, errstr_size, "topic %s: DescribeConfigs failed: %s", topic,
-                     nres ? rd_kafka_ConfigResource_error_string(rs[0]) : "no result");
-        } else {
-            const rd_kafka_ConfigEntry_t **cfg = rd_kafka_ConfigResource_configs(rs[0], &ncfg);
-            for (size_t c = 0; c < ncfg; c++) {
-                const char *v = rd_kafka_ConfigEntry_value(cfg[c]);
-                for (int i = 0; v && i < n; i++) {
-                    if (strcmp(rd_kafka_ConfigEntry_name(cfg[c]), names[i]) == 0) {
-                        snprintf(values[i], BK_KAFKA_CONFIG_MAX, "%s", v);
-                    }
-                }
-            }
-            rc = 0;
-        }
-    }
-    if (ev) {
-        rd_kafka_event_destroy(ev);
-    }
-    rd_kafka_queue_destroy(q);
-    rd_kafka_ConfigResource_destroy(res);
-    return rc;
-}
-
 /* The admin call's one result event, or NULL with errstr. */
 static rd_kafka_event_t *admin_result(rd_kafka_queue_t *q, int timeout_ms, const char *what,
                                       const char *topic, char *errstr, size_t errstr_size)
@@ -279,6 +232,62 @@ static rd_kafka_event_t *admin_result(rd_kafka_queue_t *q, int timeout_ms, const
     return ev;
 }
 
+/* DescribeConfigs of one topic: the topic's configs (*ncfg of them), which live in *evp
+ * (the result event: the caller destroys it), or NULL with errstr (and *evp NULL). */
+static const rd_kafka_ConfigEntry_t **describe_topic(rd_kafka_t *rk, rd_kafka_queue_t *q,
+                                                     const char *topic, int timeout_ms,
+                                                     rd_kafka_event_t **evp, size_t *ncfg,
+                                                     char *errstr, size_t errstr_size)
+{
+    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+    const rd_kafka_ConfigResource_t **rs;
+    size_t nres;
+
+    rd_kafka_DescribeConfigs(rk, &res, 1, NULL, q);
+    rd_kafka_ConfigResource_destroy(res);
+    if (!(*evp = admin_result(q, timeout_ms, "DescribeConfigs", topic, errstr, errstr_size))) {
+        return NULL;
+    }
+    rs = rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(*evp),
+                                                   &nres);
+    if (nres < 1 || rd_kafka_ConfigResource_error(rs[0])) {
+        snprintf(errstr, errstr_size, "topic %s: DescribeConfigs failed: %s", topic,
+                 nres ? rd_kafka_ConfigResource_error_string(rs[0]) : "no result");
+        rd_kafka_event_destroy(*evp);
+        *evp = NULL;
+        return NULL;
+    }
+    return rd_kafka_ConfigResource_configs(rs[0], ncfg);
+}
+
+int bk_kafka_topic_configs(rd_kafka_t *rk, const char *topic, const char *const *names, int n,
+                           char (*values)[BK_KAFKA_CONFIG_MAX], int timeout_ms, char *errstr,
+                           size_t errstr_size)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_event_t *ev;
+    size_t ncfg;
+    const rd_kafka_ConfigEntry_t **cfg;
+
+    for (int i = 0; i < n; i++) {
+        values[i][0] = '\0';
+    }
+    cfg = describe_topic(rk, q, topic, timeout_ms, &ev, &ncfg, errstr, errstr_size);
+    for (size_t c = 0; cfg && c < ncfg; c++) {
+        const char *v = rd_kafka_ConfigEntry_value(cfg[c]);
+        for (int i = 0; v && i < n; i++) {
+            if (strcmp(rd_kafka_ConfigEntry_name(cfg[c]), names[i]) == 0) {
+                snprintf(values[i], BK_KAFKA_CONFIG_MAX, "%s", v);
+            }
+        }
+    }
+    if (ev) {
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_queue_destroy(q);
+    return cfg ? 0 : -1;
+}
+
 static int is_set(const char *const *configs, const char *name)
 {
     for (int i = 0; configs[i]; i += 2) {
@@ -292,36 +301,24 @@ static int is_set(const char *const *configs, const char *name)
 int bk_kafka_alter_topic_configs(rd_kafka_t *rk, const char *topic, const char *const *configs,
                                  int timeout_ms, char *errstr, size_t errstr_size)
 {
-    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
     rd_kafka_ConfigResource_t *alter = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
     rd_kafka_event_t *ev;
+    size_t ncfg;
+    const rd_kafka_ConfigEntry_t **cfg;
     int rc = -1;
 
-    rd_kafka_DescribeConfigs(rk, &res, 1, NULL, q);
-    if (!(ev = admin_result(q, timeout_ms, "DescribeConfigs", topic, errstr, errstr_size))) {
+    if (!(cfg = describe_topic(rk, q, topic, timeout_ms, &ev, &ncfg, errstr, errstr_size))) {
         goto done;
     }
-    {
-        size_t nres, ncfg;
-        const rd_kafka_ConfigResource_t **rs = rd_kafka_DescribeConfigs_result_resources(
-            rd_kafka_event_DescribeConfigs_result(ev), &nres);
-        if (nres < 1 || rd_kafka_ConfigResource_error(rs[0])) {
-            snprintf(errstr, errstr_size, "topic %s: DescribeConfigs failed: %s", topic,
-                     nres ? rd_kafka_ConfigResource_error_string(rs[0]) : "no result");
-            rd_kafka_event_destroy(ev);
-            goto done;
-        }
-        /* the topic's own settings stay as they are: AlterConfigs replaces them all */
-        const rd_kafka_ConfigEntry_t **cfg = rd_kafka_ConfigResource_configs(rs[0], &ncfg);
-        for (size_t c = 0; c < ncfg; c++) {
-            const char *name = rd_kafka_ConfigEntry_name(cfg[c]);
-            const char *v = rd_kafka_ConfigEntry_value(cfg[c]);
-            if (v && rd_kafka_ConfigEntry_source(cfg[c]) ==
-                         RD_KAFKA_CONFIG_SOURCE_DYNAMIC_TOPIC_CONFIG &&
-                !is_set(configs, name)) {
-                rd_kafka_ConfigResource_set_config(alter, name, v);
-            }
+    /* the topic's own settings stay as they are: AlterConfigs replaces them all */
+    for (size_t c = 0; c < ncfg; c++) {
+        const char *name = rd_kafka_ConfigEntry_name(cfg[c]);
+        const char *v = rd_kafka_ConfigEntry_value(cfg[c]);
+        int own = rd_kafka_ConfigEntry_source(cfg[c]) ==
+                  RD_KAFKA_CONFIG_SOURCE_DYNAMIC_TOPIC_CONFIG;
+        if (v && own && !is_set(configs, name)) {
+            rd_kafka_ConfigResource_set_config(alter, name, v);
         }
     }
     rd_kafka_event_destroy(ev);
@@ -346,7 +343,6 @@ int bk_kafka_alter_topic_configs(rd_kafka_t *rk, const char *topic, const char *
     rd_kafka_event_destroy(ev);
 done:
     rd_kafka_queue_destroy(q);
-    rd_kafka_ConfigResource_destroy(res);
     rd_kafka_ConfigResource_destroy(alter);
     return rc;
 }

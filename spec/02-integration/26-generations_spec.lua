@@ -7,28 +7,20 @@
 -- 2, ... in order, a key is read (`beck get`) through a node that may not own it, and each
 -- task's store (`beck dump`) holds only its groups. Then the starts that would leave that
 -- state behind are refused: without the setting, and with another count.
-local ffi = require "ffi"
 local cjson = require "cjson.safe"
 local helpers = require "spec.helpers"
 local cluster = require "spec.fixtures.cluster"
-local C = ffi.C
+local gen = require "spec.fixtures.generations"
 
 local KEYS = 3000
 local TASKS = 5
-local APP = "stamped"
-local GEN_TOPIC = "stamped-0-repartition-g1"
+local APP = gen.APP
+local GEN_TOPIC = gen.GEN_TOPIC
 
-local function owner(key)
-  return C.bk_ffi_hash_group_owner(C.bk_ffi_hash_key_group(key, #key), TASKS)
-end
+local function owner(key) return gen.owner(key, TASKS) end
 
 local function start(bs, id, rack, state, extra)
-  local argv = { "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack,
-                 "--state-dir", state, "--commit-interval-ms", "300",
-                 "--heartbeat-interval-ms", "200", "--session-timeout-ms", "2000",
-                 "-X", "fetch.wait.max.ms=10", "--endpoint", "127.0.0.1:0" }
-  for _, a in ipairs(extra or { "--tasks", "0=" .. TASKS }) do argv[#argv + 1] = a end
-  return helpers.start_node("spec/fixtures/stamped_count.lua", argv, { name = id })
+  return gen.start(bs, id, rack, extra or { "--tasks", "0=" .. TASKS }, { state = state })
 end
 
 describe("a subtopology given its own task count", function()

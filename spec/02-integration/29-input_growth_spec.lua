@@ -7,26 +7,19 @@
 -- the new partitions from their start, every key's state stays with the task owning its key
 -- group, and each key is counted 1, 2, 3 in order, exactly. Kafka Streams stops here. A
 -- second app reading the same input by input partition (no `tasks`) says it cannot follow.
-local ffi = require "ffi"
 local helpers = require "spec.helpers"
 local cluster = require "spec.fixtures.cluster"
-local C = ffi.C
+local gen = require "spec.fixtures.generations"
 
 local KEYS = 2000
 local TASKS = 4
-local APP = "stamped"
-local GEN_TOPIC = "stamped-0-repartition-g1"
+local APP = gen.APP
+local GEN_TOPIC = gen.GEN_TOPIC
 
-local function owner(key)
-  return C.bk_ffi_hash_group_owner(C.bk_ffi_hash_key_group(key, #key), TASKS)
-end
+local function owner(key) return gen.owner(key, TASKS) end
 
 local function start(bs, id, rack, extra, env)
-  local argv = { "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack,
-                 "--commit-interval-ms", "300", "--heartbeat-interval-ms", "200",
-                 "--session-timeout-ms", "2000", "-X", "fetch.wait.max.ms=10" }
-  for _, a in ipairs(extra) do argv[#argv + 1] = a end
-  return helpers.start_node("spec/fixtures/stamped_count.lua", argv, { name = id, env = env })
+  return gen.start(bs, id, rack, extra, { env = env })
 end
 
 describe("an input topic that grows", function()
