@@ -16,8 +16,8 @@ local targets = list("ls fuzz/*.c | sed 's:fuzz/::; s:\\.c$::' | grep -v '^repla
 
 describe("the fuzz corpora", function()
   it("has a target for every decoder of outside bytes, each with a corpus", function()
-    assert.same({ "assigncodec", "checkpoint", "manifest", "member", "properties", "scanpage",
-                  "settings" },
+    assert.same({ "assigncodec", "checkpoint", "http", "manifest", "member", "properties",
+                  "scanpage", "settings" },
                 targets)
     for _, t in ipairs(targets) do
       assert.is_true(#list("ls fuzz/corpus/" .. t) > 0, "fuzz/corpus/" .. t .. " is empty")
