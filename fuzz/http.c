@@ -7,6 +7,7 @@
  * line. Network traffic goes to 127.0.0.1 only; BECK_FUZZ_SHOW=1 prints the answers. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
@@ -114,6 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        fprintf(stderr, "http fuzz: cannot connect to the server: %s\n", strerror(errno));
         abort(); /* the server stopped listening */
     }
     for (size_t off = 0; off < size;) {

@@ -23,6 +23,10 @@
 static pthread_mutex_t self_lock = PTHREAD_MUTEX_INITIALIZER;
 static int self_port;
 static char *self_token;
+/* A connection idle this long is closed. libmicrohttpd 0.9.75 does not close one whose
+ * client shut its side down (in the middle of a request, or kept alive after an answer)
+ * before then, so each such client holds a connection this long (found by fuzz/http.c). */
+#define IDLE_S 10
 #define CONNECTIONS 512 /* answered; past it, a 429 (MHD itself refuses past twice it) */
 
 /* Queues resp (destroyed here) with its headers. */
@@ -262,7 +266,7 @@ bk_query_t *bk_query_start(const bk_query_env_t *env, const char *host, int port
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)THREADS,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)(2 * CONNECTIONS),
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, q,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_S, MHD_OPTION_END);
     if (!q->d) {
         snprintf(errstr, errstr_size, "cannot listen on %s:%d (in use, or not this host's)", host,
                  port);
