@@ -148,7 +148,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "%.*s\n--\n", (int)(got < sizeof(reply) ? got : sizeof(reply)), reply);
     }
     if (got > 0 && (got < 9 || memcmp(reply, "HTTP/1.", 7) != 0)) {
-        fprintf(stderr, "http fuzz: an answer that is no HTTP status line: %.40s\n", reply);
+        fprintf(stderr, "http fuzz: an answer that is no HTTP status line: %.*s\n",
+                (int)(got < 40 ? got : 40), reply);
         abort();
     }
     return 0;

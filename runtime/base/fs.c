@@ -188,10 +188,13 @@ int bk_fs_file_xxh3(const char *path, uint64_t *xxh3, uint64_t *size, char *errs
 
 int bk_fs_copy_file(const char *src, const char *dst, char *errstr, size_t errstr_size)
 {
-    char tmp[4096 + 8], buf[1 << 16];
-    int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, rc = -1;
+    static long seq;
+    char tmp[4096 + 64], buf[1 << 16];
+    int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, rc = -1, by_hand = 0;
 
-    snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
+    /* a name of our own: two writers of one file (nodes sharing an archive on a mount) */
+    snprintf(tmp, sizeof(tmp), "%s.%ld-%ld.tmp", dst, (long)getpid(),
+             __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
     if (in < 0) {
         snprintf(errstr, errstr_size, "%s: %s", src, strerror(errno));
         goto done;
@@ -201,10 +204,13 @@ int bk_fs_copy_file(const char *src, const char *dst, char *errstr, size_t errst
         snprintf(errstr, errstr_size, "%s: %s", tmp, strerror(errno));
         goto done;
     }
-    for (;;) {
-        ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
-        if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL)) {
-            n = read(in, buf, sizeof(buf)); /* across file systems on old kernels: by hand */
+    for (int first = 1;; first = 0) {
+        ssize_t n = by_hand ? -1 : copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+        if (n < 0 && (by_hand || first)) {
+            /* copy_file_range refused (across file systems on old kernels, a file system
+             * without it, a seccomp filter): by hand, from the start where nothing moved */
+            by_hand = 1;
+            n = read(in, buf, sizeof(buf));
             if (n > 0 && write(out, buf, (size_t)n) != n) {
                 n = -1;
             }
@@ -217,12 +223,14 @@ int bk_fs_copy_file(const char *src, const char *dst, char *errstr, size_t errst
             goto done;
         }
     }
-    if (fsync(out) != 0 || close(out) != 0) {
+    {
+        int synced = fsync(out) == 0, closed = close(out) == 0;
         out = -1;
-        snprintf(errstr, errstr_size, "%s: %s", tmp, strerror(errno));
-        goto done;
+        if (!synced || !closed) {
+            snprintf(errstr, errstr_size, "%s: %s", tmp, strerror(errno));
+            goto done;
+        }
     }
-    out = -1;
     if (rename(tmp, dst) != 0) {
         snprintf(errstr, errstr_size, "rename %s: %s", tmp, strerror(errno));
         goto done;

@@ -27,8 +27,9 @@ int bk_fs_hash_fd(int fd, uint64_t *xxh3, uint64_t *size, char *errstr, size_t e
 /* XXH3-64 and size of a regular file (symbolic links refused). 0, or -1 with errstr. */
 int bk_fs_file_xxh3(const char *path, uint64_t *xxh3, uint64_t *size, char *errstr,
                     size_t errstr_size);
-/* Copies src to dst through dst.tmp, synced, then renamed over dst: dst is whole or not
- * there. 0, or -1 with errstr naming the file. */
+/* Copies src to dst through a temporary name of its own beside dst (dst.<pid>-<n>.tmp),
+ * synced, then renamed over dst: dst is whole or not there. 0, or -1 with errstr naming
+ * the file. */
 int bk_fs_copy_file(const char *src, const char *dst, char *errstr, size_t errstr_size);
 
 #endif

@@ -232,12 +232,12 @@ static rd_kafka_event_t *admin_result(rd_kafka_queue_t *q, int timeout_ms, const
     return ev;
 }
 
-/* DescribeConfigs of one topic: the topic's configs (*ncfg of them), which live in *evp
- * (the result event: the caller destroys it), or NULL with errstr (and *evp NULL). */
-static const rd_kafka_ConfigEntry_t **describe_topic(rd_kafka_t *rk, rd_kafka_queue_t *q,
-                                                     const char *topic, int timeout_ms,
-                                                     rd_kafka_event_t **evp, size_t *ncfg,
-                                                     char *errstr, size_t errstr_size)
+/* DescribeConfigs of one topic: 0 and the topic's configs (*cfg, *ncfg of them), which
+ * live in *evp (the result event: the caller destroys it), or -1 with errstr (and *evp
+ * NULL). */
+static int describe_topic(rd_kafka_t *rk, rd_kafka_queue_t *q, const char *topic, int timeout_ms,
+                          rd_kafka_event_t **evp, const rd_kafka_ConfigEntry_t ***cfg,
+                          size_t *ncfg, char *errstr, size_t errstr_size)
 {
     rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
     const rd_kafka_ConfigResource_t **rs;
@@ -245,8 +245,10 @@ static const rd_kafka_ConfigEntry_t **describe_topic(rd_kafka_t *rk, rd_kafka_qu
 
     rd_kafka_DescribeConfigs(rk, &res, 1, NULL, q);
     rd_kafka_ConfigResource_destroy(res);
+    *ncfg = 0;
+    *cfg = NULL;
     if (!(*evp = admin_result(q, timeout_ms, "DescribeConfigs", topic, errstr, errstr_size))) {
-        return NULL;
+        return -1;
     }
     rs = rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(*evp),
                                                    &nres);
@@ -255,9 +257,10 @@ static const rd_kafka_ConfigEntry_t **describe_topic(rd_kafka_t *rk, rd_kafka_qu
                  nres ? rd_kafka_ConfigResource_error_string(rs[0]) : "no result");
         rd_kafka_event_destroy(*evp);
         *evp = NULL;
-        return NULL;
+        return -1;
     }
-    return rd_kafka_ConfigResource_configs(rs[0], ncfg);
+    *cfg = rd_kafka_ConfigResource_configs(rs[0], ncfg);
+    return 0;
 }
 
 int bk_kafka_topic_configs(rd_kafka_t *rk, const char *topic, const char *const *names, int n,
@@ -268,12 +271,13 @@ int bk_kafka_topic_configs(rd_kafka_t *rk, const char *topic, const char *const 
     rd_kafka_event_t *ev;
     size_t ncfg;
     const rd_kafka_ConfigEntry_t **cfg;
+    int rc;
 
     for (int i = 0; i < n; i++) {
         values[i][0] = '\0';
     }
-    cfg = describe_topic(rk, q, topic, timeout_ms, &ev, &ncfg, errstr, errstr_size);
-    for (size_t c = 0; cfg && c < ncfg; c++) {
+    rc = describe_topic(rk, q, topic, timeout_ms, &ev, &cfg, &ncfg, errstr, errstr_size);
+    for (size_t c = 0; c < ncfg; c++) {
         const char *v = rd_kafka_ConfigEntry_value(cfg[c]);
         for (int i = 0; v && i < n; i++) {
             if (strcmp(rd_kafka_ConfigEntry_name(cfg[c]), names[i]) == 0) {
@@ -285,7 +289,7 @@ int bk_kafka_topic_configs(rd_kafka_t *rk, const char *topic, const char *const 
         rd_kafka_event_destroy(ev);
     }
     rd_kafka_queue_destroy(q);
-    return cfg ? 0 : -1;
+    return rc;
 }
 
 static int is_set(const char *const *configs, const char *name)
@@ -308,7 +312,7 @@ int bk_kafka_alter_topic_configs(rd_kafka_t *rk, const char *topic, const char *
     const rd_kafka_ConfigEntry_t **cfg;
     int rc = -1;
 
-    if (!(cfg = describe_topic(rk, q, topic, timeout_ms, &ev, &ncfg, errstr, errstr_size))) {
+    if (describe_topic(rk, q, topic, timeout_ms, &ev, &cfg, &ncfg, errstr, errstr_size) != 0) {
         goto done;
     }
     /* the topic's own settings stay as they are: AlterConfigs replaces them all */

@@ -110,10 +110,13 @@ static void free_list(char **list, int n)
 static void prune(bk_archive_dest_t *d, const char *tdir, int keep)
 {
     int n, nkeys = 0, cap = 0, nfiles = 0;
-    char err[1024], path[4096 + 512];
+    char err[1024] = "", path[4096 + 512];
     char **list = manifests(d, tdir, &n, err, sizeof(err)), **keys = NULL, **files = NULL;
     time_t now = time(NULL);
 
+    if (err[0]) {
+        goto out; /* without the manifests every file would look unused */
+    }
     for (int i = keep; i < n; i++) {
         snprintf(path, sizeof(path), "%s/%s", tdir, list[i]);
         if (bk_archive_dest_unlink(d, path, err, sizeof(err)) != 0) {
@@ -151,15 +154,23 @@ static void prune(bk_archive_dest_t *d, const char *tdir, int keep)
     for (int f = 0; f < nfiles; f++) {
         int used = 0;
         uint64_t size;
-        int64_t mtime;
+        int64_t mtime = 0;
+        int st;
         for (int i = 0; !used && i < nkeys; i++) {
             used = keys[i] && strcmp(keys[i], files[f]) == 0;
         }
         snprintf(path, sizeof(path), "%s/files/%s", tdir, files[f]);
         /* a recent file may be another writer's whose manifest is still to come (a
          * task's old and new owner overlap briefly after a move): kept a while */
-        if (!used && bk_archive_dest_stat(d, path, &size, &mtime, err, sizeof(err)) == 0 &&
-            now - mtime > PRUNE_GRACE_S && bk_archive_dest_unlink(d, path, err, sizeof(err)) != 0) {
+        if (used) {
+            continue;
+        }
+        st = bk_archive_dest_stat(d, path, &size, &mtime, err, sizeof(err));
+        if (st < 0) {
+            goto out;
+        }
+        if (st == 0 && now - mtime > PRUNE_GRACE_S &&
+            bk_archive_dest_unlink(d, path, err, sizeof(err)) != 0) {
             goto out;
         }
     }

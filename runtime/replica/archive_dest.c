@@ -117,12 +117,37 @@ const char *bk_archive_dest_name(const bk_archive_dest_t *d)
     return d->name;
 }
 
-static void full(const bk_archive_dest_t *d, const char *rel, char *buf, size_t size)
+/* root/rel into buf; -1 with err when it does not fit. */
+static int full(const bk_archive_dest_t *d, const char *rel, char *buf, size_t size, char *err,
+                size_t n)
 {
-    snprintf(buf, size, "%s/%s", d->root, rel);
+    if (snprintf(buf, size, "%s/%s", d->root, rel) >= (int)size) {
+        snprintf(err, n, "%s/%.200s...: path too long", d->name, rel);
+        return -1;
+    }
+    return 0;
 }
 
 /* The SFTP session, connected; a lost one is dropped and made again. NULL with err. */
+/* Runs `call` (an expression using the session `s`) on the SFTP session; once more on a new
+ * connection when the first one turned out lost (a NAT dropping an idle connection between
+ * two archive rounds): every call here can be repeated. Returns from the function. */
+#define ON_SESSION(d, err, n, call)                                                     \
+    do {                                                                                  \
+        for (int attempt = 0; attempt < 2; attempt++) {                                   \
+            bk_sftp_session_t *s = session(d, err, n);                                    \
+            int rc_;                                                                      \
+            if (!s) {                                                                     \
+                return -1;                                                                \
+            }                                                                             \
+            rc_ = (call);                                                                 \
+            if (rc_ >= 0 || !bk_sftp_session_lost(s)) {                                   \
+                return rc_;                                                               \
+            }                                                                             \
+        }                                                                                 \
+        return -1;                                                                        \
+    } while (0)
+
 static bk_sftp_session_t *session(bk_archive_dest_t *d, char *err, size_t n)
 {
     if (d->session && !bk_sftp_session_lost(d->session)) {
@@ -136,10 +161,11 @@ static bk_sftp_session_t *session(bk_archive_dest_t *d, char *err, size_t n)
 int bk_archive_dest_mkdirs(bk_archive_dest_t *d, const char *rel, char *err, size_t n)
 {
     char path[8400];
-    full(d, rel, path, sizeof(path));
+    if (full(d, rel, path, sizeof(path), err, n) != 0) {
+        return -1;
+    }
     if (d->remote) {
-        bk_sftp_session_t *s = session(d, err, n);
-        return s ? bk_sftp_session_mkdirs(s, path, err, n) : -1;
+        ON_SESSION(d, err, n, bk_sftp_session_mkdirs(s, path, err, n));
     }
     if (bk_fs_mkdirs(path) != 0) {
         snprintf(err, n, "cannot make %s: %s", path, strerror(errno));
@@ -153,10 +179,11 @@ int bk_archive_dest_stat(bk_archive_dest_t *d, const char *rel, uint64_t *size, 
 {
     char path[8400];
     struct stat sb;
-    full(d, rel, path, sizeof(path));
+    if (full(d, rel, path, sizeof(path), err, n) != 0) {
+        return -1;
+    }
     if (d->remote) {
-        bk_sftp_session_t *s = session(d, err, n);
-        return s ? bk_sftp_session_stat(s, path, size, mtime, err, n) : -1;
+        ON_SESSION(d, err, n, bk_sftp_session_stat(s, path, size, mtime, err, n));
     }
     if (lstat(path, &sb) != 0) {
         if (errno == ENOENT) {
@@ -176,10 +203,11 @@ int bk_archive_dest_put(bk_archive_dest_t *d, const char *local, const char *rel
                         size_t n)
 {
     char path[8400], dir[8400];
-    full(d, rel, path, sizeof(path));
+    if (full(d, rel, path, sizeof(path), err, n) != 0) {
+        return -1;
+    }
     if (d->remote) {
-        bk_sftp_session_t *s = session(d, err, n);
-        return s ? bk_sftp_session_put(s, local, path, err, n) : -1;
+        ON_SESSION(d, err, n, bk_sftp_session_put(s, local, path, err, n));
     }
     if (bk_fs_copy_file(local, path, err, n) != 0) {
         return -1;
@@ -193,10 +221,11 @@ int bk_archive_dest_get(bk_archive_dest_t *d, const char *rel, const char *local
                         uint64_t xxh3, char *err, size_t n)
 {
     char path[8400];
-    full(d, rel, path, sizeof(path));
+    if (full(d, rel, path, sizeof(path), err, n) != 0) {
+        return -1;
+    }
     if (d->remote) {
-        bk_sftp_session_t *s = session(d, err, n);
-        return s ? bk_sftp_session_get(s, path, local, size, xxh3, err, n) : -1;
+        ON_SESSION(d, err, n, bk_sftp_session_get(s, path, local, size, xxh3, err, n));
     }
     /* the install checks each file's size and hash against the manifest */
     return bk_fs_copy_file(path, local, err, n);
@@ -206,10 +235,11 @@ int bk_archive_dest_read(bk_archive_dest_t *d, const char *rel, size_t max, char
                          size_t *len, char *err, size_t n)
 {
     char path[8400];
-    full(d, rel, path, sizeof(path));
+    if (full(d, rel, path, sizeof(path), err, n) != 0) {
+        return -1;
+    }
     if (d->remote) {
-        bk_sftp_session_t *s = session(d, err, n);
-        return s ? bk_sftp_session_read_small(s, path, max, buf, len, err, n) : -1;
+        ON_SESSION(d, err, n, bk_sftp_session_read_small(s, path, max, buf, len, err, n));
     }
     return bk_fs_read_all(path, max, buf, len, err, n);
 }
@@ -222,12 +252,13 @@ int bk_archive_dest_list(bk_archive_dest_t *d, const char *rel, char ***names, i
     struct dirent *e;
     int cap = 0;
 
-    full(d, rel, path, sizeof(path));
+    if (full(d, rel, path, sizeof(path), err, n) != 0) {
+        return -1;
+    }
     *names = NULL;
     *count = 0;
     if (d->remote) {
-        bk_sftp_session_t *s = session(d, err, n);
-        return s ? bk_sftp_session_list(s, path, names, count, err, n) : -1;
+        ON_SESSION(d, err, n, bk_sftp_session_list(s, path, names, count, err, n));
     }
     if (!(dir = opendir(path))) {
         if (errno == ENOENT) {
@@ -258,10 +289,11 @@ int bk_archive_dest_list(bk_archive_dest_t *d, const char *rel, char ***names, i
 int bk_archive_dest_unlink(bk_archive_dest_t *d, const char *rel, char *err, size_t n)
 {
     char path[8400];
-    full(d, rel, path, sizeof(path));
+    if (full(d, rel, path, sizeof(path), err, n) != 0) {
+        return -1;
+    }
     if (d->remote) {
-        bk_sftp_session_t *s = session(d, err, n);
-        return s ? bk_sftp_session_unlink(s, path, err, n) : -1;
+        ON_SESSION(d, err, n, bk_sftp_session_unlink(s, path, err, n));
     }
     if (unlink(path) != 0 && errno != ENOENT) {
         snprintf(err, n, "cannot remove %s: %s", path, strerror(errno));

@@ -467,7 +467,14 @@ void bk_sftp_conf_settings(const bk_conf_t *settings, bk_sftp_conf_t *conf, char
     const char *u = bk_conf_str(settings, BK_CONF_SSH_USER);
     const char *k = bk_conf_str(settings, BK_CONF_SSH_KNOWN_HOSTS);
     const char *home = getenv("HOME");
-    struct passwd *pw = (!u || (!k && !home)) ? getpwuid(getuid()) : NULL;
+    struct passwd pwbuf, *pw = NULL;
+    char pwtext[2048];
+
+    /* _r: stream threads recovering from an archive call this at once */
+    if ((!u || (!k && !home)) &&
+        getpwuid_r(getuid(), &pwbuf, pwtext, sizeof(pwtext), &pw) != 0) {
+        pw = NULL;
+    }
 
     snprintf(user, user_size, "%s", u ? u : pw ? pw->pw_name : "root");
     if (k) {

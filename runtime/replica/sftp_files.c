@@ -18,6 +18,8 @@
 
 #define BUF (1 << 16)
 
+static long put_seq; /* with the pid, the name of an upload's temporary file */
+
 /* The session's connection (sftp.c keeps the struct): -1 with errstr once it is lost. */
 static bk_sftp_conn_t *live(bk_sftp_session_t *s, char *errstr, size_t n)
 {
@@ -75,7 +77,10 @@ int bk_sftp_session_mkdirs(bk_sftp_session_t *s, const char *path, char *errstr,
     if (!c) {
         return -1;
     }
-    snprintf(buf, sizeof(buf), "%s", path);
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
+        bk_sftp_conn_err_set(errstr, n, "%s: path too long", path);
+        return -1;
+    }
     /* each prefix in turn; one that is there already is fine */
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == '\0') {
@@ -85,7 +90,11 @@ int bk_sftp_session_mkdirs(bk_sftp_session_t *s, const char *path, char *errstr,
             if (libssh2_sftp_stat_ex(c->sftp, buf, (unsigned int)strlen(buf), LIBSSH2_SFTP_STAT,
                                      &a) != 0) {
                 long rc = libssh2_sftp_mkdir_ex(c->sftp, buf, (unsigned int)strlen(buf), 0755);
-                if (rc != 0) {
+                /* another node may have made it meanwhile: a directory there is fine */
+                if (rc != 0 && (rc != LIBSSH2_ERROR_SFTP_PROTOCOL ||
+                                libssh2_sftp_stat_ex(c->sftp, buf, (unsigned int)strlen(buf),
+                                                     LIBSSH2_SFTP_STAT, &a) != 0 ||
+                                !LIBSSH2_SFTP_S_ISDIR(a.permissions))) {
                     return fail_on(c, rc, "mkdir", buf, errstr, n);
                 }
             } else if (!LIBSSH2_SFTP_S_ISDIR(a.permissions)) {
@@ -105,14 +114,20 @@ int bk_sftp_session_put(bk_sftp_session_t *s, const char *local, const char *rem
 {
     bk_sftp_conn_t *c = live(s, errstr, n);
     LIBSSH2_SFTP_HANDLE *h = NULL;
-    char part[4096 + 8], eb[128], *buf = NULL;
+    char part[4096 + 64], eb[128], *buf = NULL;
     int fd = -1, rc = -1;
     long r;
+    uint64_t size;
 
     if (!c) {
         return -1;
     }
-    snprintf(part, sizeof(part), "%s.part", remote);
+    /* a name of our own: an old and a new owner of a task may upload the same file at once */
+    if (snprintf(part, sizeof(part), "%s.%ld-%ld.part", remote, (long)getpid(),
+                 __atomic_add_fetch(&put_seq, 1, __ATOMIC_RELAXED)) >= (int)sizeof(part)) {
+        bk_sftp_conn_err_set(errstr, n, "%s: path too long", remote);
+        return -1;
+    }
     if ((fd = open(local, O_RDONLY | O_CLOEXEC)) < 0) {
         bk_sftp_conn_err_set(errstr, n, "%s: %s", local, bk_sftp_conn_errno(errno, eb, sizeof(eb)));
         return -1;
@@ -151,23 +166,44 @@ int bk_sftp_session_put(bk_sftp_session_t *s, const char *local, const char *rem
         }
     }
     /* fsync@openssh.com where the server has it: the archive must be on its disk before a
-     * manifest names the file */
+     * manifest names the file. A server without it says so; any other failure is one. */
     r = libssh2_sftp_fsync(h);
-    if (r != 0 && r != LIBSSH2_ERROR_SFTP_PROTOCOL) {
+    if (r != 0 && (r != LIBSSH2_ERROR_SFTP_PROTOCOL ||
+                   libssh2_sftp_last_error(c->sftp) != LIBSSH2_FX_OP_UNSUPPORTED)) {
         fail_on(c, r, "syncing", part, errstr, n);
         goto out;
     }
-    libssh2_sftp_close_handle(h);
+    r = libssh2_sftp_close_handle(h);
     h = NULL;
-    /* SFTP v3 (OpenSSH's) renames onto no existing name, and libssh2 has no posix-rename:
-     * a remote already there (a file of the wrong size, say) is removed first */
+    if (r != 0) {
+        fail_on(c, r, "closing", part, errstr, n);
+        goto out;
+    }
+    /* SFTP v3 (OpenSSH's) renames onto no existing name, and libssh2 has no posix-rename. Names
+     * are content hashes or unique: one already there with our size is our file, uploaded
+     * by another writer; one of another size (cut short before this writer's time) goes. */
     for (int tries = 0;; tries++) {
+        int st;
         r = libssh2_sftp_rename_ex(c->sftp, part, (unsigned int)strlen(part), remote,
                                    (unsigned int)strlen(remote),
                                    LIBSSH2_SFTP_RENAME_OVERWRITE | LIBSSH2_SFTP_RENAME_ATOMIC |
                                        LIBSSH2_SFTP_RENAME_NATIVE);
-        if (r != LIBSSH2_ERROR_SFTP_PROTOCOL || tries > 0 ||
-            libssh2_sftp_unlink_ex(c->sftp, remote, (unsigned int)strlen(remote)) != 0) {
+        if (r != LIBSSH2_ERROR_SFTP_PROTOCOL || tries > 0) {
+            break;
+        }
+        st = bk_sftp_session_stat(s, remote, &size, NULL, errstr, n);
+        if (st < 0) {
+            goto out;
+        }
+        if (st == 1) {
+            break; /* not there: the rename failed for another reason */
+        }
+        if (size == (uint64_t)lseek(fd, 0, SEEK_END)) {
+            libssh2_sftp_unlink_ex(c->sftp, part, (unsigned int)strlen(part));
+            r = 0;
+            break;
+        }
+        if (libssh2_sftp_unlink_ex(c->sftp, remote, (unsigned int)strlen(remote)) != 0) {
             break;
         }
     }
@@ -198,13 +234,13 @@ int bk_sftp_session_get(bk_sftp_session_t *s, const char *remote, const char *lo
     uint64_t got = 0;
     int fd = -1, rc = -1;
 
+    snprintf(part, sizeof(part), "%s.part", local);
     if (!c || !xs || !buf) {
         if (c) {
             bk_sftp_conn_err_set(errstr, n, "out of memory");
         }
         goto out;
     }
-    snprintf(part, sizeof(part), "%s.part", local);
     h = libssh2_sftp_open_ex(c->sftp, remote, (unsigned int)strlen(remote), LIBSSH2_FXF_READ, 0,
                              LIBSSH2_SFTP_OPENFILE);
     if (!h) {
@@ -252,13 +288,15 @@ int bk_sftp_session_get(bk_sftp_session_t *s, const char *remote, const char *lo
                              c->where, remote, (unsigned long long)got, (unsigned long long)size);
         goto out;
     }
-    if (fdatasync(fd) != 0 || close(fd) != 0) {
+    {
+        int synced = fdatasync(fd) == 0, closed = close(fd) == 0;
         fd = -1;
-        bk_sftp_conn_err_set(errstr, n, "syncing %s: %s", part,
-                             bk_sftp_conn_errno(errno, eb, sizeof(eb)));
-        goto out;
+        if (!synced || !closed) {
+            bk_sftp_conn_err_set(errstr, n, "syncing %s: %s", part,
+                                 bk_sftp_conn_errno(errno, eb, sizeof(eb)));
+            goto out;
+        }
     }
-    fd = -1;
     if (rename(part, local) != 0) {
         bk_sftp_conn_err_set(errstr, n, "renaming %s: %s", part,
                              bk_sftp_conn_errno(errno, eb, sizeof(eb)));
@@ -347,5 +385,9 @@ int bk_sftp_session_unlink(bk_sftp_session_t *s, const char *path, char *errstr,
         return -1;
     }
     rc = libssh2_sftp_unlink_ex(c->sftp, path, (unsigned int)strlen(path));
+    if (rc == LIBSSH2_ERROR_SFTP_PROTOCOL &&
+        libssh2_sftp_last_error(c->sftp) == LIBSSH2_FX_NO_SUCH_FILE) {
+        return 0; /* gone already (another node pruning the same task) */
+    }
     return rc == 0 ? 0 : fail_on(c, rc, "cannot remove", path, errstr, n);
 }
