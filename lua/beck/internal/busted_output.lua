@@ -23,6 +23,20 @@ return function(options)
 
   inner.subscribe = function(handler, opts)
     subscribe(handler, opts)
+    -- BECK_SPEC_NOW=FILE (scripts/test sets it): the spec running now, so that a run stopped
+    -- for taking too long can say where it was
+    local now_file = os.getenv("BECK_SPEC_NOW")
+    if now_file then
+      busted.subscribe({ "test", "start" }, function(element)
+        local f = io.open(now_file, "w")
+        if f then
+          local file = element.trace and element.trace.short_src or "?"
+          f:write(file, ": ", element.name or "?", " (since ", os.date("%H:%M:%S"), ")\n")
+          f:close()
+        end
+        return nil, true
+      end)
+    end
     if os.getenv("BECK_SPEC_TIMES") then
       busted.subscribe({ "file", "start" }, function(file)
         started[file.name] = clock()
