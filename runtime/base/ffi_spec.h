@@ -89,6 +89,8 @@ void bk_ffi_assigncodec_free(bk_assigncodec_t *ac);
 int bk_ffi_snapshot_manifest_rewrite(const char *in_path, const char *out_path, const char **err);
 /* Parses fetched_dir's manifest and installs fetched_dir as task_dir (bk_install_snapshot). */
 int bk_ffi_snapshot_install(const char *fetched_dir, const char *task_dir, const char **err);
+/* replica/install.h: bk_install_recover */
+int bk_ffi_install_recover(const char *app_dir);
 /* bk_snapshot_sweep: how many snapshots were removed. */
 int bk_ffi_snapshot_sweep(const char *root, int64_t ttl_ms, int64_t now_ms);
 int bk_ffi_snapshot_file_xxh3(const char *path, uint64_t *xxh3, uint64_t *size, const char **err);

@@ -1,6 +1,7 @@
 /* node.c - one node of an app: alone, or as a member of its cluster (node.h). */
 #include "node/node.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "node/node_queries.h"
 #include "replica/archive.h"
 #include "replica/bootstrap.h"
+#include "replica/install.h"
 #include "replica/standby.h"
 
 static void active_progress(void *opaque, int32_t task, int64_t offset)
@@ -592,6 +594,15 @@ int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int d
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGUSR2); /* wake-up: the membership's view changed */
     pthread_sigmask(SIG_BLOCK, &set, NULL);
+    {
+        /* before any task opens: what a crash left of an install in the state directory */
+        char app_dir[4096];
+        snprintf(app_dir, sizeof(app_dir), "%s/%s", bk_conf_str(conf, BK_CONF_STATE_DIR),
+                 plan->id);
+        if (bk_install_recover(app_dir) < 0) {
+            bk_log_warn("cannot read the state directory %s: %s", app_dir, strerror(errno));
+        }
+    }
     if (bk_conf_int(conf, BK_CONF_CLUSTER)) {
         return run_member(plan, conf, hooks, dev_port, &set);
     }

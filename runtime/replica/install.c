@@ -15,6 +15,7 @@
 #include "base/ffi_spec.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "base/task.h"
 #include "engine/db.h"
 
 static int exists(const char *path)
@@ -219,9 +220,99 @@ int bk_install_snapshot(const bk_manifest_t *m, const char *fetched_dir, const c
     return 0;
 }
 
+/* -- After a crash ----------------------------------------------------------------------- */
+
+/* Is name "<task>" followed by suffix (a task name only: nothing else in an app directory
+ * is touched)? Copies the task's name into task. */
+static int task_then(const char *name, const char *suffix, char *task)
+{
+    const char *at = strstr(name, suffix);
+    bk_task_id_t id;
+    size_t n = at ? (size_t)(at - name) : 0;
+    if (!at || n == 0 || n >= BK_TASK_NAME_MAX) {
+        return 0;
+    }
+    memcpy(task, name, n);
+    task[n] = '\0';
+    return bk_task_parse(task, &id) == 0;
+}
+
+int bk_install_recover(const char *app_dir)
+{
+    DIR *d = opendir(app_dir);
+    struct dirent *e;
+    char **names = NULL;
+    int n = 0, cap = 0, fixed = 0;
+
+    if (!d) {
+        return errno == ENOENT ? 0 : -1;
+    }
+    while ((e = readdir(d)) != NULL) { /* names first: the loop below renames */
+        if (strstr(e->d_name, ".trash-") || strncmp(e->d_name, ".bootstrap-", 11) == 0 ||
+            strstr(e->d_name, ".archive")) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 8;
+                names = realloc(names, (size_t)cap * sizeof(*names));
+            }
+            names[n++] = strdup(e->d_name);
+        }
+    }
+    closedir(d);
+    if (n > 0) {
+        qsort(names, (size_t)n, sizeof(*names), cmp_str);
+    }
+    for (int i = 0; i < n; i++) {
+        char path[4096], task_dir[4096], task[BK_TASK_NAME_MAX];
+        const char *name = names[i];
+        snprintf(path, sizeof(path), "%s/%s", app_dir, name);
+        if (task_then(name, ".trash-", task)) {
+            snprintf(task_dir, sizeof(task_dir), "%s/%s", app_dir, task);
+            if (exists(task_dir)) {
+                bk_log_info("task %s: removing %s, the old state of an install a crash "
+                            "interrupted after its swap",
+                            task, path);
+            } else if (rename(path, task_dir) == 0) {
+                bk_fs_sync_dir(app_dir);
+                bk_log_warn("task %s: a crash interrupted the install of a snapshot between "
+                            "its two renames: its old state %s is back in place (the snapshot "
+                            "will be fetched again)",
+                            task, path);
+                fixed++;
+                continue;
+            } else {
+                bk_log_warn("task %s: cannot move %s back to %s: %s", task, path, task_dir,
+                            strerror(errno));
+                continue;
+            }
+        } else if ((strncmp(name, ".bootstrap-", 11) == 0 &&
+                    bk_task_parse(name + 11, &(bk_task_id_t){0}) == 0) ||
+                   (task_then(name, ".archive", task) && strcmp(strstr(name, ".archive"),
+                                                               ".archive") == 0)) {
+            bk_log_info("removing %s, a snapshot fetch a crash interrupted", path);
+        } else {
+            continue; /* not an install's */
+        }
+        if (bk_fs_rm_tree(path) != 0) {
+            bk_log_warn("cannot remove %s: %s", path, strerror(errno));
+            continue;
+        }
+        fixed++;
+    }
+    for (int i = 0; i < n; i++) {
+        free(names[i]);
+    }
+    free(names);
+    return fixed;
+}
+
 /* -- FFI: for specs (ffi_spec.h) ------------------------------------------------------- */
 
 static __thread char ffi_err[1024];
+
+int bk_ffi_install_recover(const char *app_dir)
+{
+    return bk_install_recover(app_dir);
+}
 
 int bk_ffi_snapshot_install(const char *fetched_dir, const char *task_dir, const char **err)
 {

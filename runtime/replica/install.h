@@ -17,4 +17,13 @@
 int bk_install_snapshot(const bk_manifest_t *m, const char *fetched_dir, const char *task_dir,
                         char *errstr, size_t errstr_size);
 
+/* What a crash in the middle of an install (or of a fetch before it) leaves in an app's state
+ * directory, put right before any task opens: "S_P.trash-*" (the swap's old state) is
+ * removed when S_P is in place, and renamed back to S_P when the crash came between the
+ * two renames (the old state returns, whole: the new snapshot is fetched again);
+ * ".bootstrap-S_P" and "S_P.archive" (fetches that did not finish) are removed. Call it
+ * before any thread of the node runs. Returns how many entries it put right, or -1 when
+ * app_dir cannot be read (a missing app_dir is 0). */
+int bk_install_recover(const char *app_dir);
+
 #endif

@@ -3,7 +3,8 @@
 -- files' sizes and XXH3 checked, installed into a fresh state directory and dumped key by key
 -- against the original; then every refusal of a bad fetched snapshot (escaping names,
 -- missing "end", corrupted, extra, missing files, symbolic links) with the task directory
--- left as it was, and the sweep of old and incomplete snapshots. Under ASan too:
+-- left as it was, an install killed between its steps and put right at the next start, and
+-- the sweep of old and incomplete snapshots. Under ASan too:
 -- make SAN=1 build/san/beck && BECK_BIN=build/san/beck build/san/beck test <this file>.
 local helpers = require "spec.helpers"
 local cjson = require "cjson"
@@ -106,6 +107,7 @@ end
 -- -- The state: one short wordcount run ------------------------------------------------------
 
 local state, snap_root, snap -- the node's state dir, where snapshots go, the first one
+local bootstrap -- the broker's
 
 local function input_done(bs, n)
   local total = 0
@@ -117,6 +119,7 @@ describe("snapshot", function()
   setup(function()
     local broker = helpers.start_broker { topics = { "text-lines:2" } }
     local bs = broker.bootstrap
+    bootstrap = bs
     local function word(n) -- wordcount counts runs of letters
       return string.char(97 + n % 26, 97 + math.floor(n / 26) % 26)
     end
@@ -487,6 +490,77 @@ describe("snapshot", function()
     assert.equal(3, C.bk_ffi_snapshot_sweep(root, 1000, now + 2000 + 7200 * 1000))
     assert.same({ "stray-file" }, ls(root))
     assert.equal(0, C.bk_ffi_snapshot_sweep(helpers.tmpdir() .. "/none", 0, now))
+  end)
+
+  -- A crash (SIGKILL, spec/fixtures/faultfs.c) at each step of an install that replaces a
+  -- task's state, as cold bootstrap does it: the snapshot fetched into <app>/.bootstrap-0_0,
+  -- its files moved into rocksdb/ (lay_out), then 0_0 -> 0_0.trash-*, .bootstrap-0_0 -> 0_0,
+  -- the trash removed. What is left is put right before any task opens (bk_install_recover,
+  -- at a node's start): the task ends with its old state or the new one, whole, and nothing
+  -- else stays behind.
+  describe("an install a crash interrupts", function()
+    local function crashed_install(ends_with, when)
+      assert(snap, "the first test makes the snapshot")
+      local root = helpers.tmpdir()
+      local app_dir = root .. "/" .. APP
+      sh("mkdir -p " .. q(app_dir) .. " && cp -r " .. q(state .. "/" .. APP .. "/0_1") .. " " ..
+         q(app_dir .. "/0_0") .. " && cp -r " .. q(snap) .. " " .. q(app_dir .. "/.bootstrap-0_0"))
+      local env = helpers.faultfs(root, "crash")
+      env.BECK_FAULT_RENAME, env.BECK_FAULT_WHEN = ends_with, when
+      env.BECK_INSTALL_FETCHED = app_dir .. "/.bootstrap-0_0"
+      env.BECK_INSTALL_TASK_DIR = app_dir .. "/0_0"
+      local st = helpers.run({ helpers.beck_bin(), "test", "spec/fixtures/install_child.lua" },
+                             { env = env, timeout = 30 })
+      assert.equal(137, st) -- killed where asked, not done nor failed
+      return root, app_dir
+    end
+
+    local old_state, new_state
+    setup(function()
+      -- the old state is task 0_1's, put in 0_0's place: dumped as 0_0's
+      old_state, new_state = dump(state, "0_1"), dump(state, "0_0")
+      for _, row in ipairs(old_state) do row.task = "0_0" end
+    end)
+
+    it("between its two renames: a node's start puts the old state back", function()
+      local root, app_dir = crashed_install("/" .. APP .. "/0_0", "after")
+      local names = ls(app_dir)
+      table.sort(names)
+      assert.equal(2, #names, table.concat(names, " "))
+      assert.equal(".bootstrap-0_0", names[1])
+      assert.matches("^0_0%.trash%-%d+%-%d+$", names[2])
+      -- beck run on that state directory (it reads what is left of the input: nothing)
+      local node = helpers.start_node(WORDCOUNT, { "-b", bootstrap, "--state-dir", root })
+      node:wait_log("a crash interrupted the install of a snapshot between its two renames", 30)
+      node:wait_log("removing [^\n]*%.bootstrap%-0_0, a snapshot fetch a crash interrupted", 5)
+      node:wait_running(30)
+      assert.equal(0, node:stop())
+      local after = ls(app_dir)
+      table.sort(after)
+      assert.same({ "0_0", "0_1" }, after)
+      assert.same(old_state, dump(root, "0_0"))
+    end)
+
+    it("after its swap: the old state's trash is removed, the new state stays", function()
+      local _, app_dir = crashed_install("/.bootstrap-0_0", "after")
+      local names = ls(app_dir)
+      assert.equal(2, #names, table.concat(names, " "))
+      assert.equal(1, C.bk_ffi_install_recover(app_dir))
+      assert.same({ "0_0" }, ls(app_dir))
+      assert.same(new_state, dump(app_dir:match("^(.*)/[^/]+$"), "0_0"))
+    end)
+
+    it("while laying out the fetched files: the fetch is removed, the old state stays", function()
+      local _, app_dir = crashed_install("CURRENT", "before")
+      local names = ls(app_dir)
+      table.sort(names)
+      assert.same({ ".bootstrap-0_0", "0_0" }, names)
+      assert.equal(1, C.bk_ffi_install_recover(app_dir))
+      assert.same({ "0_0" }, ls(app_dir))
+      assert.same(old_state, dump(app_dir:match("^(.*)/[^/]+$"), "0_0"))
+      assert.equal(0, C.bk_ffi_install_recover(app_dir)) -- nothing more to do
+      assert.equal(0, C.bk_ffi_install_recover(app_dir .. "/none")) -- no app directory yet
+    end)
   end)
 
   it("beck snapshot refuses a task without state and bad arguments", function()
