@@ -233,5 +233,49 @@ describe("state", function()
       end
       assert.equal(20000, keys)
     end)
+
+    -- The disk fills while a wiped state directory is restored from the changelog: the node
+    -- stops saying so, and a restart with room restores every key (the restore starts over).
+    it("stops when the disk fills during a restore, and a restart with room restores all",
+       function()
+      local dir = helpers.tmpdir() .. "/state"
+      local broker = helpers.start_broker { topics = { "in:1" } }
+      local recs = {}
+      for i = 1, 20000 do recs[i] = { string.format("key-%06d", i), string.rep("y", 200) } end
+      helpers.produce(broker.bootstrap, "in", recs, { timeout = 60 })
+      local node = helpers.start_node("spec/fixtures/keep_all.lua",
+                                      { "-b", broker.bootstrap, "--state-dir", dir })
+      helpers.eventually(function()
+        return (helpers.committed(broker.bootstrap, "in", "keep-all")[0] or 0) == 20000
+      end, 60, 0.3)
+      assert.equal(0, node:stop())
+      os.execute("rm -rf '" .. dir .. "'")
+
+      local full = helpers.start_node("spec/fixtures/keep_all.lua",
+                                      { "-b", broker.bootstrap, "--state-dir", dir },
+                                      { env = helpers.faultfs(dir, "enospc", 1024 * 1024) })
+      assert.equal(1, full:wait(60))
+      local log = full:log()
+      assert.matches("No space left on device", log)
+      assert.matches("restore: task 0_0 store all: replaying", log)
+      assert.not_matches("restore: %d+ of %d+ records %(100%.0%%%)", log)
+      assert.matches("cannot open task%(s%) 0_0: cannot write the state store in ", log)
+
+      local again = helpers.start_node("spec/fixtures/keep_all.lua",
+                                       { "-b", broker.bootstrap, "--state-dir", dir })
+      again:wait_running(60)
+      assert.matches("restore: %d+ of %d+ records %(100%.0%%%)", again:log())
+      assert.equal(0, again:stop())
+      local st, out = helpers.run({ helpers.beck_bin(), "dump", "--state-dir", dir, "--app",
+                                    "keep-all", "--store", "all" })
+      assert.equal(0, st)
+      local keys = 0
+      for line in out:gmatch("[^\n]+") do
+        local r = cjson.decode(line)
+        assert.equal(string.rep("y", 200), r.value, r.key)
+        keys = keys + 1
+      end
+      assert.equal(20000, keys)
+    end)
   end)
 end)
