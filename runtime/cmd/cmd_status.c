@@ -162,6 +162,10 @@ static char **bk_status_names(bk_plan_t *plan, const bk_conf_t *conf, int32_t nt
                      plan->topics[plan->subs[s].topics[0]].name);
             goto fail;
         }
+        if (plan->subs[s].want > 0) {
+            c = plan->subs[s].want; /* a passthrough: as many tasks as its generation's, not
+                                       its input's width (topics.c) */
+        }
         plan->subs[s].partitions = c;
         n += c;
     }

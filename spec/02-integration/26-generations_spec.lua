@@ -84,6 +84,16 @@ describe("a subtopology given its own task count", function()
         state_of[task] = id == "na" and sa or sb
       end
     end
+    -- beck status names the tasks as the nodes do: 5 counting tasks and 5 passthrough ones,
+    -- though the input has 3 partitions
+    local st, out, err = helpers.run({ helpers.beck_bin(), "status", "-b", bs, "--app", APP,
+                                       "--json", "spec/fixtures/stamped_count.lua" },
+                                     { timeout = 30, env = { BECK_TASKS = "0=" .. TASKS } })
+    assert.equal(0, st, "beck status: " .. err)
+    local names = {}
+    for _, t in ipairs(assert(cjson.decode(out), out).tasks) do names[#names + 1] = t.name end
+    assert.same({ "0_0", "0_1", "0_2", "0_3", "0_4", "1_0", "1_1", "1_2", "1_3", "1_4" }, names)
+
     for _, n in pairs(nodes) do assert.equal(0, n:stop()) end
 
     -- each task's store holds the keys of its groups, and all of them
