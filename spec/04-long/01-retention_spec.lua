@@ -14,7 +14,7 @@
 local helpers = require "spec.helpers"
 
 local TOPOLOGY = "scripts/bench/retention.lua"
-local RATE = 2000
+local RATE = 1000
 local RETENTION_MS = 20000
 
 local function du(path)
