@@ -186,6 +186,20 @@ describe("state", function()
                      "the store's tasks need 4", node:log())
     end)
 
+    -- keep_all's store in state directory dir holds its 20,000 keys, each valued `value`
+    local function assert_all_kept(dir, value)
+      local st, out = helpers.run({ helpers.beck_bin(), "dump", "--state-dir", dir, "--app",
+                                    "keep-all", "--store", "all" })
+      assert.equal(0, st)
+      local keys = 0
+      for line in out:gmatch("[^\n]+") do
+        local r = cjson.decode(line)
+        assert.equal(value, r.value, r.key)
+        keys = keys + 1
+      end
+      assert.equal(20000, keys)
+    end
+
     -- A read-only or a full disk below a state directory: spec/fixtures/faultfs.c, preloaded
     -- into the node, fails its file calls there as such a disk would (EROFS, ENOSPC).
     it("refuses a read-only state directory with a clear error", function()
@@ -222,16 +236,7 @@ describe("state", function()
         return (helpers.committed(broker.bootstrap, "in", "keep-all")[0] or 0) == 20000
       end, 60, 0.3)
       assert.equal(0, again:stop())
-      local st, out = helpers.run({ helpers.beck_bin(), "dump", "--state-dir", dir, "--app",
-                                    "keep-all", "--store", "all" })
-      assert.equal(0, st)
-      local keys = 0
-      for line in out:gmatch("[^\n]+") do
-        local r = cjson.decode(line)
-        assert.equal(string.rep("x", 200), r.value, r.key)
-        keys = keys + 1
-      end
-      assert.equal(20000, keys)
+      assert_all_kept(dir, string.rep("x", 200))
     end)
 
     -- The disk fills while a wiped state directory is restored from the changelog: the node
@@ -266,16 +271,7 @@ describe("state", function()
       again:wait_running(60)
       assert.matches("restore: %d+ of %d+ records %(100%.0%%%)", again:log())
       assert.equal(0, again:stop())
-      local st, out = helpers.run({ helpers.beck_bin(), "dump", "--state-dir", dir, "--app",
-                                    "keep-all", "--store", "all" })
-      assert.equal(0, st)
-      local keys = 0
-      for line in out:gmatch("[^\n]+") do
-        local r = cjson.decode(line)
-        assert.equal(string.rep("y", 200), r.value, r.key)
-        keys = keys + 1
-      end
-      assert.equal(20000, keys)
+      assert_all_kept(dir, string.rep("y", 200))
     end)
   end)
 end)
