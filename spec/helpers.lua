@@ -596,7 +596,7 @@ end
 -- kafka { brokers = N, racks = "a,b,c", topics = { "name:parts", ... },
 --         set = { "key=value", ... } } -> a real Apache Kafka cluster on loopback,
 -- up and answering metadata. cluster.bootstrap, :create_topic, :broker_down(id),
--- :broker_up(id), :stop(); its processes end in cleanup().
+-- :broker_up(id), :all_down(), :all_up(), :stop(); its processes end in cleanup().
 function helpers.kafka(opts)
   opts = opts or {}
   local n = opts.brokers or 1
@@ -648,6 +648,21 @@ function Kafka:broker_up(id)
   local up = 0
   for _, p in pairs(self.procs) do if p:alive() then up = up + 1 end end
   kafka_wait(self, up)
+  return true
+end
+
+-- Every broker crashes (SIGKILL) at once, and comes back with the same data and ports:
+-- a cluster-wide outage (spec 30).
+function Kafka:all_down()
+  for _, p in pairs(self.procs) do p:kill() end
+  return true
+end
+
+function Kafka:all_up()
+  for id = 1, self.brokers do
+    if not (self.procs[id] and self.procs[id]:alive()) then kafka_spawn(self, id) end
+  end
+  kafka_wait(self, self.brokers)
   return true
 end
 

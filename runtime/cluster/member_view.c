@@ -151,8 +151,15 @@ static void peer_end(bk_member_t *m, int32_t i, int state)
         }
     }
     m->version++;
-    bk_log_debug("member %s: %s (incarnation %" PRIu64 ") %s", m->node_id, p->id, p->inc,
-                 why[state]);
+    /* a death is news to an operator (a node stopped heartbeating); a leave or a restart is
+     * what the node itself said */
+    if (state == BK_MEMBER_DEAD && !m->observe && m->next_offset > m->catchup_to) {
+        bk_log_info("member %s: %s (incarnation %" PRIu64 ") died: no heartbeat for a session"
+                    " (%d ms of log time)", m->node_id, p->id, p->inc, m->session_ms);
+    } else {
+        bk_log_debug("member %s: %s (incarnation %" PRIu64 ") %s", m->node_id, p->id, p->inc,
+                     why[state]);
+    }
 }
 
 static int in_current(const bk_member_t *m, int32_t i)
@@ -202,6 +209,33 @@ static void gone_drop(bk_member_t *m, const char *id)
     if (at >= 0) {
         m->gone[at] = m->gone[--m->ngone];
         m->version++;
+    }
+}
+
+/* The log was silent for `gap` ms, longer than half a session: no member wrote, not even a
+ * heartbeat (each writes one at least every half session, session > 2 * heartbeat), so the
+ * control topic was out of everyone's reach (brokers down) or every node was. The silence
+ * proves nobody dead: it does not count toward any session, as a Kafka group coordinator that
+ * takes a group over gives every member a fresh session. Every member applies this at the
+ * same record, so their views agree. A peer that did die is seen dead a session after the
+ * log comes back. */
+static void excise_silence(bk_member_t *m, int64_t gap)
+{
+    int alive = 0;
+    for (int32_t i = 0; i < m->npeers; i++) {
+        peer_t *p = &m->peers[i];
+        if (p->used && p->state == BK_MEMBER_ALIVE) {
+            p->last_ts += gap;
+            alive++;
+        }
+    }
+    if (alive) {
+        m->expire_at = INT64_MIN;
+        /* news only when read live, not when a start reads the history */
+        bk_log(!m->observe && m->next_offset > m->catchup_to ? BK_LOG_INFO : BK_LOG_DEBUG,
+               "member %s: the control topic was silent for %" PRId64 " ms (more than half a"
+               " session): not counted toward the sessions of %d member(s)",
+               m->node_id, gap, alive);
     }
 }
 
@@ -614,6 +648,9 @@ void bk_member_apply_record(bk_member_t *m, const void *payload, size_t len, int
         m->version++;
     }
     /* Log time: the largest timestamp of a member record seen (docs/cluster.md, Log time). */
+    if (m->log_time > 0 && ts - m->log_time > m->session_ms / 2) {
+        excise_silence(m, ts - m->log_time);
+    }
     if (ts > m->log_time) {
         m->log_time = ts;
         expire(m);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "engine/brokerwatch.h"
 #include "devbroker/devctl.h"
 
 /* Defaults measured in MEASURED.md: librdkafka 2.0.2 backs off fetching for
@@ -54,7 +55,9 @@ static const char *producer_defaults[] = {
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
-    if (level <= 3) {
+    if (level <= 4 && strcmp(fac, "FAIL") == 0 && bk_brokerwatch_quiet()) {
+        bk_log_debug("kafka %s: %s", fac, buf); /* a reconnect failing while no broker answers */
+    } else if (level <= 3) {
         bk_log_error("kafka %s: %s", fac, buf);
     } else if (level <= 4) {
         bk_log_warn("kafka %s: %s", fac, buf);
@@ -87,6 +90,13 @@ rd_kafka_t *bk_kafka_new(const bk_conf_t *conf, bk_kafka_role_t role, const char
     char err[512];
 
     rd_kafka_conf_set_log_cb(kc, log_cb);
+    rd_kafka_conf_set_error_cb(kc, bk_brokerwatch_error_cb);
+    /* Every client: reconnects back off to 1 s at most, as the Java client's do (librdkafka's
+     * own limit, 10 s, left a node's producer offline up to 8 s after the brokers came back
+     * from an outage: its tasks' release waited, and the member's session ran out, spec 30) */
+    if (set(kc, "reconnect.backoff.max.ms", "1000", "default", errstr, errstr_size) != 0) {
+        goto fail;
+    }
     for (int i = 0; defs && defs[i]; i += 2) {
         if (set(kc, defs[i], defs[i + 1], "default", errstr, errstr_size) != 0) {
             goto fail;

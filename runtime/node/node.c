@@ -15,6 +15,7 @@
 #include "base/task.h"
 #include "cluster/member.h"
 #include "cluster/reconcile.h"
+#include "engine/brokerwatch.h"
 #include "engine/crew.h"
 #include "engine/hooks.h"
 #include "engine/taskdb.h"
@@ -587,6 +588,7 @@ done:
 int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int dev_port)
 {
     sigset_t set;
+    int rc;
     /* Signals go to this thread only (sigtimedwait); threads started later
      * inherit the mask. */
     sigemptyset(&set);
@@ -603,8 +605,12 @@ int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int d
             bk_log_warn("cannot read the state directory %s: %s", app_dir, strerror(errno));
         }
     }
-    if (bk_conf_int(conf, BK_CONF_CLUSTER)) {
-        return run_member(plan, conf, hooks, dev_port, &set);
+    /* one line when no broker answers, and one when a broker does again */
+    if (bk_brokerwatch_start(conf) != 0) {
+        bk_log_warn("cannot start the broker watch: outages are logged by each client");
     }
-    return run_alone(plan, conf, hooks, &set);
+    rc = bk_conf_int(conf, BK_CONF_CLUSTER) ? run_member(plan, conf, hooks, dev_port, &set)
+                                             : run_alone(plan, conf, hooks, &set);
+    bk_brokerwatch_stop();
+    return rc;
 }

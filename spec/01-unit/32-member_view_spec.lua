@@ -60,6 +60,13 @@ function View:feed(r, ts)
   return self
 end
 
+-- Heartbeats of `id` every `step` ms (1000) from `from` to `to`: a live log, never silent
+-- for half a session (a longer silence is not counted toward sessions).
+function View:beats(id, inc, from, to, step)
+  for ts = from, to, step or 1000 do self:feed(rec.heartbeat(id, inc), ts) end
+  return self
+end
+
 -- The view's state as a checkpoint holds it (bytes).
 function View:state()
   return take(C.bk_ffi_member_state(self.s, bufp, lenp))
@@ -118,7 +125,7 @@ describe("the membership view", function()
 
   it("ends a silent incarnation one session after its last heartbeat, by log time", function()
     local v = view():feed(rec.heartbeat("a", 1), 1000):feed(rec.heartbeat("b", 1), 1100)
-    v:feed(rec.heartbeat("b", 1), 11000) -- a's last is 10 s old: not past the session yet
+    v:beats("b", 1, 2000, 11000) -- a's last is 10 s old: not past the session yet
     assert.equal(ALIVE, v:read().peers.a.state)
     assert.equal("a", v:read().leader)
     v:feed(rec.heartbeat("b", 1), 11001)
@@ -126,6 +133,25 @@ describe("the membership view", function()
     assert.equal(DEAD, r.peers.a.state)
     assert.equal("b", r.alive)
     assert.equal("b", r.leader)
+  end)
+
+  it("does not count a silence of the whole log toward any session (brokers out of reach)",
+     function()
+    local v = view():feed(rec.heartbeat("a", 1), 1000):feed(rec.heartbeat("b", 1), 1100)
+    -- nobody could write for 38.9 s; then a's heartbeat: b is not dead for that
+    v:feed(rec.heartbeat("a", 1), 40000)
+    assert.equal("a b", v:read().alive)
+    -- b stays silent while a writes: its session ends a session after the log came back
+    v:beats("a", 1, 41000, 50000)
+    assert.equal(ALIVE, v:read().peers.b.state)
+    v:feed(rec.heartbeat("a", 1), 50001)
+    assert.equal(DEAD, v:read().peers.b.state)
+    assert.equal("a", v:read().alive)
+    -- a silence of half a session or less counts as ever
+    local w = view():feed(rec.heartbeat("a", 1), 1000):feed(rec.heartbeat("b", 1), 1100)
+    w:beats("a", 1, 6100, 11100, 5000)
+    w:feed(rec.heartbeat("a", 1), 11101)
+    assert.equal(DEAD, w:read().peers.b.state)
   end)
 
   it("moves leadership on a leave notice at once", function()
@@ -177,7 +203,7 @@ describe("the membership view", function()
     v:feed(rec.release("b", 1, 2, { 2 }), 1450)
     assert.equal("a", v:read().holder[2])
     -- a dies with task 2 unreleased: it is free, and goes to its owner (b heartbeats on)
-    v:feed(rec.heartbeat("b", 1), 6000):feed(rec.heartbeat("b", 1), 12000)
+    v:beats("b", 1, 2000, 12000)
     r = v:read()
     assert.equal(DEAD, r.peers.a.state)
     assert.equal("b", r.holder[2])
@@ -215,9 +241,11 @@ describe("the membership view", function()
       { rec.progress("a", 1, { 0 }, { 12 }), 3000 },
       { rec.leave("b", 1), 3100 },
       { rec.assign("a", 1, 3, 2, { "a", "", "c" }, { [0] = 0, 2, 0, 2 }, 4), 3200 },
-      { rec.heartbeat("c", 2), 9000 },
+      { rec.heartbeat("c", 2), 7000 },
+      { rec.heartbeat("c", 2), 11000 },
       { rec.heartbeat("a", 1), 12000 },
       { rec.heartbeat("c", 2), 14000 }, -- log time 14000: b's leave is a session old
+      { rec.heartbeat("c", 2), 18000 },
       { rec.heartbeat("c", 2), 22001 }, -- a's last heartbeat is past its session: a died
       { rec.assign("c", 2, 4, 3, { "", "", "c" }, { [0] = 2, 2, 2, 2 }, 4), 22100 },
       { rec.heartbeat("a", 3), 22200 }, -- a again, a new incarnation
@@ -268,7 +296,7 @@ describe("the membership view", function()
     v:feed(w:checkpoint("a", 1), 99999)
     assert.same(before, v:read())
     -- a's session still ends 10 s after its heartbeat, not after the checkpoint's time
-    v:feed(rec.heartbeat("b", 1), 11001)
+    v:beats("b", 1, 5000, 10000, 5000):feed(rec.heartbeat("b", 1), 11001)
     assert.equal(DEAD, v:read().peers.a.state)
   end)
 
