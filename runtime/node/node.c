@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/fs.h"
 #include "base/log.h"
 #include "base/task.h"
 #include "cluster/member.h"
@@ -309,6 +310,36 @@ static void stop_standby(member_node_t *mn)
     }
 }
 
+
+/* The standby runner ended by itself; it logged why. Replicas found damaged
+ * (bk_standby_corrupt) are removed and the runner starts again on the same tasks, which
+ * builds them anew (from their changelogs, or by cold bootstrap); after any other failure
+ * the replicas are dropped until the next change. */
+static void rebuild_or_drop_standbys(member_node_t *mn)
+{
+    int nbad = bk_standby_corrupt(mn->standby, mn->scratch);
+    stop_standby(mn);
+    if (nbad == 0) {
+        mn->nstand = 0;
+        return;
+    }
+    for (int i = 0; i < nbad; i++) {
+        char dir[4096];
+        bk_plan_task_dir(mn->plan, mn->conf, mn->tasks[mn->scratch[i]], dir, sizeof(dir));
+        if (bk_fs_rm_tree(dir) != 0) {
+            bk_log_error("standby %s: cannot remove its damaged store %s: %s: dropping the "
+                         "replicas until the next change",
+                         mn->names[mn->scratch[i]], dir, strerror(errno));
+            mn->nstand = 0;
+            return;
+        }
+        bk_log_warn("standby %s: its damaged store is removed: building the replica anew",
+                    mn->names[mn->scratch[i]]);
+    }
+    memcpy(mn->scratch, mn->standing, (size_t)mn->nstand * sizeof(int32_t));
+    start_standby(mn, mn->scratch, mn->nstand);
+}
+
 /* Applies a new view: reconcile.h says what to do, this does it in its order (the actives
  * given up commit and close, standbys checkpoint, releases are published, then the new
  * standbys start and the gained actives open). Tasks that stay are not touched. Returns 1
@@ -505,9 +536,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             break;
         }
         if (mn.standby && bk_standby_done(mn.standby)) {
-            /* it logged why; the replicas are dropped until the next change */
-            stop_standby(&mn);
-            mn.nstand = 0;
+            rebuild_or_drop_standbys(&mn);
         }
         if (mn.arch && mn.nrun > 0) {
             archive_ask(mn.arch, &mn.crew, mn.running, mn.nrun, mn.due);

@@ -61,6 +61,12 @@ int bk_standby_start(bk_standby_t *sb);
 int bk_standby_stop(bk_standby_t *sb);
 /* True once the thread ended by itself (a failure) or after a stop. */
 int bk_standby_done(const bk_standby_t *sb);
+/* The replicas whose stores were found damaged (docs/reliability.md, A corrupted store): on
+ * opening, in a write, or by the scrub, which reads every replica back from its files in the
+ * background (engine/dbverify.h); any of them ends the runner. Fills ids (room for every
+ * task given) with their caller ids; returns how many. The node removes them and starts the
+ * runner again, which builds them anew. After the thread ended. */
+int bk_standby_corrupt(const bk_standby_t *sb, int32_t *ids);
 void bk_standby_destroy(bk_standby_t *sb);
 
 #endif
