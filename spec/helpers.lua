@@ -446,6 +446,28 @@ end
 
 -- Kills (SIGKILL) and reaps every process the current spec started, then
 -- removes its temporary directories. Call it from after_each / teardown.
+-- What AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer print (make test
+-- SAN=1): found in any process's stderr, it fails the spec, even when the process ended as
+-- the spec wanted (killed, or a status it did not look at).
+local SANITIZER_REPORTS = { "ERROR: AddressSanitizer", "ERROR: LeakSanitizer", ": runtime error: " }
+
+local function sanitizer_reports(procs)
+  local found = {}
+  for _, p in ipairs(procs) do
+    local log = p:log()
+    for _, pat in ipairs(SANITIZER_REPORTS) do
+      local at = log:find(pat, 1, true)
+      if at then
+        local from = math.max(1, (log:sub(1, at):match(".*()\n") or 1))
+        found[#found + 1] = string.format("%s (pid %d): %s", p.name or "?", p.pid,
+                                          log:sub(from, from + 1500))
+        break
+      end
+    end
+  end
+  return found
+end
+
 function helpers.cleanup()
   local procs = registry.procs
   registry.procs = {}
@@ -460,12 +482,16 @@ function helpers.cleanup()
       while not p:poll() and now() < limit do C.poll(nil, 0, 10) end
     end
   end
+  local reports = sanitizer_reports(procs)
   local dirs = registry.dirs
   registry.dirs, registry.workdir = {}, nil
   if os.getenv("BECK_SPEC_KEEP") then
     for _, d in ipairs(dirs) do io.stderr:write("kept ", d, "\n") end
   else
     for _, d in ipairs(dirs) do rmtree(d) end
+  end
+  if #reports > 0 then
+    error("a sanitizer reported:\n" .. table.concat(reports, "\n"), 0)
   end
 end
 
