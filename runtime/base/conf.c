@@ -45,6 +45,8 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
      "per-thread write-back cache in front of the stores, flushed at commit (0: off)"},
     {"block_cache_bytes", T_INT, "67108864", 1 << 20, INT64_C(1) << 40, NULL,
      "RocksDB block cache shared by every store of the node"},
+    {"write_buffer_bytes", T_INT, "8388608", 65536, INT64_C(1) << 30, NULL,
+     "RocksDB memtable of each store of each task: its writes go to an SST file when full"},
     {"log_level", T_ENUM, "info", 0, 0, "error|warn|info|debug", "log level"},
     {"hooks", T_STR, NULL, 0, 0, NULL,
      "a Lua file returning { on_restore = fn, ... }: operational hooks beside the topology's"},

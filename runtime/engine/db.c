@@ -82,6 +82,13 @@ void bk_db_set_cache_bytes(size_t bytes)
     cache_bytes = bytes;
 }
 
+static size_t write_buffer_bytes = BK_DB_WRITE_BUFFER_DEFAULT;
+
+void bk_db_set_write_buffer_bytes(size_t bytes)
+{
+    write_buffer_bytes = bytes;
+}
+
 static void make_table_opts(void)
 {
     rocksdb_cache_t *cache = rocksdb_cache_create_lru(cache_bytes);
@@ -111,8 +118,9 @@ bk_db_t *bk_db_open(const char *dir, const bk_store_spec_t *specs, int nspecs, c
     db->opts = rocksdb_options_create();
     rocksdb_options_set_create_if_missing(db->opts, 1);
     rocksdb_options_set_create_missing_column_families(db->opts, 1);
-    /* 8 MB memtables took puts ~1.7x faster than 64 MB ones (MEASURED.md). */
-    rocksdb_options_set_write_buffer_size(db->opts, 8 << 20);
+    /* 8 MB memtables (the default) took puts ~1.7x faster than 64 MB ones (MEASURED.md); a
+     * node with many tasks holds one per store of each, and may want them smaller */
+    rocksdb_options_set_write_buffer_size(db->opts, write_buffer_bytes);
     rocksdb_options_set_max_open_files(db->opts, 256);
     pthread_once(&table_once, make_table_opts);
     rocksdb_options_set_block_based_table_factory(db->opts, table_opts);

@@ -13,6 +13,9 @@
  * bk_db_open, or the default holds. */
 #define BK_DB_CACHE_DEFAULT ((size_t)64 << 20)
 void bk_db_set_cache_bytes(size_t bytes);
+/* The memtable of each store (write_buffer_bytes): set before the DBs open. */
+#define BK_DB_WRITE_BUFFER_DEFAULT ((size_t)8 << 20)
+void bk_db_set_write_buffer_bytes(size_t bytes);
 /* Opens (creating as needed) the DB in dir with a column family per spec and
  * reads dir's checkpoint file. NULL with errstr on failure (state directory
  * unwritable, locked by another process, ...). */
