@@ -732,6 +732,18 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
                  slot_names(thr, slots, n, names, sizeof(names)));
         return -1;
     }
+    /* The commit's last step wrote markers into the changelogs, whose delivery reports name
+     * their store (dr_msg_cb): they are served here, before the DBs go to the pool, where
+     * the node may close them (make test SAN=1 caught a report landing in a closed store).
+     * Undelivered, the thread fails and keeps the DBs until its producer is gone. */
+    while (rd_kafka_outq_len(thr->producer) > 0 && !thr->dr_failed) {
+        rd_kafka_flush(thr->producer, 500);
+    }
+    if (thr->dr_failed) {
+        snprintf(thr->err, sizeof(thr->err), "releasing task(s) %s: %s",
+                 slot_names(thr, slots, n, names, sizeof(names)), thr->dr_err);
+        return -1;
+    }
     bk_thread_log_last(thr, slots, n);
     list = rd_kafka_topic_partition_list_new(n + 1);
     for (int k = 0; k < n; k++) {

@@ -72,7 +72,8 @@ describe("state", function()
     helpers.eventually(function() return input_done(bs, N) end, 90, 0.5)
     assert.equal(0, node:stop())
 
-    local sink = latest(helpers.consume(bs, "word-counts", { timeout = 60 }))
+    -- (a generous bound: under make test SAN=1 on Kafka, reading it took over 60 s)
+    local sink = latest(helpers.consume(bs, "word-counts", { timeout = 180 }))
     local store = dump(state)
     local words = 0
     for w, n in pairs(exact) do
