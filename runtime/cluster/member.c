@@ -170,8 +170,9 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaqu
     pthread_mutex_lock(&m->lock);
     if (type == REC_ASSIGN && (!m->pending || tag >> 8 != m->pending_seq)) {
         /* the report of an earlier publication: not about the one in flight */
-    } else if (msg->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
-               msg->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
+    } else if ((msg->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
+                msg->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) &&
+               !m->renewing) {
         /* bk_member_destroy() dropped it on purpose */
     } else if (msg->err) {
         bk_log_warn("member %s: a control record was not delivered: %s", m->node_id,
@@ -196,6 +197,43 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaqu
 }
 
 /* -- The member thread --------------------------------------------------------------------- */
+
+static rd_kafka_t *client_new(bk_member_t *m, const char *app_id, bk_kafka_role_t role,
+                              int32_t min_bytes, char *errstr, size_t errstr_size);
+
+/* A producer that failed for good (librdkafka's idempotent producer takes some broker answers
+ * as fatal, e.g. an out-of-order sequence number after brokers come back) never sends again:
+ * without a new one the member would go silent and be lost for ever. What it still held is
+ * reported undelivered (a release is listed again, a publication tried again). */
+static void renew_producer(bk_member_t *m)
+{
+    char why[512], err[512];
+    rd_kafka_t *old, *fresh;
+
+    if (!m->producer || rd_kafka_fatal_error(m->producer, why, sizeof(why)) == 0) {
+        return;
+    }
+    pthread_mutex_lock(&m->lock);
+    old = m->producer;
+    m->producer = NULL; /* bk_member_produce refuses meanwhile */
+    pthread_mutex_unlock(&m->lock);
+    m->renewing = 1;
+    rd_kafka_purge(old, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_flush(old, 1000); /* serves the purged records' reports */
+    rd_kafka_destroy(old);
+    m->renewing = 0;
+    fresh = client_new(m, m->app_id, BK_KAFKA_PRODUCER, 1, err, sizeof(err));
+    pthread_mutex_lock(&m->lock);
+    m->producer = fresh;
+    pthread_mutex_unlock(&m->lock);
+    if (fresh) {
+        bk_log_warn("member %s: the control topic's producer failed for good (%s): a new one "
+                    "takes its place", m->node_id, why);
+    } else {
+        bk_log_error("member %s: the control topic's producer failed for good (%s) and no new "
+                     "one could be made: %s", m->node_id, why, err);
+    }
+}
 
 static rd_kafka_t *client_new(bk_member_t *m, const char *app_id, bk_kafka_role_t role,
                               int32_t min_bytes, char *errstr, size_t errstr_size);
@@ -462,6 +500,7 @@ static void *member_main(void *arg)
         }
         if (m->producer) {
             rd_kafka_poll(m->producer, 0);
+            renew_producer(m);
         }
         refit_consumer(m, now);
         bk_member_serve_commits(m);

@@ -145,7 +145,8 @@ struct bk_member_s {
     int session_announced; /* an observer's session_ms follows the heartbeats' */
     void (*on_change)(void *opaque);
     void *opaque;
-    rd_kafka_t *consumer, *producer;
+    rd_kafka_t *consumer, *producer; /* the producer is replaced under lock (renew_producer) */
+    int renewing; /* the member thread purges a failed producer: its reports are failures */
     pthread_t thread;
     int started;
     atomic_int stop;

@@ -46,6 +46,10 @@ int bk_member_produce(bk_member_t *m, int type, bk_wire_buf_t *w, int64_t ts)
         bk_log_error("member %s: out of memory building a record", m->node_id);
         return -1;
     }
+    if (!m->producer) { /* being renewed (member.c) */
+        free(w->p);
+        return -1;
+    }
     snprintf(key, sizeof(key), "%c/%s", bk_member_rec_key_char[type], m->node_id);
     err = rd_kafka_producev(m->producer, RD_KAFKA_V_TOPIC(m->topic), RD_KAFKA_V_PARTITION(0),
                             RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(w->p, w->len),

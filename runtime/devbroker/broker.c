@@ -526,6 +526,30 @@ int bk_broker_set_down(bk_broker_t *broker, int broker_id, int down, char *errst
     return 0;
 }
 
+int bk_broker_push_errors(bk_broker_t *broker, int broker_id, int api_key, int count, int code,
+                          int rtt_ms, char *errstr, size_t errstr_size)
+{
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+
+    if (broker_id < 1 || broker_id > broker->brokers) {
+        snprintf(errstr, errstr_size, "no broker %d: ids are 1..%d", broker_id, broker->brokers);
+        return -1;
+    }
+    bk_broker_call_begin(broker);
+    for (int i = 0; i < count && !err; i++) {
+        err = rd_kafka_mock_broker_push_request_error_rtts(broker->mcluster, broker_id,
+                                                           (int16_t)api_key, 1,
+                                                           (rd_kafka_resp_err_t)code, rtt_ms);
+    }
+    bk_broker_call_end(broker);
+    if (err) {
+        snprintf(errstr, errstr_size, "cannot queue errors on broker %d: %s", broker_id,
+                 rd_kafka_err2str(err));
+        return -1;
+    }
+    return 0;
+}
+
 /* -- Control channel ----------------------------------------------------------------------- */
 
 /* Writes all of buf; the peer may be gone, hence MSG_NOSIGNAL (no SIGPIPE). */
@@ -549,13 +573,13 @@ static int bk_broker_send_all(int fd, const char *buf, size_t len)
 static void bk_broker_ctl_exec(bk_broker_t *broker, char *line, char *reply, size_t reply_size)
 {
     char err[512];
-    char *argv[4];
+    char *argv[6];
     int argc = 0;
     int n;
     char *save = NULL;
 
     for (char *tok = strtok_r(line, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-        if (argc == 4) {
+        if (argc == 6) {
             break; /* more than any command takes; reported as wrong usage below */
         }
         argv[argc++] = tok;
@@ -595,9 +619,37 @@ static void bk_broker_ctl_exec(bk_broker_t *broker, char *line, char *reply, siz
             bk_broker_log("broker %d %s", n, down ? "down" : "up");
             snprintf(reply, reply_size, "OK");
         }
+    } else if (!strcasecmp(argv[0], "ERRORS")) {
+        /* ERRORS <broker-id> <api> <count> <code> [<rtt-ms>]: the broker's next <count>
+         * requests of <api> (produce, fetch, or an API key) fail with Kafka error <code>,
+         * each answered after <rtt-ms> */
+        int api = -1, count = 0, code = 0, rtt = 0;
+        if (argc == 5 || argc == 6) {
+            api = !strcasecmp(argv[2], "produce") ? 0 : !strcasecmp(argv[2], "fetch") ? 1 : -1;
+            if (api < 0 && bk_broker_parse_int(argv[2], 0, 100, &api) != 0) {
+                api = -1;
+            }
+        }
+        if (api < 0 || bk_broker_parse_int(argv[1], 1, broker->brokers, &n) != 0 ||
+            bk_broker_parse_int(argv[3], 1, 1000, &count) != 0 ||
+            bk_broker_parse_int(argv[4], 1, 1000, &code) != 0 ||
+            (argc == 6 && bk_broker_parse_int(argv[5], 0, 60000, &rtt) != 0)) {
+            snprintf(reply, reply_size,
+                     "ERR usage: ERRORS <broker-id 1..%d> <produce|fetch|api-key> <count 1..1000> "
+                     "<error-code 1..1000> [<rtt-ms 0..60000>]",
+                     broker->brokers);
+        } else if (bk_broker_push_errors(broker, n, api, count, code, rtt, err, sizeof(err)) !=
+                   0) {
+            snprintf(reply, reply_size, "ERR %s", err);
+        } else {
+            bk_broker_log("broker %d: the next %d request(s) of API %d fail with %s", n, count,
+                          api, rd_kafka_err2str((rd_kafka_resp_err_t)code));
+            snprintf(reply, reply_size, "OK");
+        }
     } else {
         snprintf(reply, reply_size,
-                 "ERR unknown command '%.40s' (PING, CREATE, DOWN, UP, BOOTSTRAP)", argv[0]);
+                 "ERR unknown command '%.40s' (PING, CREATE, DOWN, UP, ERRORS, BOOTSTRAP)",
+                 argv[0]);
     }
 }
 

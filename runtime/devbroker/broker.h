@@ -44,6 +44,12 @@ int bk_broker_create_topic(bk_broker_t *broker, const char *topic, int partition
 int bk_broker_set_down(bk_broker_t *broker, int broker_id, int down, char *errstr,
                        size_t errstr_size);
 
+/* Broker `broker_id`'s next `count` requests of API `api_key` (0: Produce) fail with Kafka
+ * error `code`, each answered `rtt_ms` late, for fault tests (docs/dev-broker.md, ERRORS).
+ * 0, or -1 with errstr. */
+int bk_broker_push_errors(bk_broker_t *broker, int broker_id, int api_key, int count, int code,
+                          int rtt_ms, char *errstr, size_t errstr_size);
+
 void bk_broker_destroy(bk_broker_t *broker);
 
 /* bk_broker_create_topic(), stopping between partitions when one of the blocked signals in

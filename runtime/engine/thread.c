@@ -118,6 +118,7 @@ static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
             rd_kafka_headers_destroy(copy); /* not taken over on failure */
         }
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            bk_thread_producer_broken(thr); /* then redone, not failed (run_loop) */
             snprintf(thr->err, sizeof(thr->err),
                      "task %s: cannot forward record %s/%d/%lld to %s [%d]: %s",
                      BK_TASK_NAME(thr->tasks[slot]), plan->topics[t].name, (int)m->partition,
@@ -254,6 +255,9 @@ static int dead_letter(bk_thread_t *thr, int idx, const char *msg)
     }
     if (err) {
         rd_kafka_headers_destroy(hdrs);
+        if (bk_thread_producer_broken(thr)) {
+            return 0; /* the batch is dropped and done again (run_loop) */
+        }
         bk_log_error("cannot write to the dead-letter topic %s: %s",
                      rd_kafka_topic_name(thr->dlq_rkt), rd_kafka_err2str(err));
         return -1;
@@ -318,6 +322,9 @@ static int process_batch(bk_thread_t *thr, int n)
         msg = lua_tostring(L, -1);
         snprintf(err, sizeof(err), "%s", msg ? msg : "(error object is not a string)");
         lua_pop(L, 1);
+        if (bk_thread_producer_broken(thr)) {
+            return 0; /* not the record's fault: the loop drops the interval and redoes it */
+        }
         cur = thr->io.cur;
         if (cur < start || cur >= n) {
             bk_log_error("%s: Lua failed outside any record: %s", thr->name, err);
@@ -341,6 +348,9 @@ static int punctuate(bk_thread_t *thr, int64_t now)
     lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref_punctuate);
     lua_pushnumber(thr->L, (lua_Number)now);
     if (bk_vm_pcall(thr->L, 1, 0, 0, err, sizeof(err)) != 0) {
+        if (bk_thread_producer_broken(thr)) {
+            return 0; /* the producer's failure: the interval is redone (run_loop) */
+        }
         bk_log_error("%s: punctuation failed: %s", thr->name, err);
         return thr->policy == POLICY_FAIL ? -1 : 0;
     }
@@ -357,6 +367,14 @@ static int run_loop(bk_thread_t *thr)
     while (!thr->flags->stop) {
         int64_t now = bk_clock_wall_ms();
         int wait = 100, n;
+        if (thr->dr_failed) { /* a delivery, or the producer, failed: nothing was committed */
+            if (bk_thread_redo(thr, NULL, 0) != 0) {
+                bk_log_error("%s: %s", thr->name, thr->err);
+                rc = -1;
+                break;
+            }
+            last_commit = bk_clock_wall_ms();
+        }
         if (bk_thread_apply_changes(thr) != 0 || bk_thread_check_inputs(thr) != 0) {
             bk_log_error("%s: %s", thr->name, thr->err);
             rc = -1;
@@ -379,6 +397,9 @@ static int run_loop(bk_thread_t *thr)
         rd_kafka_poll(thr->producer, 0);
         if (n > 0) {
             int kept = fill_batch(thr, n);
+            if (kept < 0 && thr->dr_failed) {
+                continue; /* redone at the top */
+            }
             if (kept < 0) {
                 bk_log_error("%s: %s", thr->name, thr->err);
                 rc = -1;
@@ -397,16 +418,17 @@ static int run_loop(bk_thread_t *thr)
                 break;
             }
         }
-        if (thr->dr_failed) {
-            bk_log_error("%s: %s", thr->name, thr->dr_err);
-            rc = -1;
-            break;
-        }
         if (now - last_commit >= thr->commit_interval_ms || thr->snap_wanted) {
             int crc = bk_thread_commit(thr);
+            if (crc < 0 && !thr->commit_failed && bk_thread_producer_broken(thr)) {
+                continue; /* nothing committed: redone at the top */
+            }
             if (crc < 0) {
                 rc = -1;
                 break;
+            }
+            if (crc == 0 && thr->ntasks > 0) {
+                thr->redos = 0;
             }
             last_commit = now;
             if (thr->snap_wanted && crc == 0) { /* a snapshot is of a commit that went through */
@@ -566,16 +588,6 @@ void bk_thread_destroy(bk_thread_t *thr)
     /* Lua first (its iterators point into the DBs), the DBs last (the
      * producer's delivery reports point into the stores). */
     bk_vm_destroy(thr->L);
-    if (thr->out_rkts) {
-        for (int t = 0; t < thr->plan->ntopics; t++) {
-            if (thr->out_rkts[t]) {
-                rd_kafka_topic_destroy(thr->out_rkts[t]);
-            }
-        }
-    }
-    if (thr->dlq_rkt) {
-        rd_kafka_topic_destroy(thr->dlq_rkt);
-    }
     if (thr->queue) {
         rd_kafka_queue_destroy(thr->queue);
     }
@@ -583,18 +595,7 @@ void bk_thread_destroy(bk_thread_t *thr)
         rd_kafka_consumer_close(thr->consumer);
         rd_kafka_destroy(thr->consumer);
     }
-    if (thr->changelog_rkts) {
-        for (int s = 0; s < thr->plan->nstores; s++) {
-            if (thr->changelog_rkts[s]) {
-                rd_kafka_topic_destroy(thr->changelog_rkts[s]);
-            }
-        }
-    }
-    if (thr->producer) {
-        rd_kafka_flush(thr->producer, 5000);
-        rd_kafka_destroy(thr->producer);
-        thr->producer = NULL;
-    }
+    bk_thread_stop_producer(thr);
     for (int t = 0; t < thr->cap; t++) {
         /* a live task's DB is kept open for its next owner here only after a clean final
          * commit; an opening one's (its job stopped) is closed */
@@ -606,7 +607,6 @@ void bk_thread_destroy(bk_thread_t *thr)
     }
     free(thr->dbs);
     free(thr->store_of);
-    free(thr->changelog_rkts);
     if (thr->task_of) {
         for (int t = 0; t < thr->plan->ntopics; t++) {
             free(thr->task_of[t]);
@@ -623,7 +623,6 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->tp_id);
     free(thr->task_of);
     free(thr->tp_of);
-    free(thr->out_rkts);
     free(thr->tp_topic);
     free(thr->tp_partition);
     free(thr->tp_next);

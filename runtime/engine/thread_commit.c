@@ -199,10 +199,13 @@ static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots)
     return 0;
 }
 
+/* A commit that failed on the producer leaves nothing half-done that a later commit could
+ * build on: the thread drops the interval and starts its tasks again (bk_thread_redo). Any
+ * other failure (a store's write or checkpoint) ends the thread's commits. */
 int bk_thread_commit(bk_thread_t *thr)
 {
     int rc = commit_steps(thr, thr->owned, thr->ntasks);
-    if (rc < 0) {
+    if (rc < 0 && !bk_thread_producer_broken(thr)) {
         thr->commit_failed = 1;
     }
     return rc;
@@ -211,7 +214,7 @@ int bk_thread_commit(bk_thread_t *thr)
 int bk_thread_commit_tasks(bk_thread_t *thr, const int32_t *slots, int n)
 {
     int rc = commit_steps(thr, slots, n);
-    if (rc < 0) {
+    if (rc < 0 && !bk_thread_producer_broken(thr)) {
         thr->commit_failed = 1;
     }
     return rc;

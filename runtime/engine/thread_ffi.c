@@ -114,6 +114,9 @@ int bk_ffi_thread_header_get(bk_thread_t *thr, int32_t rec, int32_t idx, const c
 
 void bk_ffi_thread_punctuation_failed(bk_thread_t *thr, const char *msg, size_t len)
 {
+    if (bk_thread_producer_broken(thr)) {
+        return; /* the producer's failure, not the punctuation's: the interval is redone */
+    }
     bk_log_error("%s: stream-time punctuation failed: %.*s%s", thr->name, (int)len, msg,
                  thr->policy == POLICY_FAIL ? " (on_error=fail: stopping)" : "");
     if (thr->policy == POLICY_FAIL) {

@@ -131,6 +131,7 @@ struct bk_thread_s {
     int nreap;
 
     int dr_failed;
+    int redos; /* bk_thread_redo()s since the last commit that went through */
     int punct_failed;  /* a stream-time punctuation raised under on_error=fail */
     int commit_failed; /* a commit failed: no later commit may succeed it */
     char dr_err[512];
@@ -171,6 +172,19 @@ int bk_thread_check_inputs(bk_thread_t *thr);
 /* Recomputes slot_tps of slot from thr->parts. 0, or -1 without memory. */
 int bk_thread_slot_tps(bk_thread_t *thr, int slot);
 int bk_thread_start_kafka(bk_thread_t *thr);
+/* 1 when a delivery failed or the producer failed for good (a fatal error: every produce
+ * call fails from then on, a store's changelog write too), which sets thr->dr_failed; 0
+ * else. Asked when something raised: such an error is the thread's, not the record's
+ * (run_loop drops the interval and does it again). */
+int bk_thread_producer_broken(bk_thread_t *thr);
+/* The producer's queued and in-flight records dropped, their (failed) delivery reports
+ * served: before the DBs their changelog records name close. */
+void bk_thread_purge_producer(bk_thread_t *thr);
+/* The producer and its topic handles gone (what is queued is flushed for up to 5 s). */
+void bk_thread_stop_producer(bk_thread_t *thr);
+/* A new producer in place of the old (after bk_thread_purge_producer): a producer that
+ * failed for good (a fatal idempotence error) is of no more use. 0, or -1 with thr->err. */
+int bk_thread_renew_producer(bk_thread_t *thr);
 int bk_thread_start_lua(bk_thread_t *thr);
 
 /* Tasks coming and going (thread_tasks.c), on the stream thread: takes the changes asked
@@ -178,6 +192,13 @@ int bk_thread_start_lua(bk_thread_t *thr);
 int bk_thread_apply_changes(bk_thread_t *thr);
 /* Stops and joins every opening job (at the thread's end); their DBs go back closed. */
 void bk_thread_stop_jobs(bk_thread_t *thr);
+/* After a delivery failed (thr->dr_failed): the work since the last commit is dropped and
+ * every task opens again from it with a new producer, as after a crash of this thread
+ * alone (docs/reliability.md, A producer that fails for good). The `ngone` slots `gone` (leaving the thread)
+ * close without opening again. 0, or -1 with thr->err when it cannot, or after
+ * BK_THREAD_MAX_REDOS in a row without a commit between (the thread then stops). */
+#define BK_THREAD_MAX_REDOS 5
+int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone);
 /* Reads the committed offsets of n partitions (topics[i], partitions[i]) into offs[i] (-1
  * where none) through consumer, trying again for up to a minute while the group
  * coordinator is not ready (a fresh cluster) or *stop is set. 0, or -1 with err. */

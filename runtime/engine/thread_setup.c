@@ -215,29 +215,42 @@ static void warm_metadata(bk_thread_t *thr)
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     bk_thread_t *thr = opaque;
-    (void)rk;
     if (!msg->err && msg->_private) {
         bk_store_acked(msg->_private, msg->offset); /* a changelog record */
     }
     if (msg->err && !thr->dr_failed) {
+        char why[400] = "";
+        if (rd_kafka_fatal_error(rk, why, sizeof(why)) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            snprintf(why, sizeof(why), "%s", rd_kafka_err2str(msg->err));
+        }
         thr->dr_failed = 1;
         snprintf(thr->dr_err, sizeof(thr->dr_err), "delivery to %s failed: %s",
-                 rd_kafka_topic_name(msg->rkt), rd_kafka_err2str(msg->err));
+                 rd_kafka_topic_name(msg->rkt), why);
     }
 }
 
-int bk_thread_start_kafka(bk_thread_t *thr)
+int bk_thread_producer_broken(bk_thread_t *thr)
+{
+    char why[400];
+    if (thr->dr_failed) {
+        return 1;
+    }
+    if (!thr->producer ||
+        rd_kafka_fatal_error(thr->producer, why, sizeof(why)) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        return 0;
+    }
+    thr->dr_failed = 1;
+    snprintf(thr->dr_err, sizeof(thr->dr_err), "the producer failed for good: %s", why);
+    return 1;
+}
+
+/* The producer and its topic handles: outputs, the dead-letter topic, changelogs. */
+static int start_producer(bk_thread_t *thr)
 {
     char cid[128];
     const bk_plan_t *plan = thr->plan;
     const char *dlq = bk_conf_str(thr->conf, BK_CONF_DLQ_TOPIC);
 
-    snprintf(cid, sizeof(cid), "%s-%s-%d", plan->id, "consumer", thr->index);
-    thr->consumer =
-        bk_kafka_new(thr->conf, BK_KAFKA_CONSUMER, cid, thr, NULL, thr->err, sizeof(thr->err));
-    if (!thr->consumer) {
-        return -1;
-    }
     snprintf(cid, sizeof(cid), "%s-%s-%d", plan->id, "producer", thr->index);
     thr->producer =
         bk_kafka_new(thr->conf, BK_KAFKA_PRODUCER, cid, thr, dr_msg_cb, thr->err, sizeof(thr->err));
@@ -259,6 +272,66 @@ int bk_thread_start_kafka(bk_thread_t *thr)
             thr->changelog_rkts[s] =
                 rd_kafka_topic_new(thr->producer, plan->stores[s].changelog, NULL);
         }
+    }
+    return 0;
+}
+
+void bk_thread_purge_producer(bk_thread_t *thr)
+{
+    int64_t until = bk_clock_mono_ms() + 10000;
+    rd_kafka_purge(thr->producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    while (rd_kafka_outq_len(thr->producer) > 0 && bk_clock_mono_ms() < until) {
+        rd_kafka_poll(thr->producer, 100); /* the purged records' reports */
+    }
+}
+
+void bk_thread_stop_producer(bk_thread_t *thr)
+{
+    if (thr->out_rkts) {
+        for (int t = 0; t < thr->plan->ntopics; t++) {
+            if (thr->out_rkts[t]) {
+                rd_kafka_topic_destroy(thr->out_rkts[t]);
+            }
+        }
+        free(thr->out_rkts);
+        thr->out_rkts = NULL;
+    }
+    if (thr->dlq_rkt) {
+        rd_kafka_topic_destroy(thr->dlq_rkt);
+        thr->dlq_rkt = NULL;
+    }
+    if (thr->changelog_rkts) {
+        for (int s = 0; s < thr->plan->nstores; s++) {
+            if (thr->changelog_rkts[s]) {
+                rd_kafka_topic_destroy(thr->changelog_rkts[s]);
+            }
+        }
+        free(thr->changelog_rkts);
+        thr->changelog_rkts = NULL;
+    }
+    if (thr->producer) {
+        rd_kafka_flush(thr->producer, 5000);
+        rd_kafka_destroy(thr->producer);
+        thr->producer = NULL;
+    }
+}
+
+int bk_thread_renew_producer(bk_thread_t *thr)
+{
+    bk_thread_stop_producer(thr);
+    return start_producer(thr);
+}
+
+int bk_thread_start_kafka(bk_thread_t *thr)
+{
+    char cid[128];
+    const bk_plan_t *plan = thr->plan;
+
+    snprintf(cid, sizeof(cid), "%s-%s-%d", plan->id, "consumer", thr->index);
+    thr->consumer =
+        bk_kafka_new(thr->conf, BK_KAFKA_CONSUMER, cid, thr, NULL, thr->err, sizeof(thr->err));
+    if (!thr->consumer || start_producer(thr) != 0) {
+        return -1;
     }
     thr->queue = rd_kafka_queue_get_consumer(thr->consumer);
     thr->queue_ready = 1;

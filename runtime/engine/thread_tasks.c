@@ -423,18 +423,24 @@ static int job_start(bk_thread_t *thr, const int32_t *slots, int n)
     return 0;
 }
 
+/* Slot s's DB back to the pool (kept open for its next owner only if `synced`: else closed,
+ * without its write batch) and the slot free. */
+static void free_slot(bk_thread_t *thr, int s, int synced)
+{
+    if (thr->dbs[s]) {
+        bk_taskdb_release(thr->pool, thr->tasks[s], thr->dbs[s], synced);
+        thr->dbs[s] = NULL;
+    }
+    free(thr->store_of[s]);
+    thr->store_of[s] = NULL;
+    thr->slot_state[s] = SLOT_FREE;
+}
+
 /* Puts a job's DBs back (closed: nothing of them is committed) and frees its slots. */
 static void job_drop_slots(bk_thread_t *thr, bk_thread_job_t *job)
 {
     for (int k = 0; k < job->n; k++) {
-        int s = job->slots[k];
-        if (thr->dbs[s]) {
-            bk_taskdb_release(thr->pool, thr->tasks[s], thr->dbs[s], 0);
-            thr->dbs[s] = NULL;
-        }
-        free(thr->store_of[s]);
-        thr->store_of[s] = NULL;
-        thr->slot_state[s] = SLOT_FREE;
+        free_slot(thr, job->slots[k], 0);
     }
 }
 
@@ -757,14 +763,7 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
             bk_log_error("%s: dropping task %s: %s", thr->name, BK_TASK_NAME(thr->tasks[slot]),
                          thr->err);
         }
-        if (thr->dbs[slot]) {
-            /* kept open for the next owner only if its writes are synced (crc 0) */
-            bk_taskdb_release(thr->pool, thr->tasks[slot], thr->dbs[slot], crc == 0);
-            thr->dbs[slot] = NULL;
-        }
-        free(thr->store_of[slot]);
-        thr->store_of[slot] = NULL;
-        thr->slot_state[slot] = SLOT_FREE;
+        free_slot(thr, slot, crc == 0); /* open for the next owner if its writes are synced */
         if (at >= 0) {
             thr->owned[at] = thr->owned[--thr->ntasks];
         }
@@ -783,6 +782,110 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
                 (long long)(bk_clock_wall_ms() - t0), (long long)thr->commit_took[0],
                 (long long)thr->commit_took[1], (long long)thr->commit_took[2], thr->ntasks);
     return 0;
+}
+
+static int in_list(const int32_t *list, int n, int32_t v)
+{
+    for (int i = 0; i < n; i++) {
+        if (list[i] == v) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
+{
+    rd_kafka_topic_partition_list_t *list;
+    rd_kafka_error_t *kerr;
+    int32_t *again = calloc((size_t)thr->cap + 1, sizeof(int32_t)), *live;
+    int nagain = 0, nlive = thr->ntasks;
+    char why[sizeof(thr->dr_err)], names[512];
+
+    snprintf(why, sizeof(why), "%s", thr->dr_err);
+    if (!again || !(live = calloc((size_t)nlive + 1, sizeof(int32_t)))) {
+        free(again);
+        snprintf(thr->err, sizeof(thr->err), "%s; out of memory to start again", why);
+        return -1;
+    }
+    if (++thr->redos > BK_THREAD_MAX_REDOS) {
+        snprintf(thr->err, sizeof(thr->err),
+                 "%s; the tasks started again from their last commit %d times in a row "
+                 "without committing since: stopping",
+                 why, BK_THREAD_MAX_REDOS);
+        free(again);
+        free(live);
+        return -1;
+    }
+    memcpy(live, thr->owned, (size_t)nlive * sizeof(int32_t));
+    for (int s = 0; s < thr->cap; s++) {
+        if (thr->slot_state[s] != SLOT_FREE && !in_list(gone, ngone, s)) {
+            again[nagain++] = s;
+        }
+    }
+    /* 1. what processors forward from close() goes the way of the rest: dropped */
+    for (int k = 0; k < nlive; k++) {
+        if (lua_slot(thr, thr->ref_close_task, live[k]) != 0) {
+            bk_log_error("%s: closing task %s: %s", thr->name, BK_TASK_NAME(thr->tasks[live[k]]),
+                         thr->err);
+        }
+    }
+    /* 2. the opening ones stop (their DBs close; nothing of them was written) and what the
+     * producer holds is dropped, its reports served while the stores they name are open */
+    bk_thread_stop_jobs(thr);
+    bk_thread_purge_producer(thr);
+    /* 3. the live ones leave as in a crash: no commit, the DB closed without the interval's
+     * write batch, so it is the last commit's; their partitions leave the consumer, and
+     * what it still had queued of them is dropped with their old assignment */
+    list = rd_kafka_topic_partition_list_new(nlive * 2 + 1);
+    for (int k = 0; k < nlive; k++) {
+        int slot = live[k];
+        for (int j = 0; j < thr->slot_ntps[slot]; j++) {
+            int tp = thr->slot_tps[slot][j], t = thr->tp_topic[tp], p = thr->tp_partition[tp];
+            rd_kafka_topic_partition_list_add(list, thr->plan->topics[t].name, p);
+            thr->task_of[t][p] = thr->tp_of[t][p] = -1;
+        }
+        if (lua_slot(thr, thr->ref_drop_task, slot) != 0) {
+            bk_log_error("%s: dropping task %s: %s", thr->name, BK_TASK_NAME(thr->tasks[slot]),
+                         thr->err);
+        }
+        free_slot(thr, slot, 0);
+    }
+    thr->ntasks = 0;
+    kerr = list->cnt > 0 ? rd_kafka_incremental_unassign(thr->consumer, list) : NULL;
+    rd_kafka_topic_partition_list_destroy(list);
+    free(live);
+    if (kerr) {
+        snprintf(thr->err, sizeof(thr->err), "%s; cannot unassign the input partitions: %s", why,
+                 rd_kafka_error_string(kerr));
+        rd_kafka_error_destroy(kerr);
+        free(again);
+        return -1;
+    }
+    /* 4. a new producer: one that failed for good (a fatal idempotence error) never sends
+     * again, and a fresh one starts its sequence numbers clean */
+    if (bk_thread_renew_producer(thr) != 0) {
+        char err[400];
+        snprintf(err, sizeof(err), "%.399s", thr->err);
+        snprintf(thr->err, sizeof(thr->err), "%.500s; no new producer: %s", why, err);
+        free(again);
+        return -1;
+    }
+    thr->dr_failed = 0;
+    thr->dr_err[0] = '\0';
+    /* 5. all of them open again: restored from their checkpoints, what the dropped work
+     * left in their changelogs after the last marker settled away (not committed), and
+     * read from the committed offsets */
+    for (int k = 0; k < nagain; k++) {
+        thr->slot_state[again[k]] = SLOT_OPENING;
+    }
+    bk_log_warn("%s: %s: the work since the last commit is dropped; task(s) %s start again "
+                "from it with a new producer (%d of %d times in a row)",
+                thr->name, why, slot_names(thr, again, nagain, names, sizeof(names)), thr->redos,
+                BK_THREAD_MAX_REDOS);
+    int rc = nagain > 0 ? job_start(thr, again, nagain) : 0;
+    free(again);
+    return rc;
 }
 
 /* Removes tasks still opening: their job stops, the job's other tasks open again. */
@@ -854,6 +957,11 @@ int bk_thread_apply_changes(bk_thread_t *thr)
     }
     if (rc == 0 && nlive > 0) {
         rc = remove_live(thr, live, nlive);
+        if (rc != 0 && !thr->commit_failed && bk_thread_producer_broken(thr)) {
+            /* they leave uncommitted (their next owner starts from their last commit), the
+             * others start again from theirs */
+            rc = bk_thread_redo(thr, live, nlive);
+        }
     }
     pthread_mutex_lock(&thr->box_lock);
     if (rc == 0 && took) { /* never "removed" for a removal not taken */

@@ -73,7 +73,7 @@ int bk_node_queries_start(bk_node_queries_t *q, const bk_plan_t *plan, const bk_
     }
     /* what the others reach: the endpoint's host (else the listening address) with the
      * port the server has */
-    snprintf(q->endpoint, sizeof(q->endpoint), "%s:%d",
+    snprintf(q->endpoint, sizeof(q->endpoint), "%.200s:%d",
              ehost[0]                        ? ehost
              : strcmp(lhost, "0.0.0.0") == 0 ? "127.0.0.1"
                                              : lhost,
