@@ -47,6 +47,9 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
      "RocksDB block cache shared by every store of the node"},
     {"write_buffer_bytes", T_INT, "8388608", 65536, INT64_C(1) << 30, NULL,
      "RocksDB memtable of each store of each task: its writes go to an SST file when full"},
+    {"disk_free_warn_pct", T_INT, "5", 0, 100, NULL,
+     "warn while the state directory's disk has less free space than this % of its size "
+     "(0: never)"},
     {"log_level", T_ENUM, "info", 0, 0, "error|warn|info|debug", "log level"},
     {"hooks", T_STR, NULL, 0, 0, NULL,
      "a Lua file returning { on_restore = fn, ... }: operational hooks beside the topology's"},

@@ -17,6 +17,7 @@
 #include "cluster/member.h"
 #include "cluster/reconcile.h"
 #include "engine/brokerwatch.h"
+#include "engine/diskwatch.h"
 #include "engine/crew.h"
 #include "engine/hooks.h"
 #include "engine/taskdb.h"
@@ -218,6 +219,11 @@ static const char *list_names(char **names, const int32_t *which, int n, char *b
 }
 
 /* What a cluster node runs: its active crew and its standby runner. */
+/* Rebuilds of damaged replicas: more than REBUILDS_MAX within REBUILDS_WINDOW_MS and the
+ * disk is likelier failing than a file damaged once; the replicas are dropped instead. */
+#define REBUILDS_MAX 3
+#define REBUILDS_WINDOW_MS (10 * 60 * 1000)
+
 typedef struct member_node_s {
     bk_plan_t *plan;
     const bk_conf_t *conf;
@@ -237,6 +243,8 @@ typedef struct member_node_s {
     bk_standby_t *standby;
     bk_archive_t *arch; /* the snapshot archive, or NULL */
     recover_ctx_t rctx; /* what recovering from it needs */
+    int64_t rebuilt_at[REBUILDS_MAX]; /* when damaged replicas were last rebuilt (mono) */
+    int nrebuilt;
     int32_t *due;       /* [ntasks] archive_ask's */
     bk_thread_stats_t total;
 } member_node_t;
@@ -310,19 +318,28 @@ static void stop_standby(member_node_t *mn)
     }
 }
 
-
 /* The standby runner ended by itself; it logged why. Replicas found damaged
  * (bk_standby_corrupt) are removed and the runner starts again on the same tasks, which
- * builds them anew (from their changelogs, or by cold bootstrap); after any other failure
- * the replicas are dropped until the next change. */
+ * builds them anew (from their changelogs, or by cold bootstrap); after any other failure,
+ * or too many rebuilds in a row, the replicas are dropped until the next change. */
 static void rebuild_or_drop_standbys(member_node_t *mn)
 {
     int nbad = bk_standby_corrupt(mn->standby, mn->scratch);
+    int64_t now = bk_clock_mono_ms(), oldest = mn->rebuilt_at[mn->nrebuilt % REBUILDS_MAX];
     stop_standby(mn);
     if (nbad == 0) {
         mn->nstand = 0;
         return;
     }
+    if (mn->nrebuilt >= REBUILDS_MAX && now - oldest < REBUILDS_WINDOW_MS) {
+        bk_log_error("standby replicas found damaged again, after %d rebuilds in %lld s: the "
+                     "disk under the state directory may be failing; dropping the replicas "
+                     "until the next change",
+                     REBUILDS_MAX, (long long)((now - oldest) / 1000));
+        mn->nstand = 0;
+        return;
+    }
+    mn->rebuilt_at[mn->nrebuilt++ % REBUILDS_MAX] = now;
     for (int i = 0; i < nbad; i++) {
         char dir[4096];
         bk_plan_task_dir(mn->plan, mn->conf, mn->tasks[mn->scratch[i]], dir, sizeof(dir));
@@ -638,8 +655,13 @@ int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int d
     if (bk_brokerwatch_start(conf) != 0) {
         bk_log_warn("cannot start the broker watch: outages are logged by each client");
     }
+    /* a warning before the state directory's disk fills, rather than a failed write */
+    if (bk_diskwatch_start(conf) != 0) {
+        bk_log_warn("cannot start the disk watch: a full disk shows as a failed write");
+    }
     rc = bk_conf_int(conf, BK_CONF_CLUSTER) ? run_member(plan, conf, hooks, dev_port, &set)
                                              : run_alone(plan, conf, hooks, &set);
+    bk_diskwatch_stop();
     bk_brokerwatch_stop();
     return rc;
 }

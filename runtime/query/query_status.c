@@ -6,6 +6,7 @@
 
 #include "base/task.h"
 #include "engine/dbread.h"
+#include "engine/diskwatch.h"
 #include "query/query_internal.h"
 
 enum MHD_Result bk_query_healthz(bk_qreq_t *r)
@@ -205,6 +206,18 @@ static void replica_metrics(bk_qreq_t *r, bk_jbuf_t *b)
                  "the shared block cache's capacity (block_cache_bytes)");
             sample(r, b, "beck_rocksdb_block_cache_capacity_bytes", NULL, NULL, NULL, cap);
             break;
+        }
+    }
+    {
+        /* the state directory's filesystem, as the disk watch last saw it (diskwatch.h) */
+        int64_t avail, size;
+        bk_diskwatch_space(&avail, &size);
+        if (avail >= 0 && size > 0) {
+            head(b, "beck_state_disk_free_bytes", "gauge",
+                 "free bytes on the state directory's filesystem");
+            sample(r, b, "beck_state_disk_free_bytes", NULL, NULL, NULL, avail);
+            head(b, "beck_state_disk_size_bytes", "gauge", "the state directory's filesystem's size");
+            sample(r, b, "beck_state_disk_size_bytes", NULL, NULL, NULL, size);
         }
     }
     for (size_t f = 0; f < sizeof(db_figs) / sizeof(db_figs[0]); f++) {

@@ -58,6 +58,8 @@ describe("cold bootstrap on a full disk", function()
     nodes.nc:wait_log("bootstrap 0_%d+: failed: [^\n]*No space left on device; " ..
                                    "the standby restores from the changelog instead", 60)
     nodes.nc:wait_log("standby replicas stopped: [^\n]*No space left on device", 30)
+    -- the disk watch saw it coming (faultfs tells statvfs of a 300 KiB file system)
+    nodes.nc:wait_log("the state directory's disk is nearly full: %d+ KiB free of 300 KiB", 15)
     -- no partial fetch left behind (.bootstrap-S_P, *.part)
     local p = io.popen("find " .. states.nc .. " -name '.bootstrap-*' -o -name '*.part'")
     local left = p:read("*a")
