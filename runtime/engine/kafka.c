@@ -55,11 +55,14 @@ static const char *producer_defaults[] = {
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
-    if (level <= 4 && strcmp(fac, "FAIL") == 0 && bk_brokerwatch_quiet()) {
+    int fail = strcmp(fac, "FAIL") == 0;
+    if (level <= 4 && fail && bk_brokerwatch_quiet()) {
         bk_log_debug("kafka %s: %s", fac, buf); /* a reconnect failing while no broker answers */
-    } else if (level <= 3) {
+    } else if (level <= 3 && !fail) {
         bk_log_error("kafka %s: %s", fac, buf);
     } else if (level <= 4) {
+        /* a broker's connection failing (FAIL) is a warning: the client reconnects, and
+         * while every broker is down the broker watch says so once */
         bk_log_warn("kafka %s: %s", fac, buf);
     } else {
         bk_log_debug("kafka %s: %s", fac, buf);
