@@ -888,10 +888,13 @@ end
 -- consume(bootstrap, topic, opts) -> list of { key, value, partition,
 -- offset, headers = { name = value } }, everything from the start of each
 -- partition to its high watermark, ordered by partition then offset. A
--- missing key or value is nil. opts.timeout (s, default 30).
+-- missing key or value is nil. opts.timeout (s, default 30). opts.committed: as a
+-- read_committed reader (librdkafka's Python binding: python3-kafka 2.0.2 cannot), up to
+-- each partition's last stable offset.
 function helpers.consume(bootstrap, topic, opts)
   opts = opts or {}
-  local out, err = client({ "consume", bootstrap, topic, "--timeout", opts.timeout or 30 }, opts)
+  local out, err = client({ "consume", bootstrap, topic, "--timeout", opts.timeout or 30,
+                            opts.committed and "--committed" or nil }, opts)
   if not out then error(err, 2) end
   local list = {}
   for line in out:gmatch("[^\n]+") do

@@ -29,7 +29,8 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
     {"node_id", T_STR, NULL, 0, 0, NULL, "this node's id (default: hostname-pid)"},
     {"rack", T_STR, NULL, 0, 0, NULL, "this node's rack, for placement"},
     {"commit_interval_ms", T_INT, "5000", 1, 3600000, NULL,
-     "how often input offsets are committed (after the producer flushed)"},
+     "how often input offsets are committed (after the producer flushed); 100 under "
+     "exactly_once unless set"},
     {"on_error", T_ENUM, "fail", 0, 0, "fail|skip|dlq",
      "when process() raises: stop (fail), log and count (skip), or dead-letter (dlq)"},
     {"dlq_topic", T_STR, NULL, 0, 0, NULL, "dead-letter topic (default: <id>-dlq)"},
@@ -116,6 +117,10 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
      "how often each active task's state is archived (snapshot_archive)"},
     {"snapshot_archive_keep", T_INT, "3", 1, 1000, NULL,
      "snapshots the archive keeps per task, the newest"},
+    {"processing_guarantee", T_ENUM, "at_least_once", 0, 0, "at_least_once|exactly_once",
+     "exactly_once: each commit puts a thread's outputs, changelog writes and input offsets in "
+     "one Kafka transaction (docs/state.md); at_least_once: a record's effects may repeat after "
+     "a crash"},
 };
 
 struct bk_conf_s {
@@ -263,6 +268,19 @@ int64_t bk_conf_int(const bk_conf_t *conf, bk_conf_key_t key)
 bk_conf_src_t bk_conf_source(const bk_conf_t *conf, bk_conf_key_t key)
 {
     return conf->values[key] ? conf->srcs[key] : BK_CONF_FROM_DEFAULT;
+}
+
+int bk_conf_exactly_once(const bk_conf_t *conf)
+{
+    return strcmp(bk_conf_str(conf, BK_CONF_PROCESSING_GUARANTEE), "exactly_once") == 0;
+}
+
+int64_t bk_conf_commit_interval_ms(const bk_conf_t *conf)
+{
+    if (!conf->values[BK_CONF_COMMIT_INTERVAL_MS] && bk_conf_exactly_once(conf)) {
+        return 100;
+    }
+    return bk_conf_int(conf, BK_CONF_COMMIT_INTERVAL_MS);
 }
 
 /* -- librdkafka pass-through ------------------------------------------- */

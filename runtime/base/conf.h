@@ -58,6 +58,7 @@ typedef enum {
     BK_CONF_SNAPSHOT_ARCHIVE,
     BK_CONF_SNAPSHOT_ARCHIVE_INTERVAL_MS,
     BK_CONF_SNAPSHOT_ARCHIVE_KEEP,
+    BK_CONF_PROCESSING_GUARANTEE,
     BK_CONF__COUNT
 } bk_conf_key_t;
 
@@ -91,6 +92,12 @@ int bk_conf_set(bk_conf_t *conf, bk_conf_key_t key, const char *value, bk_conf_s
 const char *bk_conf_str(const bk_conf_t *conf, bk_conf_key_t key);
 int64_t bk_conf_int(const bk_conf_t *conf, bk_conf_key_t key);
 bk_conf_src_t bk_conf_source(const bk_conf_t *conf, bk_conf_key_t key);
+
+/* processing_guarantee = exactly_once (docs/state.md, Exactly once). */
+int bk_conf_exactly_once(const bk_conf_t *conf);
+/* commit_interval_ms as set, else its default: 5000, or 100 under exactly-once (as in Kafka
+ * Streams: each commit ends a transaction, and a read_committed reader sees nothing newer). */
+int64_t bk_conf_commit_interval_ms(const bk_conf_t *conf);
 
 /* librdkafka pass-through, kept in the order given. */
 void bk_conf_add_kafka(bk_conf_t *conf, const char *key, const char *value);

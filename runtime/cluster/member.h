@@ -179,6 +179,9 @@ int bk_member_poll(bk_member_t *member, bk_member_view_t *view);
  * @locality any thread */
 int bk_member_poll_force(bk_member_t *member, bk_member_view_t *view);
 
+/* This member's incarnation now (the view's, before any poll). @locality any thread */
+uint64_t bk_member_incarnation(bk_member_t *member);
+
 /* Frees what polls put in *view and zeroes it. */
 void bk_member_view_clear(bk_member_view_t *view);
 

@@ -243,6 +243,15 @@ done:
     return rc;
 }
 
+uint64_t bk_member_incarnation(bk_member_t *member)
+{
+    uint64_t inc;
+    pthread_mutex_lock(&member->lock);
+    inc = member->inc;
+    pthread_mutex_unlock(&member->lock);
+    return inc;
+}
+
 int bk_member_poll(bk_member_t *member, bk_member_view_t *view)
 {
     return poll_view(member, view, 0);

@@ -213,6 +213,12 @@ int bk_cmd_run_main(int argc, char **argv)
         fprintf(stderr, "beck run: %s\n", err);
         goto done;
     }
+    bk_kafka_set_dev_broker(dev_port > 0);
+    if (dev_port > 0 && bk_conf_exactly_once(conf)) {
+        bk_log_warn("processing_guarantee=exactly_once on a dev broker: it accepts transactions "
+                    "but neither aborts nor fences them, nor commits offsets in them (they are "
+                    "committed after each transaction), so exactly-once cannot be verified here");
+    }
     rd_kafka_destroy(admin);
     admin = NULL;
     bk_db_set_cache_bytes((size_t)bk_conf_int(conf, BK_CONF_BLOCK_CACHE_BYTES));

@@ -7,8 +7,8 @@
 #include "base/log.h"
 
 void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf, int nthreads,
-                   bk_thread_progress_cb progress, void *opaque, bk_taskdb_pool_t *pool,
-                   bk_livestats_t *live)
+                   uint64_t instance, bk_thread_progress_cb progress, void *opaque,
+                   bk_taskdb_pool_t *pool, bk_livestats_t *live)
 {
     memset(crew, 0, sizeof(*crew));
     crew->tasks = bk_plan_tasks(plan, &crew->cap);
@@ -24,6 +24,7 @@ void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf
         bk_thread_set_pool(crew->threads[t], pool);
         bk_thread_set_live(crew->threads[t], live);
         bk_thread_set_progress(crew->threads[t], progress, opaque);
+        bk_thread_set_instance(crew->threads[t], instance);
         if (bk_thread_start(crew->threads[t]) != 0) {
             bk_log_error("cannot start thread %d", t);
             crew->flags.stop = crew->flags.failed = 1;
@@ -31,6 +32,13 @@ void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf
             break;
         }
         crew->nthreads = t + 1;
+    }
+}
+
+void bk_crew_set_instance(bk_crew_t *crew, uint64_t instance)
+{
+    for (int t = 0; t < crew->nthreads; t++) {
+        bk_thread_set_instance(crew->threads[t], instance);
     }
 }
 

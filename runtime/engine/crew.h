@@ -28,7 +28,8 @@ typedef struct bk_crew_s {
     bk_thread_stats_t total; /* of the threads stopped so far */
 } bk_crew_t;
 
-/* Starts nthreads threads with no tasks. progress (may be NULL) hears each task's next
+/* Starts nthreads threads with no tasks, their transactional ids of node incarnation
+ * `instance` (exactly-once). progress (may be NULL) hears each task's next
  * input offset after a commit, on its stream thread. pool may be NULL (each thread opens
  * and closes its own DBs); live (may be NULL) gets the threads' live counters, nthreads of
  * them at least. A thread that cannot start sets flags.failed. */
@@ -36,8 +37,11 @@ typedef struct bk_crew_s {
 void bk_crew_set_recover(bk_crew_t *crew, bk_thread_recover_cb cb, void *opaque);
 
 void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf, int nthreads,
-                   bk_thread_progress_cb progress, void *opaque, bk_taskdb_pool_t *pool,
-                   bk_livestats_t *live);
+                   uint64_t instance, bk_thread_progress_cb progress, void *opaque,
+                   bk_taskdb_pool_t *pool, bk_livestats_t *live);
+/* Exactly-once: the node's incarnation, which its threads' transactional ids name
+ * (bk_thread_set_instance); `instance` of bk_crew_start is the first (0 outside a cluster). */
+void bk_crew_set_instance(bk_crew_t *crew, uint64_t instance);
 /* Gives tasks (indices into the app's task table) to the least loaded threads, from epoch
  * on; they open in the background. Then evens the threads out (a node's tasks spread over
  * its threads: a task moves from the most loaded to the least loaded thread while both

@@ -80,10 +80,30 @@ static int set(rd_kafka_conf_t *kc, const char *k, const char *v, const char *or
     return 0;
 }
 
+static int dev_broker; /* bk_kafka_set_dev_broker */
+
+void bk_kafka_set_dev_broker(int yes)
+{
+    dev_broker = yes;
+}
+
+int bk_kafka_dev_broker(void)
+{
+    return dev_broker;
+}
+
 rd_kafka_t *bk_kafka_new(const bk_conf_t *conf, bk_kafka_role_t role, const char *client_id,
                          void *opaque,
                          void (*dr_msg_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                          char *errstr, size_t errstr_size)
+{
+    return bk_kafka_new_with(conf, role, client_id, NULL, opaque, dr_msg_cb, errstr, errstr_size);
+}
+
+rd_kafka_t *bk_kafka_new_with(const bk_conf_t *conf, bk_kafka_role_t role, const char *client_id,
+                              const char *const *extra, void *opaque,
+                              void (*dr_msg_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                              char *errstr, size_t errstr_size)
 {
     rd_kafka_conf_t *kc = rd_kafka_conf_new();
     const char **defs = role == BK_KAFKA_CONSUMER   ? consumer_defaults
@@ -113,6 +133,11 @@ rd_kafka_t *bk_kafka_new(const bk_conf_t *conf, bk_kafka_role_t role, const char
     if (role == BK_KAFKA_CONSUMER &&
         set(kc, "group.id", bk_conf_str(conf, BK_CONF_APP_ID), "app id", errstr, errstr_size)) {
         goto fail;
+    }
+    for (int i = 0; extra && extra[i]; i += 2) {
+        if (set(kc, extra[i], extra[i + 1], "beck", errstr, errstr_size) != 0) {
+            goto fail;
+        }
     }
     for (size_t i = 0; i < bk_conf_kafka_count(conf); i++) {
         const char *k, *v;

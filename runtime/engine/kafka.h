@@ -20,6 +20,19 @@ rd_kafka_t *bk_kafka_new(const bk_conf_t *conf, bk_kafka_role_t role, const char
                          void (*dr_msg_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                          char *errstr, size_t errstr_size);
 
+/* The same with `extra` (name, value, ..., NULL) after beck's defaults and before the user's
+ * settings: a transactional producer's id, a restore consumer's end-of-partition events. */
+rd_kafka_t *bk_kafka_new_with(const bk_conf_t *conf, bk_kafka_role_t role, const char *client_id,
+                              const char *const *extra, void *opaque,
+                              void (*dr_msg_cb)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                              char *errstr, size_t errstr_size);
+
+/* Whether the process talks to a dev broker (librdkafka's mock cluster), which accepts
+ * transactions but neither stores their offsets nor hides what they aborted: set once by
+ * `beck run` before any client starts. */
+void bk_kafka_set_dev_broker(int yes);
+int bk_kafka_dev_broker(void);
+
 /* Partition counts of `n` topics; counts[i] = 0 when the topic does not exist.
  * Returns 0, or -1 with errstr when metadata could not be read. */
 int bk_kafka_partitions(rd_kafka_t *rk, const char **topics, int n, int *counts, int timeout_ms,

@@ -167,7 +167,16 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
                     x->done = 1;
                     pending--;
                 }
-            } else if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            } else if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                /* At the end: under exactly-once a changelog's last offsets can be a
+                 * transaction's control records, or records it aborted, which no consumer
+                 * is handed (the end is the last stable offset then). */
+                x = find(w, n, rd_kafka_topic_name(m->rkt), m->partition);
+                if (x && !x->done && m->offset >= x->end) {
+                    x->done = 1;
+                    pending--;
+                }
+            } else if (m->err) {
                 bk_log_warn("restore: %s", rd_kafka_message_errstr(m));
             }
             rd_kafka_message_destroy(m);

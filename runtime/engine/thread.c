@@ -25,6 +25,9 @@
 #include "engine/thread_internal.h"
 #include "engine/vm.h"
 
+/* A fenced thread (thread_txn.c) waits this long for its node to rejoin before it stops. */
+#define FENCED_WAIT_MS 60000
+
 /* spec/01-unit/03-ffi_spec.lua checks the same layout from Lua's side. */
 _Static_assert(sizeof(bk_rec_t) == 56, "bk_rec_t layout changed: update the FFI spec");
 
@@ -54,7 +57,8 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
                   : strcmp(pol, "dlq") == 0 ? POLICY_DLQ
                                             : POLICY_FAIL;
     thr->batch_size = (int)bk_conf_int(conf, BK_CONF_BATCH_SIZE);
-    thr->commit_interval_ms = bk_conf_int(conf, BK_CONF_COMMIT_INTERVAL_MS);
+    thr->commit_interval_ms = bk_conf_commit_interval_ms(conf);
+    thr->eos = bk_conf_exactly_once(conf);
     thr->io.next_wall_ms = -1;
     thr->last_topic = -1;
     thr->ref_run = thr->ref_punctuate = thr->ref_close = LUA_NOREF;
@@ -357,7 +361,42 @@ static int punctuate(bk_thread_t *thr, int64_t now)
     return 0;
 }
 
-/* Tells the node each task's next input offset (its first input partition's). */
+void bk_thread_set_instance(bk_thread_t *thr, uint64_t instance)
+{
+    atomic_store(&thr->txn_inc, instance);
+}
+
+/* Exactly-once: the node rejoined as a new incarnation (bk_thread_set_instance), or this
+ * thread was fenced and waits for that. 0, or -1 with thr->err (the thread stops). */
+static int check_instance(bk_thread_t *thr)
+{
+    uint64_t inc = atomic_load(&thr->txn_inc);
+    if (inc == thr->txn_inc_used) {
+        if (thr->fenced && bk_clock_mono_ms() - thr->fenced_at > FENCED_WAIT_MS) {
+            snprintf(thr->err, sizeof(thr->err),
+                     "fenced %d s ago and the node did not rejoin its app since: stopping",
+                     FENCED_WAIT_MS / 1000);
+            return -1;
+        }
+        return 0;
+    }
+    if (thr->ntasks > 0 || thr->jobs) {
+        /* what runs here started under the old id: it starts again from its last commit */
+        thr->dr_failed = 1;
+        snprintf(thr->dr_err, sizeof(thr->dr_err), "the node rejoined as incarnation %llu",
+                 (unsigned long long)inc);
+        return bk_thread_redo(thr, NULL, 0);
+    }
+    bk_thread_purge_producer(thr);
+    thr->fenced = 0;
+    thr->dr_failed = 0;
+    if (bk_thread_renew_producer(thr) != 0) {
+        return -1;
+    }
+    bk_log_info("%s: transactional producer of incarnation %llu ready", thr->name,
+                (unsigned long long)inc);
+    return 0;
+}
 
 static int run_loop(bk_thread_t *thr)
 {
@@ -367,6 +406,11 @@ static int run_loop(bk_thread_t *thr)
     while (!thr->flags->stop) {
         int64_t now = bk_clock_wall_ms();
         int wait = 100, n;
+        if (thr->eos && check_instance(thr) != 0) {
+            bk_log_error("%s: %s", thr->name, thr->err);
+            rc = -1;
+            break;
+        }
         if (thr->dr_failed) { /* a delivery, or the producer, failed: nothing was committed */
             if (bk_thread_redo(thr, NULL, 0) != 0) {
                 bk_log_error("%s: %s", thr->name, thr->err);
@@ -418,7 +462,7 @@ static int run_loop(bk_thread_t *thr)
                 break;
             }
         }
-        if (now - last_commit >= thr->commit_interval_ms || thr->snap_wanted) {
+        if (!thr->fenced && (now - last_commit >= thr->commit_interval_ms || thr->snap_wanted)) {
             int crc = bk_thread_commit(thr);
             if (crc < 0 && !thr->commit_failed && bk_thread_producer_broken(thr)) {
                 continue; /* nothing committed: redone at the top */
@@ -497,7 +541,8 @@ static void *thread_main(void *arg)
      * committed with the rest, unless committing is what failed. */
     close_lua(thr);
     int failed_before = thr->commit_failed;
-    int crc = failed_before ? -1 : bk_thread_commit(thr);
+    /* fenced: nothing live, and nothing this producer could commit */
+    int crc = failed_before ? -1 : thr->fenced ? 0 : bk_thread_commit(thr);
     if (crc < 0 && !failed_before) {
         rc = -1;
     } else if (crc > 0) {

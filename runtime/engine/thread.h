@@ -13,7 +13,10 @@
  *   4. write each task's batch into RocksDB with a synced WAL, and
  *   5. its checkpoint file (changelog offsets, and the input offsets that state is of);
  *   6. write a commit marker into each changelog of each task whose input moved.
- * A failure in 1, 2, 4, 5 or 6 stops the node without committing further. */
+ * A failure in 1, 2, 4, 5 or 6 stops the node without committing further. Under
+ * exactly-once (thread_txn.c) the producer is transactional and the order is 1, the markers
+ * (6) in the transaction, the offsets in it and its commit (2-3), then 4 and 5; a failed
+ * transaction drops the interval and starts the tasks again from their last commit. */
 #ifndef BK_THREAD_H
 #define BK_THREAD_H
 
@@ -83,6 +86,13 @@ typedef int (*bk_thread_recover_cb)(void *opaque, const char *task, const char *
                                     char *const *changelogs, const int64_t *lo, int n,
                                     char *what, size_t what_size, char *err, size_t err_size);
 void bk_thread_set_recover(bk_thread_t *thr, bk_thread_recover_cb cb, void *opaque);
+
+/* Exactly-once: the node's incarnation (cluster/member.h), which the thread's transactional
+ * id names (engine/fence.h); 0 outside a cluster. Set before start, and again when the node
+ * rejoins its app as a new incarnation: the thread then takes a producer of the new id
+ * before it opens another task (a thread whose tasks still run starts them again from
+ * their last commit). @locality any thread */
+void bk_thread_set_instance(bk_thread_t *thr, uint64_t instance);
 
 /* DBs come from this pool (taskdb.h) and go back to it after a clean final commit; call
  * before bk_thread_start. Without one they are opened and closed. */

@@ -1,4 +1,5 @@
-/* thread_commit.c - a stream thread's commit (at-least-once: thread.h gives the order),
+/* thread_commit.c - a stream thread's commit (thread.h gives the order; exactly-once's
+ * transactions are thread_txn.c's),
  * the commit markers written into its changelogs, the progress it reports, and the
  * snapshot mailbox through which cold bootstrap asks it for snapshots. Runs on the stream
  * thread, except bk_thread_request_snapshot and bk_thread_take_snapshot (any thread, under
@@ -91,49 +92,33 @@ static int write_markers(bk_thread_t *thr, const int32_t *slots, int nslots)
     return 0;
 }
 
-/* At-least-once: offsets are committed only once everything the records before them
- * caused has been acknowledged by the brokers, and a DB never holds the writes of input
- * whose offsets are not committed. Steps 3-6 cover the tasks in slots (all the live ones,
- * or only those leaving the thread). */
-static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots)
+/* 1. the record cache: dirty entries to the stores and their changelogs. 0, or -1. */
+static int flush_cache(bk_thread_t *thr)
 {
-    rd_kafka_topic_partition_list_t *list;
-    rd_kafka_resp_err_t kerr = RD_KAFKA_RESP_ERR_NO_ERROR;
-
     char err[1024];
-    int64_t t0 = bk_clock_mono_ms(), t1, t2;
-
-    /* 1. the record cache: dirty entries to the stores and their changelogs */
-    if (thr->ref_flush != LUA_NOREF) {
-        lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref_flush);
-        if (bk_vm_pcall(thr->L, 0, 2, 1, err, sizeof(err)) != 0) {
-            bk_log_error("%s: flushing the record cache failed: %s; not committing", thr->name,
-                         err);
-            return -1;
-        }
-        /* the cache's gets since the last commit: answered, and sent to the stores */
-        if (thr->live && thr->index < thr->live->nthreads) {
-            bk_livestats_thread_t *ls = &thr->live->thread[thr->index];
-            bk_livestats_add(&ls->cache_hits, (uint64_t)lua_tointeger(thr->L, -2));
-            bk_livestats_add(&ls->cache_misses, (uint64_t)lua_tointeger(thr->L, -1));
-        }
-        lua_pop(thr->L, 2);
+    if (thr->ref_flush == LUA_NOREF) {
+        return 0;
     }
-    /* 2. the producer: outputs and changelog records acknowledged */
-    while (rd_kafka_outq_len(thr->producer) > 0 && !thr->dr_failed) {
-        rd_kafka_flush(thr->producer, 500);
-    }
-    if (thr->dr_failed) {
-        bk_log_error("%s: %s; not committing input offsets", thr->name, thr->dr_err);
+    lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref_flush);
+    if (bk_vm_pcall(thr->L, 0, 2, 1, err, sizeof(err)) != 0) {
+        bk_log_error("%s: flushing the record cache failed: %s; not committing", thr->name, err);
         return -1;
     }
-    t1 = bk_clock_mono_ms();
-    /* 3. input offsets. Before the stores are synced: a node that dies between the two has
-     * its changelog records of that input after its last marker and its committed offsets
-     * past it, so whoever restores keeps them (docs/state.md, Markers). The other order
-     * left a window where a DB was ahead of the committed input, which then counted twice
-     * (spec/02-integration/04-state_spec.lua caught it: 82,960 of 1,000,000 updates). */
-    list = rd_kafka_topic_partition_list_new(nslots + 1);
+    /* the cache's gets since the last commit: answered, and sent to the stores */
+    if (thr->live && thr->index < thr->live->nthreads) {
+        bk_livestats_thread_t *ls = &thr->live->thread[thr->index];
+        bk_livestats_add(&ls->cache_hits, (uint64_t)lua_tointeger(thr->L, -2));
+        bk_livestats_add(&ls->cache_misses, (uint64_t)lua_tointeger(thr->L, -1));
+    }
+    lua_pop(thr->L, 2);
+    return 0;
+}
+
+/* The input offsets to commit of the tasks in slots: those that moved. */
+static rd_kafka_topic_partition_list_t *offsets_of(bk_thread_t *thr, const int32_t *slots,
+                                                   int nslots)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(nslots + 1);
     for (int k = 0; k < nslots; k++) {
         int t = slots[k];
         for (int j = 0; j < thr->slot_ntps[t]; j++) {
@@ -145,19 +130,14 @@ static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots)
             }
         }
     }
-    if (list->cnt > 0) {
-        kerr = rd_kafka_commit(thr->consumer, list, 0);
-    }
-    rd_kafka_topic_partition_list_destroy(list);
-    if (kerr) {
-        /* Not fatal: the next commit carries the same offsets. Until then the writes stay
-         * in the stores' batches, not in the DBs. */
-        bk_log_warn("%s: offset commit failed: %s", thr->name, rd_kafka_err2str(kerr));
-        return 1;
-    }
-    t2 = bk_clock_mono_ms();
-    /* 4. the stores' writes durable, 5. checkpoints of the changelog offsets and of the
-     * input offsets that state corresponds to (the ones just committed) */
+    return list;
+}
+
+/* 4. the stores' writes durable, 5. checkpoints of the changelog offsets and of the input
+ * offsets that state corresponds to (the ones just committed). 0, or -1 (logged). */
+static int sync_stores(bk_thread_t *thr, const int32_t *slots, int nslots)
+{
+    char err[1024];
     for (int k = 0; k < nslots; k++) {
         int t = slots[k];
         int64_t offs[BK_STORE_MAX_INPUTS];
@@ -174,9 +154,105 @@ static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots)
             return -1;
         }
     }
+    return 0;
+}
+
+/* At-least-once: offsets are committed only once everything the records before them
+ * caused has been acknowledged by the brokers, and a DB never holds the writes of input
+ * whose offsets are not committed. Steps 3-6 cover the tasks in slots (all the live ones,
+ * or only those leaving the thread). Under exactly-once on a dev broker the same, with the
+ * transaction's commit for the producer's flush (it stores no offsets of a transaction). */
+static int commit_at_least_once(bk_thread_t *thr, const int32_t *slots, int nslots, int64_t *t1,
+                                int64_t *t2)
+{
+    rd_kafka_topic_partition_list_t *list;
+    rd_kafka_resp_err_t kerr = RD_KAFKA_RESP_ERR_NO_ERROR;
+
+    /* 2. the producer: outputs and changelog records acknowledged */
+    if (thr->eos) {
+        if (bk_thread_txn_commit(thr, NULL) != 0) {
+            bk_log_error("%s: %s; not committing input offsets", thr->name, thr->dr_err);
+            return -1;
+        }
+    }
+    while (rd_kafka_outq_len(thr->producer) > 0 && !thr->dr_failed) {
+        rd_kafka_flush(thr->producer, 500);
+    }
+    if (thr->dr_failed) {
+        bk_log_error("%s: %s; not committing input offsets", thr->name, thr->dr_err);
+        return -1;
+    }
+    *t1 = bk_clock_mono_ms();
+    /* 3. input offsets. Before the stores are synced: a node that dies between the two has
+     * its changelog records of that input after its last marker and its committed offsets
+     * past it, so whoever restores keeps them (docs/state.md, Markers). The other order
+     * left a window where a DB was ahead of the committed input, which then counted twice
+     * (spec/02-integration/04-state_spec.lua caught it: 82,960 of 1,000,000 updates). */
+    list = offsets_of(thr, slots, nslots);
+    if (list->cnt > 0) {
+        kerr = rd_kafka_commit(thr->consumer, list, 0);
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    if (kerr) {
+        /* Not fatal: the next commit carries the same offsets. Until then the writes stay
+         * in the stores' batches, not in the DBs. */
+        bk_log_warn("%s: offset commit failed: %s", thr->name, rd_kafka_err2str(kerr));
+        return 1;
+    }
+    *t2 = bk_clock_mono_ms();
+    /* 4, 5 */
+    if (sync_stores(thr, slots, nslots) != 0) {
+        return -1;
+    }
     /* 6. commit markers of the tasks whose input moved */
+    return write_markers(thr, slots, nslots) != 0 ? -1 : 0;
+}
+
+/* Exactly-once on a real cluster: the markers, then the input offsets, in the open
+ * transaction, which the commit ends: the outputs, changelog writes, markers and offsets
+ * of the interval become visible to read_committed readers together, or not at all. Only
+ * then the DBs: a node that dies between the two restores its DBs from their checkpoints
+ * through the committed changelog, up to the marker, to the state of the committed
+ * offsets; one that dies before the commit leaves an open transaction that the next
+ * producer of its id, or its timeout, aborts, and DBs at the last commit. */
+static int commit_exactly_once(bk_thread_t *thr, const int32_t *slots, int nslots, int64_t *t1,
+                               int64_t *t2)
+{
+    rd_kafka_topic_partition_list_t *list;
+    int rc;
+
+    /* 2. commit markers of the tasks whose input moved (their offsets are those below) */
     if (write_markers(thr, slots, nslots) != 0) {
         return -1;
+    }
+    *t1 = bk_clock_mono_ms();
+    /* 3. the input offsets, and the transaction's commit */
+    list = offsets_of(thr, slots, nslots);
+    rc = bk_thread_txn_commit(thr, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (rc != 0) {
+        bk_log_error("%s: %s; nothing since the last commit is committed", thr->name,
+                     thr->dr_err);
+        return -1;
+    }
+    *t2 = bk_clock_mono_ms();
+    /* 4, 5 */
+    return sync_stores(thr, slots, nslots);
+}
+
+static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots)
+{
+    int64_t t0 = bk_clock_mono_ms(), t1 = t0, t2 = t0;
+    int rc;
+
+    /* 1. the record cache: dirty entries to the stores and their changelogs */
+    if (flush_cache(thr) != 0) {
+        return -1;
+    }
+    rc = thr->eos && !bk_kafka_dev_broker() ? commit_exactly_once(thr, slots, nslots, &t1, &t2)
+                                            : commit_at_least_once(thr, slots, nslots, &t1, &t2);
+    if (rc != 0) {
+        return rc;
     }
     for (int k = 0; k < nslots; k++) {
         int t = slots[k];
@@ -213,7 +289,8 @@ int bk_thread_commit(bk_thread_t *thr)
 
 int bk_thread_commit_tasks(bk_thread_t *thr, const int32_t *slots, int n)
 {
-    int rc = commit_steps(thr, slots, n);
+    /* under exactly-once the transaction holds every task's outputs: all commit, or none */
+    int rc = thr->eos ? commit_steps(thr, thr->owned, thr->ntasks) : commit_steps(thr, slots, n);
     if (rc < 0 && !bk_thread_producer_broken(thr)) {
         thr->commit_failed = 1;
     }

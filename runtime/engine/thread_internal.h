@@ -131,6 +131,11 @@ struct bk_thread_s {
     int nreap;
 
     int dr_failed;
+    int eos;    /* processing_guarantee = exactly_once: the producer is transactional */
+    int fenced; /* another producer took this thread's transactional id: no more writes */
+    int64_t fenced_at;        /* when (mono ms) */
+    _Atomic uint64_t txn_inc; /* the node's incarnation (bk_thread_set_instance) */
+    uint64_t txn_inc_used;    /* the one the producer's transactional id names */
     int redos; /* bk_thread_redo()s since the last commit that went through */
     int punct_failed;  /* a stream-time punctuation raised under on_error=fail */
     int commit_failed; /* a commit failed: no later commit may succeed it */
@@ -186,6 +191,17 @@ void bk_thread_stop_producer(bk_thread_t *thr);
  * failed for good (a fatal idempotence error) is of no more use. 0, or -1 with thr->err. */
 int bk_thread_renew_producer(bk_thread_t *thr);
 int bk_thread_start_lua(bk_thread_t *thr);
+
+/* Exactly-once (thread_txn.c). The producer's transactional id (engine/fence.h). */
+void bk_thread_txn_id(const bk_thread_t *thr, char *out, size_t size);
+/* A new transactional producer's transactions initialized (which fences an earlier producer
+ * of the id and aborts what it left open) and the first begun. 0, or -1 with thr->dr_err
+ * (thr->fenced when another producer took the id meanwhile). */
+int bk_thread_txn_start(bk_thread_t *thr);
+/* Ends the open transaction with `offsets` (NULL or empty: none) in it, and begins the next.
+ * 0; or -1 with thr->dr_failed and dr_err set (thr->fenced when fenced): the work since the
+ * last commit is to be done again (bk_thread_redo), or never (fenced). */
+int bk_thread_txn_commit(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offsets);
 
 /* Tasks coming and going (thread_tasks.c), on the stream thread: takes the changes asked
  * for and polls the opening jobs. 0, or -1 with thr->err (the thread then stops). */

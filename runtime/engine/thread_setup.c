@@ -232,11 +232,16 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaqu
 int bk_thread_producer_broken(bk_thread_t *thr)
 {
     char why[400];
+    rd_kafka_resp_err_t code =
+        thr->producer ? rd_kafka_fatal_error(thr->producer, why, sizeof(why)) : 0;
+    if (code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+        code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH) {
+        thr->fenced = 1; /* another producer took the transactional id */
+    }
     if (thr->dr_failed) {
         return 1;
     }
-    if (!thr->producer ||
-        rd_kafka_fatal_error(thr->producer, why, sizeof(why)) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (code == RD_KAFKA_RESP_ERR_NO_ERROR) {
         return 0;
     }
     thr->dr_failed = 1;
@@ -252,9 +257,24 @@ static int start_producer(bk_thread_t *thr)
     const char *dlq = bk_conf_str(thr->conf, BK_CONF_DLQ_TOPIC);
 
     snprintf(cid, sizeof(cid), "%s-%s-%d", plan->id, "producer", thr->index);
-    thr->producer =
-        bk_kafka_new(thr->conf, BK_KAFKA_PRODUCER, cid, thr, dr_msg_cb, thr->err, sizeof(thr->err));
+    if (thr->eos) {
+        /* Kafka Streams' 10 s: what a node that died left open blocks read_committed
+         * readers of its partitions that long at most, if nobody fences it sooner */
+        char tid[512];
+        const char *extra[] = {"transactional.id", tid, "transaction.timeout.ms", "10000", NULL};
+        thr->txn_inc_used = atomic_load(&thr->txn_inc);
+        bk_thread_txn_id(thr, tid, sizeof(tid));
+        thr->producer = bk_kafka_new_with(thr->conf, BK_KAFKA_PRODUCER, cid, extra, thr, dr_msg_cb,
+                                          thr->err, sizeof(thr->err));
+    } else {
+        thr->producer = bk_kafka_new(thr->conf, BK_KAFKA_PRODUCER, cid, thr, dr_msg_cb, thr->err,
+                                     sizeof(thr->err));
+    }
     if (!thr->producer) {
+        return -1;
+    }
+    if (thr->eos && bk_thread_txn_start(thr) != 0) {
+        snprintf(thr->err, sizeof(thr->err), "%s", thr->dr_err);
         return -1;
     }
     thr->out_rkts = calloc((size_t)plan->ntopics, sizeof(*thr->out_rkts));

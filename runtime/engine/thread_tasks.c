@@ -105,7 +105,10 @@ static int retriable(rd_kafka_resp_err_t err)
            err == RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS ||
            err == RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE ||
            err == RD_KAFKA_RESP_ERR__TIMED_OUT || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
-           err == RD_KAFKA_RESP_ERR__WAIT_COORD;
+           err == RD_KAFKA_RESP_ERR__WAIT_COORD ||
+           /* exactly-once: a transaction with offsets of these partitions is still open
+            * (until it commits, or is aborted by a fence or its timeout) */
+           err == RD_KAFKA_RESP_ERR_UNSTABLE_OFFSET_COMMIT;
 }
 
 int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const char *const *topics,
@@ -271,6 +274,10 @@ done:
     return rc;
 }
 
+/* The restore ends at each changelog partition's end event as well as at its last record
+ * (bk_restore_run). */
+static const char *const restore_settings[] = {"enable.partition.eof", "true", NULL};
+
 /* The job's thread: DBs, committed offsets, the restore, a checkpoint of what it replayed. */
 static void *job_main(void *arg)
 {
@@ -298,8 +305,8 @@ static void *job_main(void *arg)
     }
     job->t_open = bk_clock_wall_ms();
     snprintf(cid, sizeof(cid), "%s-restore-%d", plan->id, thr->index);
-    consumer =
-        bk_kafka_new(thr->conf, BK_KAFKA_CONSUMER, cid, NULL, NULL, job->err, sizeof(job->err));
+    consumer = bk_kafka_new_with(thr->conf, BK_KAFKA_CONSUMER, cid, restore_settings, NULL, NULL,
+                                 job->err, sizeof(job->err));
     /* the archive, for tasks whose changelogs lost what they need (items are by task) */
     for (int k = 0, from = 0; consumer && thr->recover && k < job->n; k++) {
         int to = from;
@@ -803,12 +810,13 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
     char why[sizeof(thr->dr_err)], names[512];
 
     snprintf(why, sizeof(why), "%s", thr->dr_err);
+    bk_thread_producer_broken(thr); /* fenced? */
     if (!again || !(live = calloc((size_t)nlive + 1, sizeof(int32_t)))) {
         free(again);
         snprintf(thr->err, sizeof(thr->err), "%s; out of memory to start again", why);
         return -1;
     }
-    if (++thr->redos > BK_THREAD_MAX_REDOS) {
+    if (!thr->fenced && ++thr->redos > BK_THREAD_MAX_REDOS) {
         snprintf(thr->err, sizeof(thr->err),
                  "%s; the tasks started again from their last commit %d times in a row "
                  "without committing since: stopping",
@@ -861,6 +869,28 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
         rd_kafka_error_destroy(kerr);
         free(again);
         return -1;
+    }
+    if (thr->fenced) {
+        /* Another producer holds this thread's transactional id now: a node took this
+         * one's tasks over after deciding it was gone (paused or cut off past its session).
+         * Writing on would fence that one in turn. The tasks stay dropped; the node finds
+         * itself lost, rejoins as a new incarnation, and the thread then takes a producer of
+         * the new id (bk_thread_set_instance). */
+        char id[256];
+        bk_thread_txn_id(thr, id, sizeof(id));
+        bk_log_error("%s: fenced: %s; another producer took transactional id %s (this node was "
+                     "taken for dead and its tasks moved, or another process runs with its "
+                     "node_id): nothing since the last commit was committed, task(s) %s "
+                     "dropped; waiting for the node to rejoin",
+                     thr->name, why, id, slot_names(thr, again, nagain, names, sizeof(names)));
+        for (int k = 0; k < nagain; k++) {
+            thr->slot_state[again[k]] = SLOT_FREE;
+        }
+        thr->fenced_at = bk_clock_mono_ms();
+        thr->dr_failed = 0;
+        thr->dr_err[0] = '\0';
+        free(again);
+        return 0;
     }
     /* 4. a new producer: one that failed for good (a fatal idempotence error) never sends
      * again, and a fresh one starts its sequence numbers clean */
@@ -924,7 +954,8 @@ int bk_thread_apply_changes(bk_thread_t *thr)
             return -1;
         }
     }
-    if (!thr->box_pending) {
+    /* a new incarnation's transactional id first (the loop's next turn takes it) */
+    if (!thr->box_pending || (thr->eos && atomic_load(&thr->txn_inc) != thr->txn_inc_used)) {
         return 0;
     }
     pthread_mutex_lock(&thr->box_lock);
@@ -970,8 +1001,11 @@ int bk_thread_apply_changes(bk_thread_t *thr)
     pthread_cond_broadcast(&thr->box_cond);
     pthread_mutex_unlock(&thr->box_lock);
 
-    /* additions: one job opens them all */
-    if (rc == 0 && nadd > 0) {
+    /* additions: one job opens them all (none while fenced: they were given to the
+     * incarnation that was fenced, and the node is about to find itself lost) */
+    if (rc == 0 && nadd > 0 && thr->fenced) {
+        bk_log_warn("%s: fenced: not opening %d task(s) given to this node", thr->name, nadd);
+    } else if (rc == 0 && nadd > 0) {
         int n = 0;
         for (int i = 0; i < nadd; i++) {
             if (thr->slot_state[add[i]] == SLOT_FREE) {

@@ -21,6 +21,7 @@
 #include "engine/crew.h"
 #include "engine/hooks.h"
 #include "engine/taskdb.h"
+#include "node/node_fence.h"
 #include "node/node_queries.h"
 #include "replica/archive.h"
 #include "replica/bootstrap.h"
@@ -156,7 +157,7 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
         nthreads = ntasks;
     }
     call_hook(hooks, "on_assign", names, every, ntasks);
-    bk_crew_start(&crew, plan, conf, nthreads, NULL, NULL, pool, q.live);
+    bk_crew_start(&crew, plan, conf, nthreads, 0, NULL, NULL, pool, q.live);
     if (bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
         bk_crew_set_recover(&crew, archive_recover, &rctx);
     }
@@ -247,6 +248,9 @@ typedef struct member_node_s {
     int nrebuilt;
     int32_t *due;       /* [ntasks] archive_ask's */
     bk_thread_stats_t total;
+    uint64_t instance;     /* the member's incarnation the threads' transactional ids name */
+    int fence;             /* exactly-once on a real cluster: fence gone incarnations */
+    bk_node_fence_t fenced;
 } member_node_t;
 
 static void standby_boot(void *opaque, int32_t task, const char *why)
@@ -531,7 +535,10 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         goto done;
     }
     /* --threads stream threads for the node's life: tasks come and go on them */
-    bk_crew_start(&mn.crew, plan, conf, mc.threads, active_progress, mn.member, mn.pool, q.live);
+    mn.instance = bk_member_incarnation(mn.member);
+    mn.fence = bk_conf_exactly_once(conf) && dev_port <= 0;
+    bk_crew_start(&mn.crew, plan, conf, mc.threads, mn.instance, active_progress, mn.member,
+                  mn.pool, q.live);
     if (bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
         bk_crew_set_recover(&mn.crew, archive_recover, &mn.rctx);
     }
@@ -588,6 +595,16 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         }
         if (view.lost && (mn.crew.nthreads > 0 || mn.standby)) {
             bk_log_error("lost the control plane: stopping every task");
+        }
+        /* exactly-once: before any task of theirs starts here, the producers of the nodes
+         * that ended without leaving are fenced; and after a rejoin the threads' ids name
+         * the new incarnation before they open a task of it */
+        if (mn.fence) {
+            bk_node_fence_gone(&mn.fenced, conf, plan->id, mc.node_id, &view);
+        }
+        if (view.incarnation && view.incarnation != mn.instance) {
+            mn.instance = view.incarnation;
+            bk_crew_set_instance(&mn.crew, mn.instance);
         }
         if (apply_view(&mn, &view) != 0) {
             failed = 1;

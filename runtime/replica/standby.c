@@ -506,7 +506,7 @@ static int tail(bk_standby_t *sb)
 {
     rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(sb->consumer);
     rd_kafka_message_t *msgs[1000];
-    int64_t interval = bk_conf_int(sb->conf, BK_CONF_COMMIT_INTERVAL_MS);
+    int64_t interval = bk_conf_commit_interval_ms(sb->conf);
     int64_t last_ckpt = bk_clock_mono_ms(), last_report = 0, last_log = bk_clock_mono_ms();
     int64_t last_scrub = bk_clock_mono_ms();
     item_t *hint = NULL;
