@@ -27,8 +27,12 @@ int bk_node_fence_gone(bk_node_fence_t *f, const bk_conf_t *conf, const char *ap
         const bk_member_peer_t *p = &view->peers[i];
         char err[512];
         int64_t t0;
+        /* this node's own earlier incarnations too: a restart's (what the killed process
+         * left open), and one that was taken for dead while this process ran (its threads
+         * stop at once instead of at their next look at the view) */
         if ((p->state != BK_MEMBER_DEAD && p->state != BK_MEMBER_REPLACED) ||
-            strcmp(p->id, self) == 0 || fenced(f, p->id, p->incarnation)) {
+            (strcmp(p->id, self) == 0 && p->incarnation == view->incarnation) ||
+            fenced(f, p->id, p->incarnation)) {
             continue;
         }
         t0 = bk_clock_mono_ms();

@@ -22,9 +22,9 @@ typedef struct bk_node_fence_s {
     int n, next;
 } bk_node_fence_t;
 
-/* Fences what view shows ended and was not fenced yet (self's own incarnations excepted:
- * its threads renew their ids when it rejoins). 0, or -1 when a fence failed (logged; it
- * is tried again at the next call). */
+/* Fences what view shows ended and was not fenced yet, self's earlier incarnations too
+ * (its threads take producers of the new one's ids when it rejoins). 0, or -1 when a fence
+ * failed (logged; it is tried again at the next call). */
 int bk_node_fence_gone(bk_node_fence_t *f, const bk_conf_t *conf, const char *app,
                        const char *self, const bk_member_view_t *view);
 
