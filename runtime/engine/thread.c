@@ -372,7 +372,8 @@ static int check_instance(bk_thread_t *thr)
 {
     uint64_t inc = atomic_load(&thr->txn_inc);
     if (inc == thr->txn_inc_used) {
-        if (thr->fenced && bk_clock_mono_ms() - thr->fenced_at > FENCED_WAIT_MS) {
+        if (thr->fenced && thr->fenced_at > 0 &&
+            bk_clock_mono_ms() - thr->fenced_at > FENCED_WAIT_MS) {
             snprintf(thr->err, sizeof(thr->err),
                      "fenced %d s ago and the node did not rejoin its app since: stopping",
                      FENCED_WAIT_MS / 1000);
@@ -389,6 +390,7 @@ static int check_instance(bk_thread_t *thr)
     }
     bk_thread_purge_producer(thr);
     thr->fenced = 0;
+    thr->fenced_at = 0;
     thr->dr_failed = 0;
     if (bk_thread_renew_producer(thr) != 0) {
         return -1;
@@ -541,8 +543,14 @@ static void *thread_main(void *arg)
      * committed with the rest, unless committing is what failed. */
     close_lua(thr);
     int failed_before = thr->commit_failed;
-    /* fenced: nothing live, and nothing this producer could commit */
-    int crc = failed_before ? -1 : thr->fenced ? 0 : bk_thread_commit(thr);
+    int crc;
+    if (thr->fenced) {
+        /* nothing this producer writes can commit: what runs is dropped as in a crash */
+        bk_log_warn("%s: fenced: no final commit; %d task(s) stop at their last commit",
+                    thr->name, thr->ntasks);
+        failed_before = 1;
+    }
+    crc = failed_before ? -1 : bk_thread_commit(thr);
     if (crc < 0 && !failed_before) {
         rc = -1;
     } else if (crc > 0) {

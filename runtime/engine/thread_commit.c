@@ -114,16 +114,17 @@ static int flush_cache(bk_thread_t *thr)
     return 0;
 }
 
-/* The input offsets to commit of the tasks in slots: those that moved. */
+/* The input offsets to commit of the tasks in slots: those that moved (all: every one known,
+ * moved or not). */
 static rd_kafka_topic_partition_list_t *offsets_of(bk_thread_t *thr, const int32_t *slots,
-                                                   int nslots)
+                                                   int nslots, int all)
 {
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(nslots + 1);
     for (int k = 0; k < nslots; k++) {
         int t = slots[k];
         for (int j = 0; j < thr->slot_ntps[t]; j++) {
             int i = thr->slot_tps[t][j];
-            if (thr->tp_dirty[i]) {
+            if (thr->tp_dirty[i] || (all && thr->tp_next[i] >= 0)) {
                 rd_kafka_topic_partition_list_add(list, thr->plan->topics[thr->tp_topic[i]].name,
                                                   thr->tp_partition[i])
                     ->offset = thr->tp_next[i];
@@ -188,7 +189,7 @@ static int commit_at_least_once(bk_thread_t *thr, const int32_t *slots, int nslo
      * past it, so whoever restores keeps them (docs/state.md, Markers). The other order
      * left a window where a DB was ahead of the committed input, which then counted twice
      * (spec/02-integration/04-state_spec.lua caught it: 82,960 of 1,000,000 updates). */
-    list = offsets_of(thr, slots, nslots);
+    list = offsets_of(thr, slots, nslots, 0);
     if (list->cnt > 0) {
         kerr = rd_kafka_commit(thr->consumer, list, 0);
     }
@@ -215,8 +216,8 @@ static int commit_at_least_once(bk_thread_t *thr, const int32_t *slots, int nslo
  * through the committed changelog, up to the marker, to the state of the committed
  * offsets; one that dies before the commit leaves an open transaction that the next
  * producer of its id, or its timeout, aborts, and DBs at the last commit. */
-static int commit_exactly_once(bk_thread_t *thr, const int32_t *slots, int nslots, int64_t *t1,
-                               int64_t *t2)
+static int commit_exactly_once(bk_thread_t *thr, const int32_t *slots, int nslots, int release,
+                               int64_t *t1, int64_t *t2)
 {
     rd_kafka_topic_partition_list_t *list;
     int rc;
@@ -226,8 +227,10 @@ static int commit_exactly_once(bk_thread_t *thr, const int32_t *slots, int nslot
         return -1;
     }
     *t1 = bk_clock_mono_ms();
-    /* 3. the input offsets, and the transaction's commit */
-    list = offsets_of(thr, slots, nslots);
+    /* 3. the input offsets, and the transaction's commit. A release sends every offset,
+     * moved or not: a transaction without records or offsets ends in the client alone, and
+     * a release is where a node that was taken for dead must learn that it was fenced */
+    list = offsets_of(thr, slots, nslots, release);
     rc = bk_thread_txn_commit(thr, list);
     rd_kafka_topic_partition_list_destroy(list);
     if (rc != 0) {
@@ -240,7 +243,7 @@ static int commit_exactly_once(bk_thread_t *thr, const int32_t *slots, int nslot
     return sync_stores(thr, slots, nslots);
 }
 
-static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots)
+static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots, int release)
 {
     int64_t t0 = bk_clock_mono_ms(), t1 = t0, t2 = t0;
     int rc;
@@ -249,8 +252,9 @@ static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots)
     if (flush_cache(thr) != 0) {
         return -1;
     }
-    rc = thr->eos && !bk_kafka_dev_broker() ? commit_exactly_once(thr, slots, nslots, &t1, &t2)
-                                            : commit_at_least_once(thr, slots, nslots, &t1, &t2);
+    rc = thr->eos && !bk_kafka_dev_broker()
+             ? commit_exactly_once(thr, slots, nslots, release, &t1, &t2)
+             : commit_at_least_once(thr, slots, nslots, &t1, &t2);
     if (rc != 0) {
         return rc;
     }
@@ -280,7 +284,7 @@ static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots)
  * other failure (a store's write or checkpoint) ends the thread's commits. */
 int bk_thread_commit(bk_thread_t *thr)
 {
-    int rc = commit_steps(thr, thr->owned, thr->ntasks);
+    int rc = commit_steps(thr, thr->owned, thr->ntasks, 0);
     if (rc < 0 && !bk_thread_producer_broken(thr)) {
         thr->commit_failed = 1;
     }
@@ -290,7 +294,8 @@ int bk_thread_commit(bk_thread_t *thr)
 int bk_thread_commit_tasks(bk_thread_t *thr, const int32_t *slots, int n)
 {
     /* under exactly-once the transaction holds every task's outputs: all commit, or none */
-    int rc = thr->eos ? commit_steps(thr, thr->owned, thr->ntasks) : commit_steps(thr, slots, n);
+    int rc = thr->eos ? commit_steps(thr, thr->owned, thr->ntasks, 1)
+                      : commit_steps(thr, slots, n, 0);
     if (rc < 0 && !bk_thread_producer_broken(thr)) {
         thr->commit_failed = 1;
     }

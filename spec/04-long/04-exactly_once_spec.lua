@@ -54,12 +54,13 @@ describe("exactly-once", function()
       -- its session is 2 s: the others take it for dead, fence it and take its tasks over
       helpers.eventually(function()
         return c.nodes.n1:log():find("fenced node n2", 1, true) or
-               c.nodes.n3:log():find("fenced node n2", 1, true)
+               c.nodes.n3:log():find("fenced node n2", 1, true), c.nodes.n1:log():sub(-2000)
       end, 30, 0.2)
       helpers.sleep(3)
       z:signal(SIGCONT)
       helpers.eventually(function()
-        return z:log():sub(mark + 1):find("fenced:", 1, true) ~= nil
+        local log = z:log():sub(mark + 1)
+        return log:find("fenced:", 1, true) ~= nil, log:sub(-3000)
       end, 30, 0.2)
       assert.equal(0, feeder:wait(seconds + 60), "the steady producer failed")
       local r = chaos.oracle(c, rate * seconds, true)
