@@ -549,6 +549,14 @@ static void *thread_main(void *arg)
         bk_log_warn("%s: fenced: no final commit; %d task(s) stop at their last commit",
                     thr->name, thr->ntasks);
         failed_before = 1;
+    } else if (thr->eos && rc != 0 && !failed_before) {
+        /* exactly-once: a failure (a record that raised under on_error = fail) ends the open
+         * transaction unfinished, so the broker aborts it: nothing of the interval is seen,
+         * and the next start processes it again from the last commit */
+        bk_log_warn("%s: exactly-once: the open transaction is not committed (aborted); %d "
+                    "task(s) stop at their last commit",
+                    thr->name, thr->ntasks);
+        failed_before = 1;
     }
     crc = failed_before ? -1 : bk_thread_commit(thr);
     if (crc < 0 && !failed_before) {

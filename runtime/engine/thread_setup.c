@@ -330,6 +330,16 @@ void bk_thread_stop_producer(bk_thread_t *thr)
         thr->changelog_rkts = NULL;
     }
     if (thr->producer) {
+        if (thr->eos) {
+            /* what the open transaction holds (nothing after a commit) is aborted now, not
+             * at its timeout: read_committed readers of its partitions wait for it */
+            rd_kafka_error_t *e = rd_kafka_abort_transaction(thr->producer, 5000);
+            if (e) {
+                bk_log_debug("%s: aborting the open transaction: %s", thr->name,
+                             rd_kafka_error_string(e));
+                rd_kafka_error_destroy(e);
+            }
+        }
         rd_kafka_flush(thr->producer, 5000);
         rd_kafka_destroy(thr->producer);
         thr->producer = NULL;

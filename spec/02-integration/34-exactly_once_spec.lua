@@ -5,12 +5,19 @@
 -- On real Kafka, as a read_committed reader: each key's outputs are exactly 1, 2, 3, ...,
 -- nothing repeated. On the dev broker, which enforces no transaction, the node warns that
 -- exactly-once cannot be verified and the counts are at-least-once's: none lost, none over.
+-- And a record that raises under on_error=fail: the open transaction is aborted (Kafka only).
 -- The cluster cases (kills at random, a node frozen past its session and fenced) are in
 -- spec/04-long/04-exactly_once_spec.lua.
 local helpers = require "spec.helpers"
 local chaos = require "spec.fixtures.chaos"
 
 local TOPOLOGY = "spec/fixtures/stamped_count.lua"
+
+local function values_of(list)
+  local out = {}
+  for i, r in ipairs(list) do out[i] = r.value end
+  return out
+end
 
 local function start(bs, dir)
   return helpers.start_node(TOPOLOGY, { "-b", bs, "--node-id", "solo", "--state-dir", dir,
@@ -27,6 +34,47 @@ describe("exactly-once on one node", function()
                                    { timeout = 10 })
     assert.equal(2, st)
     assert.matches("processing_guarantee", err)
+  end)
+
+  it("a record that raises under on_error=fail: nothing of the open transaction is seen",
+     function()
+    if not helpers.real_kafka() then
+      pending("the dev broker does not hide what a transaction aborted")
+      return
+    end
+    helpers.with_timeout(120, function()
+      local broker = helpers.start_broker {}
+      local bs = broker.bootstrap
+      assert.is_true(broker:create_topic("boom-in", 1))
+      local records = {}
+      for i = 0, 9 do records[#records + 1] = { key = "k" .. i, value = "fine " .. i } end
+      records[4].value = "a boom here"
+      helpers.produce(bs, "boom-in", records)
+      local args = { "-b", bs, "--node-id", "solo", "--processing-guarantee", "exactly_once" }
+      local node = helpers.start_node("spec/fixtures/boom.lua", args)
+      assert.equal(1, node:wait(60), "the node did not exit 1:\n" .. node:log())
+      assert.matches("the open transaction is not committed %(aborted%)", node:log())
+      -- outputs and offsets commit together: what is seen is exactly what was committed, a
+      -- prefix of what came before the bad record (here nothing: all ten came in one batch)
+      local seen = values_of(helpers.consume(bs, "boom-out", { committed = true }))
+      local committed = helpers.committed(bs, "boom-in", "boom")[0] or 0
+      assert.equal(#seen, committed)
+      assert.is_true(#seen <= 3)
+      for i, v in ipairs(seen) do assert.equal("fine " .. (i - 1) .. "!", v) end
+      -- again with skip: each good record exactly once
+      args[#args + 1] = "--on-error"
+      args[#args + 1] = "skip"
+      local again = helpers.start_node("spec/fixtures/boom.lua", args)
+      helpers.eventually(function()
+        return (helpers.committed(bs, "boom-in", "boom")[0] or 0) == 10
+      end, 60, 0.2)
+      assert.equal(0, again:stop())
+      local want = {}
+      for i = 0, 9 do
+        if i ~= 3 then want[#want + 1] = "fine " .. i .. "!" end
+      end
+      assert.same(want, values_of(helpers.consume(bs, "boom-out", { committed = true })))
+    end)
   end)
 
   it("counts exactly across a SIGKILL: read_committed sees each count once", function()
