@@ -288,6 +288,11 @@ static int db_failed(bk_db_t *db, char *errstr, size_t errstr_size)
 
 int bk_db_commit(bk_db_t *db, char *errstr, size_t errstr_size)
 {
+    return bk_db_commit_sync(db, 1, errstr, errstr_size);
+}
+
+int bk_db_commit_sync(bk_db_t *db, int sync, char *errstr, size_t errstr_size)
+{
     char *err = NULL;
     if (db_failed(db, errstr, errstr_size)) {
         return -1;
@@ -295,7 +300,7 @@ int bk_db_commit(bk_db_t *db, char *errstr, size_t errstr_size)
     if (rocksdb_writebatch_wi_count(db->batch) == 0) {
         return 0;
     }
-    rocksdb_write_writebatch_wi(db->rdb, db->wopts_sync, db->batch, &err);
+    rocksdb_write_writebatch_wi(db->rdb, sync ? db->wopts_sync : db->wopts, db->batch, &err);
     if (err) {
         snprintf(errstr, errstr_size, "cannot write the state store in %s: %s", db->dir, err);
         snprintf(db->failed, sizeof(db->failed), "%s", errstr);

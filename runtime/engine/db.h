@@ -28,6 +28,9 @@ bk_store_t *bk_db_store(bk_db_t *db, int i);
 /* Makes the interval's writes durable: the batch is written with a synced
  * WAL and cleared. Call only after the producer has flushed. */
 int bk_db_commit(bk_db_t *db, char *errstr, size_t errstr_size);
+/* The same, the WAL synced or not (sync 0: exactly-once between checkpoints, where the
+ * committed changelog, not the DB, is what a crash recovers from: docs/state.md). */
+int bk_db_commit_sync(bk_db_t *db, int sync, char *errstr, size_t errstr_size);
 /* Writes the checkpoint file atomically (tmp, fsync, rename, fsync dir):
  * the next changelog offset of every logged store. */
 int bk_db_checkpoint(bk_db_t *db, char *errstr, size_t errstr_size);

@@ -136,6 +136,7 @@ struct bk_thread_s {
     int64_t fenced_at;        /* when (mono ms) */
     _Atomic uint64_t txn_inc; /* the node's incarnation (bk_thread_set_instance) */
     uint64_t txn_inc_used;    /* the one the producer's transactional id names */
+    int64_t eos_checkpoint_ms; /* when the DBs were last synced and checkpointed (mono) */
     int redos; /* bk_thread_redo()s since the last commit that went through */
     int punct_failed;  /* a stream-time punctuation raised under on_error=fail */
     int commit_failed; /* a commit failed: no later commit may succeed it */
