@@ -199,7 +199,15 @@ void bk_thread_txn_id(const bk_thread_t *thr, char *out, size_t size);
  * of the id and aborts what it left open) and the first begun. 0, or -1 with thr->dr_err
  * (thr->fenced when another producer took the id meanwhile). */
 int bk_thread_txn_start(bk_thread_t *thr);
-/* Ends the open transaction with `offsets` (NULL or empty: none) in it, and begins the next.
+/* The errors that say another producer took this thread's transactional id. */
+static inline int bk_thread_fenced_err(rd_kafka_resp_err_t code)
+{
+    return code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+           code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+}
+/* Ends the open transaction with `offsets` (NULL or empty: none; a dev broker's are
+ * committed by the caller after it, since it does not store a transaction's) in it, and
+ * begins the next.
  * 0; or -1 with thr->dr_failed and dr_err set (thr->fenced when fenced): the work since the
  * last commit is to be done again (bk_thread_redo), or never (fenced). */
 int bk_thread_txn_commit(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offsets);

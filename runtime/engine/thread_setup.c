@@ -234,9 +234,8 @@ int bk_thread_producer_broken(bk_thread_t *thr)
     char why[400];
     rd_kafka_resp_err_t code =
         thr->producer ? rd_kafka_fatal_error(thr->producer, why, sizeof(why)) : 0;
-    if (code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
-        code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH) {
-        thr->fenced = 1; /* another producer took the transactional id */
+    if (bk_thread_fenced_err(code)) {
+        thr->fenced = 1;
     }
     if (thr->dr_failed) {
         return 1;

@@ -2,18 +2,16 @@
  * exactly_once (docs/state.md, Exactly once): one transactional producer per thread, whose
  * id names the app, the node, its incarnation and the thread (engine/fence.h), so that a
  * node that takes the tasks of a gone incarnation over fences it and aborts whatever it
- * left open. A transaction is
- * always open on the thread between commits: every output, changelog write and dead letter
- * is in one, and each commit ends it with the input offsets and begins the next. */
+ * left open. A transaction is always open on the thread between commits: every output,
+ * changelog write and dead letter is in one, and each commit ends it with the input offsets
+ * and begins the next. */
 #include <stdio.h>
-#include <string.h>
 
 #include <librdkafka/rdkafka.h>
 
 #include "base/clock.h"
 #include "base/log.h"
 #include "engine/fence.h"
-#include "engine/kafka.h"
 #include "engine/taskdb.h"
 #include "engine/thread_internal.h"
 
@@ -34,9 +32,7 @@ void bk_thread_txn_id(const bk_thread_t *thr, char *out, size_t size)
  * init aborts what this one left open). */
 static int failed(bk_thread_t *thr, const char *what, rd_kafka_error_t *e)
 {
-    rd_kafka_resp_err_t code = rd_kafka_error_code(e);
-    if (code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
-        code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH) {
+    if (bk_thread_fenced_err(rd_kafka_error_code(e))) {
         thr->fenced = 1;
     }
     if (!thr->dr_failed) {
@@ -76,35 +72,32 @@ int bk_thread_txn_start(bk_thread_t *thr)
     return 0;
 }
 
+/* The input offsets into the open transaction (TxnOffsetCommit), as the consumer's group. */
+static int send_offsets(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offsets,
+                        rd_kafka_consumer_group_metadata_t *md)
+{
+    TRY("sending the input offsets to the transaction",
+        rd_kafka_send_offsets_to_transaction(thr->producer, offsets, md, TXN_TIMEOUT_MS));
+    return 0;
+}
+
 int bk_thread_txn_commit(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offsets)
 {
     if (thr->dr_failed) {
         return -1;
     }
-    /* On a real cluster the offsets are part of the transaction (TxnOffsetCommit); the
-     * dev broker answers that request without storing them, so there they are committed
-     * after the transaction, as under at-least-once (the caller does it). */
-    if (offsets && offsets->cnt > 0 && !bk_kafka_dev_broker()) {
+    if (offsets && offsets->cnt > 0) {
         rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(thr->consumer);
-        rd_kafka_error_t *e;
+        int rc;
         if (!md) {
             snprintf(thr->dr_err, sizeof(thr->dr_err), "the consumer has no group metadata");
             thr->dr_failed = 1;
             return -1;
         }
-        for (int try = 1;; try++) {
-            e = rd_kafka_send_offsets_to_transaction(thr->producer, offsets, md, TXN_TIMEOUT_MS);
-            if (!e || !rd_kafka_error_is_retriable(e) || try >= TXN_TRIES) {
-                break;
-            }
-            bk_log_warn("%s: sending the input offsets to the transaction failed (%s); trying "
-                        "again",
-                        thr->name, rd_kafka_error_string(e));
-            rd_kafka_error_destroy(e);
-        }
+        rc = send_offsets(thr, offsets, md);
         rd_kafka_consumer_group_metadata_destroy(md);
-        if (e) {
-            return failed(thr, "sending the input offsets to the transaction", e);
+        if (rc != 0) {
+            return -1;
         }
     }
     TRY("committing the transaction", rd_kafka_commit_transaction(thr->producer, TXN_TIMEOUT_MS));
