@@ -243,6 +243,7 @@ int bk_store_log_write(bk_store_t *st, const char *key, size_t klen, const char 
                                 RD_KAFKA_V_TIMESTAMP(timestamp > 0 ? timestamp : 0),
                                 RD_KAFKA_V_OPAQUE(st), RD_KAFKA_V_END);
         if (!err) {
+            st->unmarked = !bk_keys_is_marker(key, klen);
             return BK_FFI_OK;
         }
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
@@ -321,4 +322,9 @@ int64_t bk_ffi_store_approximate_count(bk_store_t *st)
     uint64_t n = 0;
     rocksdb_property_int_cf(st->db->rdb, st->cf, "rocksdb.estimate-num-keys", &n);
     return (int64_t)n + rocksdb_writebatch_wi_count(st->db->batch);
+}
+
+int bk_store_unmarked(const bk_store_t *st)
+{
+    return st->unmarked;
 }

@@ -44,6 +44,9 @@ int64_t bk_store_changelog_next(const bk_store_t *st);
 const char *bk_store_changelog_topic(const bk_store_t *st, int32_t *partition);
 /* Names the changelog without a producer, for offline tools (beck snapshot); copied. */
 void bk_store_set_changelog_topic(bk_store_t *st, const char *topic, int32_t partition);
+/* The store wrote changelog records since its last marker (a punctuation's writes do so
+ * without input moving: they need a marker all the same). */
+int bk_store_unmarked(const bk_store_t *st);
 /* The producer acknowledged a changelog record of this store at `offset`. */
 void bk_store_acked(bk_store_t *st, int64_t offset);
 #define BK_STORE_MAX_INPUTS 16 /* input partitions a task's markers can name */

@@ -45,6 +45,7 @@ struct bk_store_s {
     size_t pkeys_len, pkeys_cap;
     int repair; /* pkeys hold the keys of dropped records, to be repaired */
     int marked; /* a marker was read: records wait for theirs from now on */
+    int unmarked; /* this active wrote changelog records since its last marker */
     /* The input offsets (next to read, -1: none) that the state corresponds to: from the
      * checkpoint, the last marker applied, or the active's commit. ninput 0: unknown. */
     int64_t input[BK_STORE_MAX_INPUTS];

@@ -66,8 +66,10 @@ static void report_progress(bk_thread_t *thr, const int32_t *slots, int nslots)
     }
 }
 
-/* After an offset commit: a commit marker in each changelog of each task whose input moved,
- * so that standbys and restores apply the writes before it (store.h, Markers). */
+/* After an offset commit: a commit marker in each changelog of each task whose input moved
+ * or whose stores wrote since their last marker (a punctuation, with no input), so that
+ * standbys and restores apply the writes before it (store.h, Markers). A restore dropped
+ * a punctuation's writes as uncommitted before: nothing ever marked them. */
 static int write_markers(bk_thread_t *thr, const int32_t *slots, int nslots)
 {
     for (int k = 0; k < nslots; k++) {
@@ -79,6 +81,9 @@ static int write_markers(bk_thread_t *thr, const int32_t *slots, int nslots)
         }
         for (int j = 0; j < thr->slot_ntps[t]; j++) {
             dirty |= thr->tp_dirty[thr->slot_tps[t][j]];
+        }
+        for (int s = 0; !dirty && s < thr->plan->nstores; s++) {
+            dirty = thr->store_of[t][s] && bk_store_unmarked(thr->store_of[t][s]);
         }
         if (!dirty) {
             continue;
