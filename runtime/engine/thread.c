@@ -476,7 +476,10 @@ static int run_loop(bk_thread_t *thr)
             if (crc == 0 && thr->ntasks > 0) {
                 thr->redos = 0;
             }
-            last_commit = now;
+            /* The interval runs from the commit's end, as Kafka Streams' does: a commit that
+             * waits on the broker (a transaction's takes tens of ms) cannot leave the thread
+             * less than the interval to process in between. */
+            last_commit = bk_clock_wall_ms();
             if (thr->snap_wanted && crc == 0) { /* a snapshot is of a commit that went through */
                 bk_thread_make_snapshots(thr);
             }
