@@ -251,6 +251,8 @@ typedef struct member_node_s {
     uint64_t instance;     /* the member's incarnation the threads' transactional ids name */
     int fence;             /* exactly-once on a real cluster: fence gone incarnations */
     bk_node_fence_t fenced;
+    int fence_held;        /* a fence failed: the view waits, tried again at fence_at (mono) */
+    int64_t fence_at;
 } member_node_t;
 
 static void standby_boot(void *opaque, int32_t task, const char *why)
@@ -551,6 +553,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
                 mc.node_id, mc.rack ? mc.rack : "-", (int)mc.standbys,
                 bk_conf_str(conf, BK_CONF_SSH_KEY) ? ", cold bootstrap on" : "");
     for (;;) {
+        int held;
         if (wait_signal(set, &signals)) {
             break;
         }
@@ -571,6 +574,8 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             stop_standby(&mn);
             start_standby(&mn, mn.scratch, mn.nstand);
         }
+        /* a view held back by a failed fence goes on below without a new one */
+        held = mn.fence_held && bk_clock_mono_ms() >= mn.fence_at;
         /* with a query server, once a second a full copy: its table shows the replicas'
          * progress and the heartbeats, which change without a new version */
         if (q.route && bk_clock_mono_ms() >= progress_at) {
@@ -579,10 +584,10 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             if (changed >= 0) {
                 bk_route_update(q.route, &view);
             }
-            if (changed <= 0) {
+            if (changed <= 0 && !held) {
                 continue;
             }
-        } else if (bk_member_poll(mn.member, &view) == 0) {
+        } else if (bk_member_poll(mn.member, &view) == 0 && !held) {
             continue;
         }
         if (view.error) {
@@ -598,9 +603,26 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         }
         /* exactly-once: before any task of theirs starts here, the producers of the nodes
          * that ended without leaving are fenced; and after a rejoin the threads' ids name
-         * the new incarnation before they open a task of it */
-        if (mn.fence) {
-            bk_node_fence_gone(&mn.fenced, conf, plan->id, mc.node_id, &view);
+         * the new incarnation before they open a task of it. A view whose fence failed
+         * (the transaction coordinator out of reach) is not acted on: a node taken for
+         * dead may still run, and could commit for a task this view would start here. It
+         * waits, tried again every second (or with the next view); this node's own
+         * commits need the same coordinators meanwhile. A lost control plane stops every
+         * task at once, fenced or not. */
+        if (mn.fence && !view.lost) {
+            if (bk_node_fence_gone(&mn.fenced, conf, plan->id, mc.node_id, &view) != 0) {
+                if (!mn.fence_held) {
+                    bk_log_warn("exactly-once: the membership view waits until the fence "
+                                "goes through");
+                }
+                mn.fence_held = 1;
+                mn.fence_at = bk_clock_mono_ms() + 1000;
+                continue;
+            }
+            if (mn.fence_held) {
+                bk_log_info("exactly-once: fenced; the membership view is applied");
+            }
+            mn.fence_held = 0;
         }
         if (view.incarnation && view.incarnation != mn.instance) {
             mn.instance = view.incarnation;
