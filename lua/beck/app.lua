@@ -311,13 +311,88 @@ local function add_generations(plan, id, tasks, topic)
         gen_topics[k] = gi
         plan.gen_topic[t.name] = name
       end
-      sub.topics, sub.tasks, sub.generation = gen_topics, n, 1
+      sub.topics, sub.tasks, sub.generation, sub.of = gen_topics, n, 1, s
+      sub.gen_topic = {}
+      for k, ti in ipairs(pass.topics) do
+        sub.gen_topic[plan.topics[ti].name] = plan.topics[gen_topics[k]].name
+      end
     end
     for _, st in ipairs(plan.stores) do
       if st.sub == s and st.logged then
         local g0 = id .. "-" .. st.name .. "-changelog"
         st.changelog = n and g0 .. "-g1" or g0
         st.changelog_other = n and g0 or g0 .. "-g1"
+      end
+    end
+  end
+end
+
+-- The `generations` list, "S=N[,S=N...]" in the order the moves were made: each entry is
+-- the next generation of subtopology S, with N tasks ({ { s = S + 1, n = N }, ... }).
+local function parse_generations(spec, nsubs, tasks)
+  local out = {}
+  if spec == nil or spec == "" then return out end
+  for item in (spec .. ","):gmatch("([^,]*),") do
+    local s, n = item:match("^%s*(%d+)%s*=%s*(%d+)%s*$")
+    s, n = tonumber(s), tonumber(n)
+    if not s or s >= nsubs or n < 1 or n > KEY_GROUPS then
+      error(string.format("generations: '%s' is not S=N (a subtopology of 0 to %d and a " ..
+                          "task count of 1 to %d)", item, nsubs - 1, KEY_GROUPS), 0)
+    end
+    if not tasks[s + 1] then
+      error(string.format("generations: subtopology %d has no generation 1 (the tasks " ..
+                          "setting): a move from its input's partitions is not built yet",
+                          s), 0)
+    end
+    out[#out + 1] = { s = s + 1, n = n }
+  end
+  return out
+end
+
+-- Generations after the first (docs/repartitioning.md, Moving a generation): each is a
+-- subtopology of its own appended to the plan, so that the tasks, topics and stores of
+-- the ones before keep their indices while it is added to a running app. It runs the
+-- processors of the subtopology it is a generation of (`of`), reads its own topics
+-- <id>-<S>-repartition-g<N> (one per source topic, as generation 1), owns key groups by
+-- range over its task count, and its stores (copies of the subtopology's, `of_store`)
+-- log to <id>-<store>-changelog-g<N>.
+local function add_later_generations(plan, id, gens, topic)
+  local last = {}
+  for _, sub in ipairs(plan.subtopologies) do
+    if sub.generation == 1 then last[sub.index] = 1 end
+  end
+  local nstores = #plan.stores
+  for _, e in ipairs(gens) do
+    local base = plan.subtopologies[e.s]
+    local g = last[e.s] + 1
+    last[e.s] = g
+    local sub = { index = #plan.subtopologies + 1, topics = {}, sources = base.sources,
+                  tasks = e.n, generation = g, of = e.s, gen_topic = {} }
+    plan.subtopologies[sub.index] = sub
+    for k, ti in ipairs(base.topics) do
+      local name = string.format("%s-%d-repartition-g%d%s", id, e.s - 1, g,
+                                 #base.topics > 1 and "-" .. (k - 1) or "")
+      local t, gi = topic(name)
+      if t.source or t.sink then
+        error(string.format("topic %s is the app's own (subtopology %d's generation %d): " ..
+                            "the topology may not use it", name, e.s - 1, g), 0)
+      end
+      local g1 = plan.topics[ti]
+      t.source, t.internal, t.partitions, t.keygroups = true, true, e.n, true
+      t.sub, t.source_node, t.generation = sub.index, g1.source_node, g
+      sub.topics[k] = gi
+      for input, gen1 in pairs(base.gen_topic) do
+        if gen1 == g1.name then sub.gen_topic[input] = name end
+      end
+    end
+    for i = 1, nstores do
+      local st = plan.stores[i]
+      if st.sub == e.s then
+        local copy = {}
+        for key, v in pairs(st) do copy[key] = v end
+        copy.sub, copy.of_store, copy.changelog_other = sub.index, i, nil
+        copy.changelog = string.format("%s-%s-changelog-g%d", id, st.name, g)
+        plan.stores[#plan.stores + 1] = copy
       end
     end
   end
@@ -423,7 +498,11 @@ function App:describe(opts)
   if logical then
     self._logical = plan
   else
-    add_generations(plan, self.config.id, parse_tasks(self.config.tasks, #subs), topic)
+    local nsubs = #subs
+    local tasks = parse_tasks(self.config.tasks, nsubs)
+    local gens = parse_generations(self.config.generations, nsubs, tasks)
+    add_generations(plan, self.config.id, tasks, topic)
+    add_later_generations(plan, self.config.id, gens, topic)
     self._plan = plan
   end
   return plan

@@ -127,6 +127,13 @@ int bk_ffi_member_rec_assign(const char *id, uint64_t inc, const char *payload, 
                              char **buf, size_t *len);
 int bk_ffi_member_rec_release(const char *id, uint64_t inc, uint64_t epoch, const int32_t *tasks,
                               int32_t n, char **buf, size_t *len);
+/* -- A plan grown by later generations (engine/plan_ffi.c) -------------------------------
+ * Loads `topology` with the tasks setting `tasks` (NULL: none), grows it by each of
+ * grow[0..ngrow) in turn (bk_plan_grow) and writes the plan as text into out (size bytes):
+ * a line per topic, subtopology and store with its index and fields. BK_FFI_OK, or
+ * BK_FFI_ERR with *err. */
+int bk_ffi_plan_grow(const char *topology, const char *tasks, const char *const *grow,
+                     int32_t ngrow, char *out, size_t size, const char **err);
 /* -- The state move of repartitioning (engine/regroup_ffi.c) ----------------------------
  * bk_regroup_build and bk_regroup_check (engine/regroup.h) with the stats as an array:
  * [0] primary source, [1] linked bytes, [2] copied keys, [3] copied bytes, [4] dropped

@@ -33,6 +33,7 @@ void bk_plan_destroy(bk_plan_t *plan)
     free(plan->subs);
     free(plan->id);
     free(plan->path);
+    free(plan->generations);
     free(plan);
 }
 
@@ -106,7 +107,8 @@ static int apply_settings(lua_State *L, int app, const char *path, bk_conf_t *co
     return 0;
 }
 
-void bk_plan_settings_to_app(lua_State *L, int app, const bk_conf_t *conf)
+void bk_plan_settings_to_app(lua_State *L, int app, const bk_conf_t *conf,
+                             const char *generations)
 {
     const char *tasks = bk_conf_str(conf, BK_CONF_TASKS);
     lua_getfield(L, app, "config");
@@ -122,6 +124,12 @@ void bk_plan_settings_to_app(lua_State *L, int app, const bk_conf_t *conf)
         lua_pushnil(L);
     }
     lua_setfield(L, -2, "tasks");
+    if (generations) {
+        lua_pushstring(L, generations);
+    } else {
+        lua_pushnil(L);
+    }
+    lua_setfield(L, -2, "generations");
     lua_pop(L, 1);
 }
 
@@ -134,80 +142,57 @@ static int field_int(lua_State *L, int idx, const char *name, int dflt)
     return v;
 }
 
-bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *errstr,
-                        size_t errstr_size)
+static char *field_str(lua_State *L, int idx, const char *name)
 {
-    int top = lua_gettop(L), app, plan_idx, n;
-    bk_plan_t *plan = calloc(1, sizeof(*plan));
-
-    plan->path = strdup(path);
-    if (bk_vm_dofile(L, path, 1, errstr, errstr_size) != 0) {
-        goto fail;
-    }
-    app = lua_gettop(L);
-    if (bk_vm_require(L, "beck.app", errstr, errstr_size) != 0) {
-        goto fail;
-    }
-    lua_getfield(L, -1, "is_app");
-    lua_pushvalue(L, app);
-    lua_call(L, 1, 1);
-    if (!lua_toboolean(L, -1)) {
-        snprintf(errstr, errstr_size,
-                 "%s: the topology must return its app (end the file with `return app`)", path);
-        goto fail;
-    }
-    lua_pop(L, 2);
-    if (apply_settings(L, app, path, conf, errstr, errstr_size) != 0) {
-        goto fail;
-    }
-    bk_plan_settings_to_app(L, app, conf);
-    lua_getfield(L, app, "describe");
-    lua_pushvalue(L, app);
-    if (bk_vm_pcall(L, 1, 1, 0, errstr, errstr_size) != 0) {
-        goto fail;
-    }
-    plan_idx = lua_gettop(L);
-    lua_getfield(L, plan_idx, "id");
-    plan->id = strdup(lua_tostring(L, -1));
+    char *v;
+    lua_getfield(L, idx, name);
+    v = lua_type(L, -1) == LUA_TSTRING ? strdup(lua_tostring(L, -1)) : NULL;
     lua_pop(L, 1);
+    return v;
+}
 
-    lua_getfield(L, plan_idx, "topics");
-    n = (int)lua_objlen(L, -1);
-    plan->ntopics = n;
-    plan->topics = calloc((size_t)n, sizeof(*plan->topics));
-    for (int i = 0; i < n; i++) {
+/* The length of the list at plan_idx's field `name`, left on the stack. */
+static int list_len(lua_State *L, int plan_idx, const char *name)
+{
+    lua_getfield(L, plan_idx, name);
+    return (int)lua_objlen(L, -1);
+}
+
+/* Reads the description's topics, subtopologies and stores from index `from_*` on into the
+ * plan's arrays (room checked by the caller). */
+static void read_topics(lua_State *L, int plan_idx, bk_plan_t *plan, int from, int n)
+{
+    list_len(L, plan_idx, "topics");
+    for (int i = from; i < n; i++) {
         bk_plan_topic_t *t = &plan->topics[i];
         lua_rawgeti(L, -1, i + 1);
-        lua_getfield(L, -1, "name");
-        t->name = strdup(lua_tostring(L, -1));
-        lua_pop(L, 1);
+        t->name = field_str(L, -1, "name");
         t->source = field_bool(L, -1, "source");
         t->sink = field_bool(L, -1, "sink");
         t->internal = field_bool(L, -1, "internal");
         t->keygroups = field_bool(L, -1, "keygroups");
         t->pass_to = field_int(L, -1, "pass_to", 0) - 1;
-        lua_getfield(L, -1, "partitions");
-        t->want = lua_isnumber(L, -1) ? (int)lua_tointeger(L, -1) : 0;
+        t->generation = t->keygroups ? field_int(L, -1, "generation", 1) : 0;
+        t->want = field_int(L, -1, "partitions", 0);
+        t->sub = field_int(L, -1, "sub", 0) - 1;
         lua_pop(L, 1);
-        lua_getfield(L, -1, "sub");
-        t->sub = lua_isnumber(L, -1) ? (int)lua_tointeger(L, -1) - 1 : -1;
-        lua_pop(L, 2);
     }
     lua_pop(L, 1);
+}
 
-    lua_getfield(L, plan_idx, "subtopologies");
-    n = (int)lua_objlen(L, -1);
-    plan->nsubs = n;
-    plan->subs = calloc((size_t)n, sizeof(*plan->subs));
-    for (int i = 0; i < n; i++) {
+static void read_subs(lua_State *L, int plan_idx, bk_plan_t *plan, int from, int n)
+{
+    list_len(L, plan_idx, "subtopologies");
+    for (int i = from; i < n; i++) {
         bk_plan_sub_t *s = &plan->subs[i];
         lua_rawgeti(L, -1, i + 1);
         s->generation = field_int(L, -1, "generation", 0);
         s->passthrough = field_bool(L, -1, "passthrough");
         s->want = s->passthrough ? field_int(L, -1, "tasks", 0) : 0;
+        s->of = field_int(L, -1, "of", i + 1) - 1;
         lua_getfield(L, -1, "topics");
         s->ntopics = (int)lua_objlen(L, -1);
-        s->topics = calloc((size_t)s->ntopics, sizeof(int));
+        s->topics = calloc((size_t)s->ntopics + 1, sizeof(int));
         for (int j = 0; j < s->ntopics; j++) {
             lua_rawgeti(L, -1, j + 1);
             s->topics[j] = (int)lua_tointeger(L, -1) - 1;
@@ -216,25 +201,19 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
         lua_pop(L, 2);
     }
     lua_pop(L, 1);
+}
 
-    lua_getfield(L, plan_idx, "stores");
-    n = (int)lua_objlen(L, -1);
-    plan->nstores = n;
-    plan->stores = calloc((size_t)(n ? n : 1), sizeof(*plan->stores));
-    for (int i = 0; i < n; i++) {
+static void read_stores(lua_State *L, int plan_idx, bk_plan_t *plan, int from, int n)
+{
+    list_len(L, plan_idx, "stores");
+    for (int i = from; i < n; i++) {
         bk_plan_store_t *st = &plan->stores[i];
         lua_rawgeti(L, -1, i + 1);
-        lua_getfield(L, -1, "name");
-        st->name = strdup(lua_tostring(L, -1));
-        lua_getfield(L, -2, "changelog");
-        st->changelog = strdup(lua_tostring(L, -1));
-        lua_getfield(L, -3, "sub");
-        st->sub = (int)lua_tointeger(L, -1) - 1;
-        lua_pop(L, 3);
+        st->name = field_str(L, -1, "name");
+        st->changelog = field_str(L, -1, "changelog");
+        st->sub = field_int(L, -1, "sub", 0) - 1;
         st->logged = field_bool(L, -1, "logged");
-        lua_getfield(L, -1, "changelog_other");
-        st->changelog_other = lua_type(L, -1) == LUA_TSTRING ? strdup(lua_tostring(L, -1)) : NULL;
-        lua_pop(L, 1);
+        st->changelog_other = field_str(L, -1, "changelog_other");
         st->window = field_bool(L, -1, "window");
         lua_getfield(L, -1, "retention");
         st->retention_ms = lua_isnumber(L, -1) ? (int64_t)lua_tonumber(L, -1) : 0;
@@ -243,12 +222,81 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
         st->ttl_ms = lua_isnumber(L, -1) ? (int64_t)lua_tonumber(L, -1) : 0;
         lua_pop(L, 1);
         st->ttl_wall = field_bool(L, -1, "ttl_wall");
-        lua_getfield(L, -1, "key_serde");
-        st->key_serde = lua_type(L, -1) == LUA_TSTRING ? strdup(lua_tostring(L, -1)) : NULL;
-        lua_getfield(L, -2, "value_serde");
-        st->value_serde = lua_type(L, -1) == LUA_TSTRING ? strdup(lua_tostring(L, -1)) : NULL;
-        lua_pop(L, 3);
+        st->key_serde = field_str(L, -1, "key_serde");
+        st->value_serde = field_str(L, -1, "value_serde");
+        st->of_store = field_int(L, -1, "of_store", 0) - 1;
+        lua_pop(L, 1);
     }
+    lua_pop(L, 1);
+}
+
+/* Runs the topology file in L and describes it with conf's settings and `generations`:
+ * leaves the app and its description on the stack and returns the description's index,
+ * or -1 with errstr. `settings`: apply the topology's own settings to conf first. */
+static int describe(lua_State *L, const char *path, bk_conf_t *conf, const char *generations,
+                    int settings, char *errstr, size_t errstr_size)
+{
+    int app;
+    if (bk_vm_dofile(L, path, 1, errstr, errstr_size) != 0) {
+        return -1;
+    }
+    app = lua_gettop(L);
+    if (bk_vm_require(L, "beck.app", errstr, errstr_size) != 0) {
+        return -1;
+    }
+    lua_getfield(L, -1, "is_app");
+    lua_pushvalue(L, app);
+    lua_call(L, 1, 1);
+    if (!lua_toboolean(L, -1)) {
+        snprintf(errstr, errstr_size,
+                 "%s: the topology must return its app (end the file with `return app`)", path);
+        return -1;
+    }
+    lua_pop(L, 2);
+    if (settings && apply_settings(L, app, path, conf, errstr, errstr_size) != 0) {
+        return -1;
+    }
+    bk_plan_settings_to_app(L, app, conf, generations);
+    lua_getfield(L, app, "describe");
+    lua_pushvalue(L, app);
+    if (bk_vm_pcall(L, 1, 1, 0, errstr, errstr_size) != 0) {
+        return -1;
+    }
+    return lua_gettop(L);
+}
+
+bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *errstr,
+                        size_t errstr_size)
+{
+    int top = lua_gettop(L), plan_idx, n;
+    bk_plan_t *plan = calloc(1, sizeof(*plan));
+
+    plan->path = strdup(path);
+    if ((plan_idx = describe(L, path, conf, NULL, 1, errstr, errstr_size)) < 0) {
+        goto fail;
+    }
+    plan->id = field_str(L, plan_idx, "id");
+
+    n = list_len(L, plan_idx, "topics");
+    lua_pop(L, 1);
+    plan->cap_topics = n + BK_PLAN_SPARE;
+    plan->topics = calloc((size_t)plan->cap_topics, sizeof(*plan->topics));
+    read_topics(L, plan_idx, plan, 0, n);
+    plan->ntopics = n;
+
+    n = list_len(L, plan_idx, "subtopologies");
+    lua_pop(L, 1);
+    plan->cap_subs = n + BK_PLAN_SPARE;
+    plan->subs = calloc((size_t)plan->cap_subs, sizeof(*plan->subs));
+    read_subs(L, plan_idx, plan, 0, n);
+    plan->nsubs = n;
+
+    n = list_len(L, plan_idx, "stores");
+    lua_pop(L, 1);
+    plan->cap_stores = n + BK_PLAN_SPARE;
+    plan->stores = calloc((size_t)plan->cap_stores, sizeof(*plan->stores));
+    read_stores(L, plan_idx, plan, 0, n);
+    plan->nstores = n;
     lua_settop(L, top);
     return plan;
 
@@ -256,6 +304,92 @@ fail:
     lua_settop(L, top);
     bk_plan_destroy(plan);
     return NULL;
+}
+
+/* 0 if the description at plan_idx begins with the plan's topics and stores, by name: a
+ * later generation only appends. */
+static int extends(lua_State *L, int plan_idx, const bk_plan_t *plan, char *errstr,
+                   size_t errstr_size)
+{
+    static const char *const lists[] = {"topics", "stores"};
+    for (int l = 0; l < 2; l++) {
+        int n = l == 0 ? plan->ntopics : plan->nstores;
+        if (list_len(L, plan_idx, lists[l]) < n) {
+            snprintf(errstr, errstr_size, "the description has fewer %s than the plan", lists[l]);
+            return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            const char *want = l == 0 ? plan->topics[i].name : plan->stores[i].changelog;
+            const char *got;
+            lua_rawgeti(L, -1, i + 1);
+            lua_getfield(L, -1, l == 0 ? "name" : "changelog");
+            got = lua_tostring(L, -1);
+            if (!got != !want || (got && strcmp(got, want) != 0)) {
+                snprintf(errstr, errstr_size, "%s %d of the plan (%s) is not where it was",
+                         lists[l], i, want ? want : "-");
+                return -1;
+            }
+            lua_pop(L, 2);
+        }
+        lua_pop(L, 1);
+    }
+    if (list_len(L, plan_idx, "subtopologies") < plan->nsubs) {
+        snprintf(errstr, errstr_size, "the description has fewer subtopologies than the plan");
+        return -1;
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
+int bk_plan_grow(bk_plan_t *plan, bk_conf_t *conf, lua_State *L, const char *generations,
+                 char *errstr, size_t errstr_size)
+{
+    int top = lua_gettop(L), plan_idx, nt, ns, nst, rc = -1;
+    size_t have = plan->generations ? strlen(plan->generations) : 0;
+
+    if (!generations || strncmp(generations, have ? plan->generations : "", have) != 0 ||
+        (have && generations[have] != ',' && generations[have] != '\0')) {
+        snprintf(errstr, errstr_size, "generations %s do not extend the plan's (%s)",
+                 generations ? generations : "(none)", have ? plan->generations : "none");
+        return -1;
+    }
+    /* conf holds the topology's settings since bk_plan_load: not applied again */
+    if ((plan_idx = describe(L, plan->path, conf, generations, 0, errstr, errstr_size)) < 0 ||
+        extends(L, plan_idx, plan, errstr, errstr_size) != 0) {
+        goto done;
+    }
+    nt = list_len(L, plan_idx, "topics");
+    ns = list_len(L, plan_idx, "subtopologies");
+    nst = list_len(L, plan_idx, "stores");
+    lua_pop(L, 3);
+    if (nt > plan->cap_topics || ns > plan->cap_subs || nst > plan->cap_stores) {
+        snprintf(errstr, errstr_size,
+                 "no room for generations %s in this process (%d topics, %d subtopologies, %d "
+                 "stores at most until it restarts)",
+                 generations, plan->cap_topics, plan->cap_subs, plan->cap_stores);
+        goto done;
+    }
+    read_topics(L, plan_idx, plan, plan->ntopics, nt);
+    for (int i = plan->ntopics; i < nt; i++) {
+        plan->topics[i].partitions = plan->topics[i].want; /* created with its task count */
+    }
+    read_subs(L, plan_idx, plan, plan->nsubs, ns);
+    for (int i = plan->nsubs; i < ns; i++) {
+        bk_plan_sub_t *sub = &plan->subs[i];
+        sub->partitions = sub->ntopics ? plan->topics[sub->topics[0]].want : 0;
+    }
+    read_stores(L, plan_idx, plan, plan->nstores, nst);
+    /* stores, then subtopologies, then topics: a reader that finds a new subtopology finds
+     * its stores and topics complete */
+    plan->nstores = nst;
+    plan->ntopics = nt;
+    plan->nsubs = ns;
+    free(plan->generations);
+    plan->generations = strdup(generations);
+    rc = 0;
+done:
+    lua_settop(L, top);
+    return rc;
 }
 
 int bk_plan_sub_stores(const bk_plan_t *plan, int sub, bk_store_spec_t *specs, int *idx)

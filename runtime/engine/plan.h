@@ -26,6 +26,7 @@ typedef struct bk_plan_topic_s {
                        group (bk_hash_group_owner), not murmur2's */
     int pass_to;    /* read by a passthrough subtopology: the topic its records are forwarded
                        to as they are (the generation's), else -1 */
+    int generation; /* a generation's topic: which (1, 2, ...), else 0 */
 } bk_plan_topic_t;
 
 typedef struct bk_plan_sub_s {
@@ -38,6 +39,9 @@ typedef struct bk_plan_sub_s {
                         it has as many tasks as that generation (want), task q reading each
                         input partition p with p mod want = q, so that its input can grow */
     int want;        /* tasks asked for by the topology (a passthrough's), 0: its input's */
+    int of;          /* the subtopology whose processors it runs: its own index, but for a
+                        later generation (>= 2, appended) that of the one it is a generation
+                        of; for a passthrough the one it feeds */
 } bk_plan_sub_t;
 
 typedef struct bk_plan_store_s {
@@ -51,23 +55,36 @@ typedef struct bk_plan_store_s {
     int ttl_wall;         /* ... counted on the wall clock, not in record time */
     int sub;              /* subtopology whose tasks hold it (0-based) */
     char *key_serde, *value_serde; /* the serdes' names when the topology gives them, else NULL */
+    int of_store; /* a later generation's copy of a store: the index of the store it copies
+                     (whose name it has), else -1 */
 } bk_plan_store_t;
+
+/* Entries of each kind (topics, subtopologies, stores) a plan can take on top of what it
+ * was loaded with, by later generations (bk_plan_grow): the arrays never move, so other
+ * threads go on reading them while a generation is added. */
+#define BK_PLAN_SPARE 256
 
 typedef struct bk_plan_s {
     char *id;
     char *path; /* topology file */
-    int ntopics;
+    /* The counts only grow (bk_plan_grow), each after its new entries are written: a reader
+     * sees a count and the entries below it complete. */
+    _Atomic int ntopics;
     bk_plan_topic_t *topics;
-    int nsubs;
+    _Atomic int nsubs;
     bk_plan_sub_t *subs;
-    int nstores;
+    _Atomic int nstores;
     bk_plan_store_t *stores;
+    int cap_topics, cap_subs, cap_stores;
+    char *generations; /* the later generations it describes, "S=N[,S=N...]", NULL: none */
 } bk_plan_t;
 
 /* Gives the app at stack index `app` the settings that change its plan as conf resolved
- * them (command line, environment, topology): every VM of a node must describe the same
- * plan (app.lua's describe reads config.id and config.tasks). */
-void bk_plan_settings_to_app(lua_State *L, int app, const bk_conf_t *conf);
+ * them (command line, environment, topology) and the later generations (NULL: none; the
+ * moves made so far, from the app's control topic): every VM of a node must describe the
+ * same plan (app.lua's describe reads config.id, config.tasks and config.generations). */
+void bk_plan_settings_to_app(lua_State *L, int app, const bk_conf_t *conf,
+                             const char *generations);
 
 /* Runs the topology file in L, checks that it returns a beck.app, applies its
  * settings to conf (as BK_CONF_FROM_TOPOLOGY) and builds the plan. On error
@@ -76,6 +93,16 @@ void bk_plan_settings_to_app(lua_State *L, int app, const bk_conf_t *conf);
 bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *errstr,
                         size_t errstr_size);
 void bk_plan_destroy(bk_plan_t *plan);
+
+/* Adds the generations that `generations` ("S=N[,S=N...]", the plan's own list followed
+ * by more) has beyond the plan's: the topology in `path` is described again in L with
+ * them, and its new topics, subtopologies and stores appended; what the plan has stays at
+ * its index. Their partitions are their task counts. conf: the one the plan was loaded
+ * with. Main thread, one caller at a time.
+ * 0, or -1 with errstr (nothing added) when the list does not extend the plan's, a
+ * description fails, or the spare room (BK_PLAN_SPARE) is used up. */
+int bk_plan_grow(bk_plan_t *plan, bk_conf_t *conf, lua_State *L, const char *generations,
+                 char *errstr, size_t errstr_size);
 
 /* A task: bk_task_id_t (base/task.h). The app's task table numbers every task, subtopology
  * by subtopology, partition by partition; a task's index there is its id on the control

@@ -160,7 +160,7 @@ int bk_thread_start_lua(bk_thread_t *thr)
         return -1;
     }
     app = lua_gettop(L);
-    bk_plan_settings_to_app(L, app, thr->conf);
+    bk_plan_settings_to_app(L, app, thr->conf, thr->plan->generations);
     if (bk_vm_load_hooks(L, app, bk_conf_str(thr->conf, BK_CONF_HOOKS), thr->err,
                          sizeof(thr->err)) != 0 ||
         bk_vm_require(L, "beck.internal.runtime", thr->err, sizeof(thr->err)) != 0) {

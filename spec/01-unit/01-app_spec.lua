@@ -66,6 +66,79 @@ describe("beck.app", function()
     assert.equal("t9-st-changelog", logical.stores[1].changelog)
   end)
 
+  it("appends each later generation as a subtopology, so earlier indices stay", function()
+    local app = beck.app { id = "t12", tasks = "1=8" }
+    app:source("a", "in-a")
+    app:sink("s", "out", "a")
+    app:source("b", { "in-b", "in-c" })
+    app:processor("p", { process = function() end }, "b")
+    app:store("st", "p")
+    app:store("cache", { changelog = false }, "p")
+    local before = app:describe()
+    local nt, ns, nst = #before.topics, #before.subtopologies, #before.stores
+    -- the runtime sets the moves made so far (the control topic's), not the topology
+    local moved = beck.app { id = "t12", tasks = "1=8" }
+    moved:source("a", "in-a")
+    moved:sink("s", "out", "a")
+    moved:source("b", { "in-b", "in-c" })
+    moved:processor("p", { process = function() end }, "b")
+    moved:store("st", "p")
+    moved:store("cache", { changelog = false }, "p")
+    moved.config.generations = "1=12,1=5"
+    local plan = moved:describe()
+    -- everything of the plan without moves, at the same indices
+    for i = 1, nt do assert.equal(before.topics[i].name, plan.topics[i].name) end
+    for i = 1, ns do assert.same(before.subtopologies[i].topics, plan.subtopologies[i].topics) end
+    for i = 1, nst do assert.equal(before.stores[i].changelog, plan.stores[i].changelog) end
+    -- then generation 2 (12 tasks) and 3 (5 tasks) of subtopology 1
+    assert.equal(ns + 2, #plan.subtopologies)
+    local names = {}
+    for i = nt + 1, #plan.topics do names[#names + 1] = plan.topics[i].name end
+    assert.same({ "t12-1-repartition-g2-0", "t12-1-repartition-g2-1",
+                  "t12-1-repartition-g3-0", "t12-1-repartition-g3-1" }, names)
+    for k, want in ipairs({ { g = 2, n = 12 }, { g = 3, n = 5 } }) do
+      local sub = plan.subtopologies[ns + k]
+      assert.same({ want.g, want.n, 2 }, { sub.generation, sub.tasks, sub.of })
+      assert.same(plan.subtopologies[2].sources, sub.sources)
+      assert.equal(string.format("t12-1-repartition-g%d-1", want.g), sub.gen_topic["in-c"])
+      for _, ti in ipairs(sub.topics) do
+        local t = plan.topics[ti]
+        assert.same({ true, true, true, want.n, ns + k, want.g },
+                    { t.keygroups, t.internal, t.source, t.partitions, t.sub, t.generation })
+      end
+      -- its stores: copies of subtopology 1's, logged to the generation's changelog
+      local mine = {}
+      for _, st in ipairs(plan.stores) do
+        if st.sub == ns + k then mine[#mine + 1] = st.name .. " " .. tostring(st.changelog) end
+      end
+      assert.same({ "st t12-st-changelog-g" .. want.g, "cache t12-cache-changelog-g" .. want.g },
+                  mine)
+    end
+    assert.equal("t12-1-repartition-g1-1", plan.subtopologies[2].gen_topic["in-c"])
+    -- the input is still forwarded to generation 1's topics (the move switches it)
+    assert.equal("t12-1-repartition-g1-0", plan.topics[plan.topics[2].pass_to].name)
+  end)
+
+  it("says what is wrong with a generation", function()
+    local function plan_of(tasks, gens)
+      local app = beck.app { id = "t13", tasks = tasks }
+      app:source("a", "in-a")
+      app:sink("s", "out", "a")
+      app.config.generations = gens
+      return app:describe()
+    end
+    assert.has_error(function() plan_of("0=2", "0") end,
+                     "generations: '0' is not S=N (a subtopology of 0 to 0 and a task count " ..
+                     "of 1 to 4096)")
+    assert.has_error(function() plan_of("0=2", "1=3") end,
+                     "generations: '1=3' is not S=N (a subtopology of 0 to 0 and a task count " ..
+                     "of 1 to 4096)")
+    assert.has_error(function() plan_of(nil, "0=3") end,
+                     "generations: subtopology 0 has no generation 1 (the tasks setting): a " ..
+                     "move from its input's partitions is not built yet")
+    assert.equal(3, #plan_of("0=2", "0=3").subtopologies)
+  end)
+
   it("says what is wrong with the tasks setting", function()
     local function plan_of(tasks)
       local app = beck.app { id = "t10", tasks = tasks }

@@ -23,8 +23,9 @@ local function topic_lines(app, plan, add)
   for _, t in ipairs(plan.topics) do
     local what
     if t.keygroups then
-      what = string.format("subtopology %d's generation 1 (internal, %d partitions by key group)",
-                           t.sub - 1, t.partitions)
+      what = string.format("subtopology %d's generation %d (internal, %d partitions by key " ..
+                           "group)", plan.subtopologies[t.sub].of - 1, t.generation or 1,
+                           t.partitions)
     elseif t.internal then
       what = "internal, " .. (t.partitions and (t.partitions .. " partitions")
                               or "partitions of the widest input")
@@ -65,6 +66,9 @@ function M.text(app)
         local t = plan.topics[ti]
         add("    %s -> %s", t.name, plan.topics[t.pass_to].name)
       end
+    elseif sub.generation and sub.of ~= sub.index then
+      add("  subtopology %d (generation %d of subtopology %d: %d tasks, key groups by range)",
+          sub.index - 1, sub.generation, sub.of - 1, sub.tasks)
     elseif sub.generation then
       add("  subtopology %d (%d tasks, generation %d: key groups by range)", sub.index - 1,
           sub.tasks, sub.generation)
@@ -72,11 +76,11 @@ function M.text(app)
       add("  subtopology %d", sub.index - 1)
     end
     for _, node in ipairs(app.order) do
-      if node.sub == sub then
+      if not sub.passthrough and node.sub == plan.subtopologies[sub.of or sub.index] then
         local o = origin(app, node.name)
         if node.kind == "source" then
           local read = {}
-          for i, t in ipairs(node.topics) do read[i] = plan.gen_topic[t] or t end
+          for i, t in ipairs(node.topics) do read[i] = sub.gen_topic and sub.gen_topic[t] or t end
           add("    source %s <- %s%s%s", node.name, table.concat(read, ", "),
               node.internal and " (internal)" or "", o)
         elseif node.kind == "sink" then

@@ -315,13 +315,14 @@ local function build_task(rt, app, plan, index, sub_index, partition)
   end
 
   -- task.sources[topic index] = { call, context } of the source reading it: a topic of
-  -- its own generation's when its subtopology has one (app.lua, `tasks`). A passthrough
+  -- its own generation's when its subtopology has one (app.lua, `tasks`), whose
+  -- processors are those of the subtopology it is a generation of (sub.of). A passthrough
   -- subtopology has no sources: C forwards its records.
   for _, sname in ipairs(sub.sources) do
     local ctx = node_ctx(sname)
     local fns = node_fns(rt, app, sname)
     for _, topic in ipairs(app.nodes[sname].topics) do
-      local t = plan.topic_index[plan.gen_topic[topic] or topic] - 1
+      local t = plan.topic_index[sub.gen_topic and sub.gen_topic[topic] or topic] - 1
       task.sources[t] = ctx
       rt.source_calls[t] = fns.call
       rt.source_values[t] = fns.reads_value

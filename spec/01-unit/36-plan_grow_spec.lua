@@ -1,0 +1,80 @@
+-- A running app's plan grown by later generations (runtime/engine/plan.c, bk_plan_grow):
+-- what a move to another task count adds to it (docs/repartitioning.md, Moving a
+-- generation). The plan's tables are shared by every thread of a node, so a generation
+-- is appended: what was there keeps its index, and the new entries are complete.
+local ffi = require "ffi"
+local C = ffi.C
+
+local TOPOLOGY = "spec/fixtures/stamped_count.lua"
+
+-- The plan of TOPOLOGY with `tasks`, grown by each list of `grows` in turn, as lines.
+local function grown(tasks, grows)
+  local out = ffi.new("char[?]", 65536)
+  local err = ffi.new("const char *[1]")
+  local arr = ffi.new("const char *[?]", #grows + 1, grows)
+  if C.bk_ffi_plan_grow(TOPOLOGY, tasks, arr, #grows, out, 65536, err) ~= 0 then
+    return nil, ffi.string(err[0])
+  end
+  local lines = {}
+  for l in ffi.string(out):gmatch("[^\n]+") do lines[#lines + 1] = l end
+  return lines
+end
+
+local function only(lines, kind)
+  local out = {}
+  for _, l in ipairs(lines) do
+    if l:sub(1, #kind + 1) == kind .. " " then out[#out + 1] = l end
+  end
+  return out
+end
+
+describe("a plan grown by later generations", function()
+  it("appends generation 2 and 3 of a subtopology, leaving every index as it was", function()
+    local before = assert(grown("0=8", {}))
+    local after = assert(grown("0=8", { "0=12", "0=12,0=5" }))
+    -- what was there is there still, line for line (the loaded topics' partitions are the
+    -- cluster's, unknown here, and so 0 in both)
+    local bt, at = only(before, "topic"), only(after, "topic")
+    for i, l in ipairs(bt) do assert.equal(l, at[i]) end
+    assert.same({
+      "topic 3 stamped-0-repartition-g2 sub=2 generation=2 partitions=12 pass_to=-1",
+      "topic 4 stamped-0-repartition-g3 sub=3 generation=3 partitions=5 pass_to=-1",
+    }, { at[#bt + 1], at[#bt + 2] })
+    assert.equal(#bt + 2, #at)
+    local bs, as = only(before, "sub"), only(after, "sub")
+    for i, l in ipairs(bs) do assert.equal(l, as[i]) end
+    assert.same({ "sub 2 of=0 generation=2 partitions=12 topics=3",
+                  "sub 3 of=0 generation=3 partitions=5 topics=4" },
+                { as[#bs + 1], as[#bs + 2] })
+    local bst, ast = only(before, "store"), only(after, "store")
+    for i, l in ipairs(bst) do assert.equal(l, ast[i]) end
+    assert.same({ "store 0 counts sub=0 changelog=stamped-counts-changelog-g1 of_store=-1",
+                  "store 1 counts sub=2 changelog=stamped-counts-changelog-g2 of_store=0",
+                  "store 2 counts sub=3 changelog=stamped-counts-changelog-g3 of_store=0" },
+                ast)
+    -- the passthrough (subtopology 1) forwards to generation 1 until a move switches it
+    assert.equal("topic 0 stamp-in sub=1 generation=0 partitions=0 pass_to=2", at[1])
+  end)
+
+  it("refuses a list that does not extend the plan's, and one from generation 0", function()
+    local _, err = grown("0=8", { "0=12", "0=5" })
+    assert.equal("generations 0=5 do not extend the plan's (0=12)", err)
+    _, err = grown("0=8", { "0=12", "0=120" })
+    assert.equal("generations 0=120 do not extend the plan's (0=12)", err)
+    _, err = grown(nil, { "0=12" })
+    assert.equal("generations: subtopology 0 has no generation 1 (the tasks setting): a move " ..
+                 "from its input's partitions is not built yet", err)
+    assert.truthy(grown("0=8", { "0=12", "0=12" })) -- nothing new: nothing added
+  end)
+
+  it("has room for many moves in one process, and says when there is none", function()
+    local list = {}
+    for i = 1, 256 do list[i] = (i % 2 == 0) and "0=3" or "0=4" end
+    local plan = assert(grown("0=8", { table.concat(list, ",", 1, 100),
+                                       table.concat(list, ",", 1, 256) }))
+    assert.equal(258, #only(plan, "sub"))
+    list[257] = "0=7"
+    local _, err = grown("0=8", { table.concat(list, ",") })
+    assert.truthy(err:find("no room for generations", 1, true), err)
+  end)
+end)
