@@ -913,6 +913,26 @@ int bk_member_note(bk_member_t *member, const char *to, const char *kind, const 
     return rc;
 }
 
+int bk_member_add_generation(bk_member_t *member, int32_t sub, int32_t tasks, int32_t after)
+{
+    bk_member_t *m = member;
+    bk_wire_buf_t w = {0};
+    int rc = -1;
+    if (m->observe || sub < 0 || tasks < 1 || tasks > 4096) {
+        return -1;
+    }
+    pthread_mutex_lock(&m->lock);
+    if (after == m->ngens) {
+        bk_member_w_header(&w, m, REC_GENERATION);
+        bk_wire_put_uv(&w, (uint64_t)after);
+        bk_wire_put_uv(&w, (uint64_t)sub);
+        bk_wire_put_uv(&w, (uint64_t)tasks);
+        rc = bk_member_produce(m, REC_GENERATION, &w, bk_clock_wall_ms());
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
 int bk_member_note_encode(const char *from, const char *to, const char *kind, const char *text,
                           uint8_t **buf, size_t *len)
 {

@@ -23,6 +23,7 @@
 #define BK_MEMBER_HEARTBEAT_MS 1000 /* default heartbeat interval */
 #define BK_MEMBER_SESSION_MS 10000  /* default session timeout */
 #define BK_MEMBER_MAX_ID 255        /* longest node id, rack or endpoint, in bytes */
+#define BK_MEMBER_GENS_MAX 4096     /* longest list of moves a view keeps, in bytes */
 
 typedef struct bk_member_s bk_member_t;
 
@@ -135,6 +136,11 @@ typedef struct bk_member_view {
      * caught_up): what a start costs, which checkpoints keep from growing with the log. */
     int64_t start_from, start_records;
     int session_timeout_ms; /* the one the liveness rule applies (an observer's: announced) */
+    /* The moves the leader made, "S=N[,S=N...]" in order ("": none): each adds the next
+     * generation of subtopology S, with N tasks (docs/repartitioning.md); the plan is
+     * described with it (engine/plan.h, bk_plan_grow). */
+    char generations[BK_MEMBER_GENS_MAX + 1];
+    int32_t ngenerations;
     /* The whole app's tasks, for every member (routing, `beck status`). Task t of the current
      * assignment (0..ntasks-1; ntasks is 0 before the first epoch):
      *   owner[t]       the peer the current epoch makes its active, -1 if none. It is the
@@ -215,6 +221,12 @@ int bk_member_note(bk_member_t *member, const char *to, const char *kind, const 
 /* The oldest note for this node not taken yet: 1 and *note filled, or 0.
  * @locality any thread */
 int bk_member_take_note(bk_member_t *member, bk_member_note_t *note);
+/* The leader adds the next generation of subtopology `sub`, with `tasks` tasks: a record
+ * that every view applies if it is still from the leader where it lands and follows
+ * `after` moves (the view's ngenerations when the leader decided), so a move is added once.
+ * Only the record is queued: the view shows the move once it is read back. 0, or -1 (an
+ * observer, a bad count, `after` not the current count, or a producer error). */
+int bk_member_add_generation(bk_member_t *member, int32_t sub, int32_t tasks, int32_t after);
 /* A note record's value as a tool outside the app writes it (`beck bootstrap`), from a
  * sender id of its own; *buf is malloc'd. 0, or -1 when a field is too long. */
 int bk_member_note_encode(const char *from, const char *to, const char *kind, const char *text,

@@ -94,6 +94,9 @@ int bk_member_checkpoint_encode(const bk_member_t *m, bk_wire_buf_t *w, char *er
             bk_wire_put_uv(w, (uint64_t)(m->own[t] + 1));
         }
     }
+    /* the list of moves, last: a reader of checkpoints from before it reads none */
+    bk_wire_put_str(w, m->gens);
+    bk_wire_put_uv(w, (uint64_t)m->ngens);
     if (w->oom) {
         snprintf(errstr, errstr_size, "out of memory");
         return -1;
@@ -180,6 +183,8 @@ void bk_member_view_reset(bk_member_t *m)
     m->ckpt_offset = -1;
     m->ckpt_log_time = 0;
     m->ckpt_bytes = 0;
+    m->gens[0] = '\0';
+    m->ngens = 0;
     m->expire_at = INT64_MIN;
     m->version++;
 }
@@ -192,7 +197,8 @@ int bk_member_checkpoint_load(bk_member_t *m, const void *payload, size_t len, i
     peer_t *peers = NULL;
     bk_assigncodec_t *cur = NULL;
     bk_member_tables_t t = {0};
-    int32_t npeers = 0;
+    int32_t npeers = 0, ngens = 0;
+    char gens[GENS_MAX + 1] = "";
     int64_t at, log_time, ckpt_offset, ckpt_log_time, ckpt_bytes;
     int session_ms;
     const char *why = "malformed";
@@ -264,6 +270,15 @@ int bk_member_checkpoint_load(bk_member_t *m, const void *payload, size_t len, i
             }
         }
     }
+    if (!r.fault && r.left > 0) {
+        size_t n;
+        const char *s = bk_wire_get_str(&r, GENS_MAX, &n);
+        ngens = (int32_t)bk_wire_get_uvmax(&r, GENS_MAX, "move count");
+        if (!r.fault) {
+            memcpy(gens, s, n);
+            gens[n] = '\0';
+        }
+    }
     if (r.fault) {
         goto fail;
     }
@@ -277,6 +292,8 @@ int bk_member_checkpoint_load(bk_member_t *m, const void *payload, size_t len, i
     m->ckpt_offset = ckpt_offset;
     m->ckpt_log_time = ckpt_log_time;
     m->ckpt_bytes = ckpt_bytes;
+    memcpy(m->gens, gens, sizeof(gens));
+    m->ngens = ngens;
     if (m->session_announced && session_ms > 0) {
         m->session_ms = session_ms;
     }

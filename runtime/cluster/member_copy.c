@@ -204,6 +204,8 @@ static int poll_view(bk_member_t *m, bk_member_view_t *v, int force)
     }
     v->ntasks = m->nown;
     v->k = k;
+    memcpy(v->generations, m->gens, sizeof(v->generations));
+    v->ngenerations = m->ngens;
     /* This member's tasks. */
     v->nrunning = v->nwaiting = v->nrelease = v->nstandby = 0;
     if (m->lost) {

@@ -239,3 +239,20 @@ int bk_ffi_member_rec_release(const char *id, uint64_t inc, uint64_t epoch, cons
     }
     return done(&w, buf, len);
 }
+
+int bk_ffi_member_rec_generation(const char *id, uint64_t inc, int32_t after, int32_t sub,
+                                 int32_t tasks, char **buf, size_t *len)
+{
+    bk_wire_buf_t w = {0};
+    header(&w, id, inc, REC_GENERATION);
+    bk_wire_put_uv(&w, (uint64_t)after);
+    bk_wire_put_uv(&w, (uint64_t)sub);
+    bk_wire_put_uv(&w, (uint64_t)tasks);
+    return done(&w, buf, len);
+}
+
+const char *bk_ffi_member_generations(bk_member_spec_t *s, int32_t *n)
+{
+    *n = s->view.ngenerations;
+    return s->view.generations;
+}

@@ -48,6 +48,8 @@
  *   TICK      -
  *   NOTE      str to (a node id, "" for every node), str kind, str text (bk_member_note)
  *   CHECKPOINT the rest: the view after an earlier offset (member_checkpoint.c)
+ *   GENERATION uvar index (the moves before it), uvar subtopology, uvar tasks: the leader
+ *             adds a generation of a subtopology (docs/repartitioning.md)
  * uvar: LEB128; svar: zigzag LEB128; str: uvar length + bytes. The key is "<type>/<node id>"
  * ("h/n1"); nothing reads it. A reader ignores bytes past what it knows, and records of a
  * type or version it does not know (docs/cluster.md, Records). */
@@ -60,8 +62,12 @@ enum {
     REC_RELEASE = 4,
     REC_TICK = 5,
     REC_NOTE = 6,
-    REC_CHECKPOINT = 7
+    REC_CHECKPOINT = 7,
+    REC_GENERATION = 8
 };
+/* The list of moves a view keeps, "S=N[,S=N...]": at most this many bytes (the plan has room
+ * for 256 generations of one subtopology in a process, engine/plan.h). */
+#define GENS_MAX BK_MEMBER_GENS_MAX
 extern const char bk_member_rec_key_char[];
 /* Checkpoints (member_checkpoint.c): the leader writes one when the records since the last
  * outweigh it CKPT_BYTES_FACTOR times (at least CKPT_MIN_BYTES), or CKPT_MS of log time
@@ -93,6 +99,8 @@ typedef struct rec {
     /* ASSIGN, CHECKPOINT */
     const uint8_t *payload;
     size_t payload_len;
+    /* GENERATION */
+    uint64_t gen_index, gen_sub, gen_tasks;
     /* NOTE */
     char to[BK_MEMBER_MAX_ID + 1], kind[BK_MEMBER_MAX_ID + 1];
     char text[BK_MEMBER_NOTE_MAX + 1];
@@ -172,6 +180,10 @@ struct bk_member_s {
     /* The latest checkpoint record seen (-1: none), log time then, and the bytes of the
      * records since: part of the fold, so any leader knows when the next is due. */
     int64_t ckpt_offset, ckpt_log_time, ckpt_bytes;
+    /* The moves made ("S=N,S=N", generations after the first in the order the leader added
+     * them; "" none) and how many (docs/repartitioning.md): part of the fold. */
+    char gens[GENS_MAX + 1];
+    int32_t ngens;
     uint8_t *rel_sent;  /* [nown] this member published a release of it, not yet seen */
     uint8_t *told;      /* [nown] a view listed it in running; the node has not released it */
     /* This member. */
@@ -230,6 +242,8 @@ int32_t bk_member_self_peer(const bk_member_t *m);
 int32_t bk_member_peer_rank(const bk_member_t *m, int32_t i);
 int bk_member_peer_alive(const bk_member_t *m, int32_t i);
 void bk_member_apply(bk_member_t *m, const rd_kafka_message_t *msg);
+/* Appends "S=N" to the view's list of moves (gens, ngens); -1 if it would not fit. */
+int bk_member_gens_append(bk_member_t *m, uint64_t sub, uint64_t tasks);
 /* Frees the current assignment and what is derived from it (slots, holders). */
 void bk_member_free_assignment(bk_member_t *m);
 /* The tables derived from an assignment (the fields of the same names in bk_member_t),

@@ -21,7 +21,7 @@
 #include "devbroker/devctl.h"
 #include "engine/kafka.h"
 
-const char bk_member_rec_key_char[] = "?hlartnc";
+const char bk_member_rec_key_char[] = "?hlartncg";
 
 /* Copies a string into out[BK_MEMBER_MAX_ID + 1]; longer ones, or ones with a NUL, are bad. */
 static void r_str(bk_wire_reader_t *r, char *out)
@@ -113,6 +113,11 @@ int bk_member_rec_parse(const void *buf, size_t len, rec_t *rec)
         rec->text[r.fault ? 0 : n] = '\0';
         break;
     }
+    case REC_GENERATION:
+        rec->gen_index = bk_wire_get_uvmax(&r, GENS_MAX, "move index");
+        rec->gen_sub = bk_wire_get_uvmax(&r, INT32_MAX, "subtopology");
+        rec->gen_tasks = bk_wire_get_uvmax(&r, 4096, "task count"); /* key groups */
+        break;
     case REC_LEAVE:
     case REC_TICK:
         break;

@@ -592,6 +592,50 @@ static void apply_assign(bk_member_t *m, const rec_t *rec, int64_t offset)
     }
 }
 
+/* Appends "S=N" to the list of moves; -1 if it would not fit. */
+int bk_member_gens_append(bk_member_t *m, uint64_t sub, uint64_t tasks)
+{
+    char item[48];
+    size_t have = strlen(m->gens);
+    int n = snprintf(item, sizeof(item), "%s%llu=%llu", have ? "," : "", (unsigned long long)sub,
+                     (unsigned long long)tasks);
+    if (n < 0 || have + (size_t)n > GENS_MAX) {
+        return -1;
+    }
+    memcpy(m->gens + have, item, (size_t)n + 1);
+    m->ngens++;
+    return 0;
+}
+
+/* Rule "generation" (docs/cluster.md): the leader of the record's position adds the next
+ * generation of a subtopology; the record names how many moves it follows, so that of two
+ * written on the same list (two leaders, or a leader's retry) only the first counts. */
+static void apply_generation(bk_member_t *m, const rec_t *rec, int64_t offset)
+{
+    int32_t author = bk_member_peer_find(m, rec->id);
+    if (author < 0 || author != bk_member_leader_peer(m) || m->peers[author].inc != rec->inc) {
+        bk_log_debug("member %s: generation at offset %" PRId64 " is from %s, not the leader: "
+                     "ignored", m->node_id, offset, rec->id);
+        return;
+    }
+    if (rec->gen_index != (uint64_t)m->ngens || rec->gen_tasks < 1) {
+        bk_log_debug("member %s: generation at offset %" PRId64 " follows %" PRIu64 " move(s), "
+                     "not %d: ignored", m->node_id, offset, rec->gen_index, (int)m->ngens);
+        return;
+    }
+    if (bk_member_gens_append(m, rec->gen_sub, rec->gen_tasks) != 0) {
+        bk_log_error("member %s: generation at offset %" PRId64 ": more moves than a view "
+                     "keeps (%d bytes): ignored", m->node_id, offset, GENS_MAX);
+        return;
+    }
+    if (!m->observe) { /* an observer (beck status) replays history: not news */
+        bk_log_info("member %s: subtopology %llu moves to %llu task(s) (moves: %s)", m->node_id,
+                    (unsigned long long)rec->gen_sub, (unsigned long long)rec->gen_tasks,
+                    m->gens);
+    }
+    m->version++;
+}
+
 /* A note for this node (or every node), written after this member started reading: older
  * ones were meant for an earlier run. An observer takes none. */
 static void apply_note(bk_member_t *m, const rec_t *rec, int64_t offset)
@@ -670,6 +714,9 @@ void bk_member_apply_record(bk_member_t *m, const void *payload, size_t len, int
         break;
     case REC_NOTE:
         apply_note(m, &rec, offset);
+        break;
+    case REC_GENERATION:
+        apply_generation(m, &rec, offset);
         break;
     default:
         break;

@@ -30,6 +30,9 @@ function rec.progress(id, inc, tasks, offsets)
   local o = ffi.new("int64_t[?]", #offsets + 1, offsets)
   return take(C.bk_ffi_member_rec_progress(id, inc, t, o, #tasks, SESSION, bufp, lenp))
 end
+function rec.generation(id, inc, after, sub, tasks)
+  return take(C.bk_ffi_member_rec_generation(id, inc, after, sub, tasks, bufp, lenp))
+end
 -- An assignment by `id` (incarnation inc): epoch based on base, nodes = { "a", "b" } (slots),
 -- owners = { [task] = slot }, 0-based tasks and slots.
 function rec.assign(id, inc, epoch, base, nodes, owners, ntasks)
@@ -188,6 +191,33 @@ describe("the membership view", function()
     assert.same({ [0] = "a", "a", "b", "b" }, r.owner)
     -- nobody held them: each goes to its owner at once
     assert.same({ [0] = "a", "a", "b", "b" }, r.holder)
+  end)
+
+  it("adds the leader's generations in order, once each, and keeps them in checkpoints",
+     function()
+    local n = ffi.new("int32_t[1]")
+    local function moves(v) return ffi.string(C.bk_ffi_member_generations(v.s, n)), n[0] end
+    local v = view():feed(rec.heartbeat("a", 1), 1000):feed(rec.heartbeat("b", 1), 1100)
+    assert.same({ "", 0 }, { moves(v) })
+    v:feed(rec.generation("b", 1, 0, 1, 12), 1200) -- not the leader
+    v:feed(rec.generation("a", 2, 0, 1, 12), 1200) -- not the leader's incarnation
+    assert.same({ "", 0 }, { moves(v) })
+    v:feed(rec.generation("a", 1, 0, 1, 12), 1300)
+    assert.same({ "1=12", 1 }, { moves(v) })
+    v:feed(rec.generation("a", 1, 0, 1, 5), 1400) -- written on the same list: the first won
+    v:feed(rec.generation("a", 1, 2, 1, 5), 1400) -- follows a move nobody saw
+    assert.same({ "1=12", 1 }, { moves(v) })
+    v:feed(rec.generation("a", 1, 1, 0, 3), 1500)
+    assert.same({ "1=12,0=3", 2 }, { moves(v) })
+    -- the leader changes: the new one adds the next
+    v:feed(rec.leave("a", 1), 1600):feed(rec.generation("b", 1, 2, 1, 5), 1700)
+    assert.same({ "1=12,0=3,1=5", 3 }, { moves(v) })
+    -- a checkpoint carries them; a view loaded from it goes on from there
+    local w = assert(from_checkpoint(v:checkpoint("b", 1)))
+    w:feed(rec.heartbeat("b", 1), 1800)
+    assert.same({ "1=12,0=3,1=5", 3 }, { moves(w) })
+    w:feed(rec.generation("b", 1, 3, 1, 7), 1900)
+    assert.same({ "1=12,0=3,1=5,1=7", 4 }, { moves(w) })
   end)
 
   it("keeps a moved task with its holder until it releases it or dies", function()
