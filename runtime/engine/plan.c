@@ -34,6 +34,10 @@ void bk_plan_destroy(bk_plan_t *plan)
     free(plan->id);
     free(plan->path);
     free(plan->generations);
+    for (int i = 0; i < plan->nretired; i++) {
+        free(plan->retired[i]);
+    }
+    free(plan->retired);
     free(plan);
 }
 
@@ -158,7 +162,7 @@ static int list_len(lua_State *L, int plan_idx, const char *name)
     return (int)lua_objlen(L, -1);
 }
 
-/* Reads the description's topics, subtopologies and stores from index `from_*` on into the
+/* Reads the description's topics, subtopologies or stores from index `from` up to `n` into the
  * plan's arrays (room checked by the caller). */
 static void read_topics(lua_State *L, int plan_idx, bk_plan_t *plan, int from, int n)
 {
@@ -381,11 +385,26 @@ int bk_plan_grow(bk_plan_t *plan, bk_conf_t *conf, lua_State *L, const char *gen
     read_stores(L, plan_idx, plan, plan->nstores, nst);
     /* stores, then subtopologies, then topics: a reader that finds a new subtopology finds
      * its stores and topics complete */
+    {
+        char **r = realloc(plan->retired, ((size_t)plan->nretired + 1) * sizeof(*r));
+        char *now = strdup(generations);
+        if (!r || !now) {
+            if (r) {
+                plan->retired = r;
+            }
+            free(now);
+            snprintf(errstr, errstr_size, "out of memory");
+            goto done; /* the entries read stay past the counts, unseen */
+        }
+        plan->retired = r;
+        if (plan->generations) {
+            plan->retired[plan->nretired++] = plan->generations;
+        }
+        plan->generations = now;
+    }
     plan->nstores = nst;
     plan->ntopics = nt;
     plan->nsubs = ns;
-    free(plan->generations);
-    plan->generations = strdup(generations);
     rc = 0;
 done:
     lua_settop(L, top);

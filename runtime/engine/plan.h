@@ -76,7 +76,12 @@ typedef struct bk_plan_s {
     _Atomic int nstores;
     bk_plan_store_t *stores;
     int cap_topics, cap_subs, cap_stores;
-    char *generations; /* the later generations it describes, "S=N[,S=N...]", NULL: none */
+    /* The later generations it describes, "S=N[,S=N...]", NULL: none. A thread starting
+     * reads it while the main thread may grow the plan: a replaced list is kept (retired)
+     * until the plan is destroyed, never freed under a reader. */
+    char *_Atomic generations;
+    char **retired;
+    int nretired;
 } bk_plan_t;
 
 /* Gives the app at stack index `app` the settings that change its plan as conf resolved
