@@ -279,6 +279,23 @@ end
 
 M.parse_tasks = parse_tasks
 
+-- Generation g's topic for the k-th of a subtopology's ntopics source topics, claimed for
+-- the app (an error if the topology uses it): n partitions by key group, read by
+-- subtopology sub_index (1-based) through the source node source_node. Returns its name
+-- and index.
+local function claim_gen_topic(topic, id, s, g, k, ntopics, n, sub_index, source_node)
+  local name = string.format("%s-%d-repartition-g%d%s", id, s - 1, g,
+                             ntopics > 1 and "-" .. (k - 1) or "")
+  local t, ti = topic(name)
+  if t.source or t.sink then
+    error(string.format("topic %s is the app's own (subtopology %d's generation %d): " ..
+                        "the topology may not use it", name, s - 1, g), 0)
+  end
+  t.source, t.internal, t.partitions, t.keygroups = true, true, n, true
+  t.sub, t.source_node, t.generation = sub_index, source_node, g
+  return name, ti
+end
+
 -- A subtopology given a task count of its own (the `tasks` setting) becomes generation 1
 -- of it (docs/repartitioning.md): its source topics are read by a passthrough subtopology
 -- (appended, with no nodes: C forwards each record as it is) that writes every record to
@@ -294,28 +311,18 @@ local function add_generations(plan, id, tasks, topic)
       local pass = { index = #plan.subtopologies + 1, topics = {}, sources = {},
                      passthrough = true, of = s, tasks = n }
       plan.subtopologies[pass.index] = pass
-      local gen_topics = {}
+      local gen_topics, inputs = {}, {}
+      sub.gen_topic = {}
       for k, ti in ipairs(sub.topics) do
         local t = plan.topics[ti]
-        local name = string.format("%s-%d-repartition-g1%s", id, s - 1,
-                                   #sub.topics > 1 and "-" .. (k - 1) or "")
-        local g, gi = topic(name)
-        if g.source or g.sink then
-          error(string.format("topic %s is the app's own (subtopology %d's generation 1): " ..
-                              "the topology may not use it", name, s - 1), 0)
-        end
-        g.source, g.internal, g.partitions, g.keygroups = true, true, n, true
-        g.sub, g.source_node = s, t.source_node
+        local name, gi = claim_gen_topic(topic, id, s, 1, k, #sub.topics, n, s, t.source_node)
         t.sub, t.pass_to = pass.index, gi
         pass.topics[k] = ti
-        gen_topics[k] = gi
+        gen_topics[k], inputs[k] = gi, t.name
         plan.gen_topic[t.name] = name
+        sub.gen_topic[t.name] = name
       end
-      sub.topics, sub.tasks, sub.generation, sub.of = gen_topics, n, 1, s
-      sub.gen_topic = {}
-      for k, ti in ipairs(pass.topics) do
-        sub.gen_topic[plan.topics[ti].name] = plan.topics[gen_topics[k]].name
-      end
+      sub.topics, sub.tasks, sub.generation, sub.of, sub.inputs = gen_topics, n, 1, s, inputs
     end
     for _, st in ipairs(plan.stores) do
       if st.sub == s and st.logged then
@@ -370,20 +377,10 @@ local function add_later_generations(plan, id, gens, topic)
                   tasks = e.n, generation = g, of = e.s, gen_topic = {} }
     plan.subtopologies[sub.index] = sub
     for k, ti in ipairs(base.topics) do
-      local name = string.format("%s-%d-repartition-g%d%s", id, e.s - 1, g,
-                                 #base.topics > 1 and "-" .. (k - 1) or "")
-      local t, gi = topic(name)
-      if t.source or t.sink then
-        error(string.format("topic %s is the app's own (subtopology %d's generation %d): " ..
-                            "the topology may not use it", name, e.s - 1, g), 0)
-      end
-      local g1 = plan.topics[ti]
-      t.source, t.internal, t.partitions, t.keygroups = true, true, e.n, true
-      t.sub, t.source_node, t.generation = sub.index, g1.source_node, g
+      local name, gi = claim_gen_topic(topic, id, e.s, g, k, #base.topics, e.n, sub.index,
+                                       plan.topics[ti].source_node)
       sub.topics[k] = gi
-      for input, gen1 in pairs(base.gen_topic) do
-        if gen1 == g1.name then sub.gen_topic[input] = name end
-      end
+      sub.gen_topic[base.inputs[k]] = name
     end
     for i = 1, nstores do
       local st = plan.stores[i]
