@@ -269,6 +269,16 @@ static int describe(lua_State *L, const char *path, bk_conf_t *conf, const char 
     return lua_gettop(L);
 }
 
+/* The length of the description's list `name`, and into *cap the room its array is made
+ * with: that many and BK_PLAN_SPARE more for later generations (bk_plan_grow). */
+static int room(lua_State *L, int plan_idx, const char *name, int *cap)
+{
+    int n = list_len(L, plan_idx, name);
+    lua_pop(L, 1);
+    *cap = n + BK_PLAN_SPARE;
+    return n;
+}
+
 bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *errstr,
                         size_t errstr_size)
 {
@@ -281,23 +291,17 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
     }
     plan->id = field_str(L, plan_idx, "id");
 
-    n = list_len(L, plan_idx, "topics");
-    lua_pop(L, 1);
-    plan->cap_topics = n + BK_PLAN_SPARE;
+    n = room(L, plan_idx, "topics", &plan->cap_topics);
     plan->topics = calloc((size_t)plan->cap_topics, sizeof(*plan->topics));
     read_topics(L, plan_idx, plan, 0, n);
     plan->ntopics = n;
 
-    n = list_len(L, plan_idx, "subtopologies");
-    lua_pop(L, 1);
-    plan->cap_subs = n + BK_PLAN_SPARE;
+    n = room(L, plan_idx, "subtopologies", &plan->cap_subs);
     plan->subs = calloc((size_t)plan->cap_subs, sizeof(*plan->subs));
     read_subs(L, plan_idx, plan, 0, n);
     plan->nsubs = n;
 
-    n = list_len(L, plan_idx, "stores");
-    lua_pop(L, 1);
-    plan->cap_stores = n + BK_PLAN_SPARE;
+    n = room(L, plan_idx, "stores", &plan->cap_stores);
     plan->stores = calloc((size_t)plan->cap_stores, sizeof(*plan->stores));
     read_stores(L, plan_idx, plan, 0, n);
     plan->nstores = n;

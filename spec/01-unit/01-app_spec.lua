@@ -67,23 +67,20 @@ describe("beck.app", function()
   end)
 
   it("appends each later generation as a subtopology, so earlier indices stay", function()
-    local app = beck.app { id = "t12", tasks = "1=8" }
-    app:source("a", "in-a")
-    app:sink("s", "out", "a")
-    app:source("b", { "in-b", "in-c" })
-    app:processor("p", { process = function() end }, "b")
-    app:store("st", "p")
-    app:store("cache", { changelog = false }, "p")
-    local before = app:describe()
+    local function app_t12()
+      local app = beck.app { id = "t12", tasks = "1=8" }
+      app:source("a", "in-a")
+      app:sink("s", "out", "a")
+      app:source("b", { "in-b", "in-c" })
+      app:processor("p", { process = function() end }, "b")
+      app:store("st", "p")
+      app:store("cache", { changelog = false }, "p")
+      return app
+    end
+    local before = app_t12():describe()
     local nt, ns, nst = #before.topics, #before.subtopologies, #before.stores
     -- the runtime sets the moves made so far (the control topic's), not the topology
-    local moved = beck.app { id = "t12", tasks = "1=8" }
-    moved:source("a", "in-a")
-    moved:sink("s", "out", "a")
-    moved:source("b", { "in-b", "in-c" })
-    moved:processor("p", { process = function() end }, "b")
-    moved:store("st", "p")
-    moved:store("cache", { changelog = false }, "p")
+    local moved = app_t12()
     moved.config.generations = "1=12,1=5"
     local plan = moved:describe()
     -- everything of the plan without moves, at the same indices
