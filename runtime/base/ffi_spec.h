@@ -135,7 +135,9 @@ const char *bk_ffi_member_generations(bk_member_spec_t *s, int32_t *n);
 /* -- A plan grown by later generations (engine/plan_ffi.c) -------------------------------
  * Loads `topology` with the tasks setting `tasks` (NULL: none), grows it by each of
  * grow[0..ngrow) in turn (bk_plan_grow) and writes the plan as text into out (size bytes):
- * a line per topic, subtopology and store with its index and fields. BK_FFI_OK, or
+ * a line per topic, subtopology and store with its index and fields, and one of the task
+ * table ("tasks N cap=C S_P ..."; made after the load, when no subtopology of the topology
+ * has its partition count, so it holds the later generations' tasks only). BK_FFI_OK, or
  * BK_FFI_ERR with *err. */
 int bk_ffi_plan_grow(const char *topology, const char *tasks, const char *const *grow,
                      int32_t ngrow, char *out, size_t size, const char **err);

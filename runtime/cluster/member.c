@@ -809,7 +809,7 @@ void bk_member_set_progress(bk_member_t *member, int32_t task, int64_t offset, i
     } else if (i < m->nprog) {
         m->prog[i].offset = offset;
         m->prog[i].lag = lag;
-    } else if (task >= 0 && task < m->ntasks) {
+    } else if (task >= 0) { /* (a task the leader does not know yet is not counted) */
         if (m->nprog == m->cap_prog) {
             int32_t cap = m->cap_prog ? m->cap_prog * 2 : 16;
             progress_t *p = realloc(m->prog, (size_t)cap * sizeof(*p));
@@ -823,6 +823,34 @@ void bk_member_set_progress(bk_member_t *member, int32_t task, int64_t offset, i
         m->prog[m->nprog++] = (progress_t){task, offset, lag, 0};
     }
     pthread_mutex_unlock(&m->plock);
+}
+
+int bk_member_set_tasks(bk_member_t *member, int32_t ntasks, const uint8_t *assignable)
+{
+    bk_member_t *m = member;
+    uint8_t *mask = NULL;
+
+    if (ntasks > BK_ASSIGNCODEC_MAX_TASKS) {
+        return -1;
+    }
+    if (assignable && !(mask = malloc((size_t)ntasks + 1))) {
+        return -1;
+    }
+    if (mask) {
+        memcpy(mask, assignable, (size_t)ntasks);
+    }
+    pthread_mutex_lock(&m->lock);
+    if (ntasks < m->ntasks) {
+        pthread_mutex_unlock(&m->lock);
+        free(mask);
+        return -1;
+    }
+    free(m->assignable);
+    m->assignable = mask;
+    m->ntasks = ntasks;
+    m->version++; /* the view's stable flag may change */
+    pthread_mutex_unlock(&m->lock);
+    return 0;
 }
 
 int bk_member_released(bk_member_t *member, uint64_t epoch, const int32_t *tasks, int32_t n)
@@ -1031,6 +1059,7 @@ void bk_member_destroy(bk_member_t *member)
     free(m->gone);
     bk_member_free_assignment(m);
     free(m->lost_tasks);
+    free(m->assignable);
     free(m->notes);
     free(m->prog);
     pthread_mutex_destroy(&m->lock);

@@ -32,8 +32,8 @@ typedef struct bk_member_s bk_member_t;
 typedef struct bk_member_conf {
     const bk_conf_t *conf; /* -b and -X/-F settings for the clients (bk_kafka_new) */
     const char *app_id;    /* the control topic is "<app_id>-control" */
-    /* Unique in the app; a restart may reuse it (new incarnation). An observer's only names
-     * it in the log (NULL: "observer"). */
+    /* Unique in the app; a restart may reuse it (new incarnation). An observer's names it in
+     * the log and takes the notes sent to that id (answers to a command; NULL: "observer"). */
     const char *node_id;
     const char *rack;     /* NULL or "": no rack */
     const char *endpoint; /* where the node serves queries, "host:port"; NULL or "" */
@@ -204,10 +204,20 @@ void bk_member_set_progress(bk_member_t *member, int32_t task, int64_t offset, i
  * (the tasks stay listed). @locality any thread */
 int bk_member_released(bk_member_t *member, uint64_t epoch, const int32_t *tasks, int32_t n);
 
+/* The node's task table changed (a later generation grew its plan, or a generation's tasks
+ * stopped or started being assignable): tasks are now 0..ntasks-1, no fewer than before, and
+ * the leader assigns only those with assignable[t] != 0 (NULL: all), leaving the others
+ * unassigned; it recomputes its epoch when the current one differs. The layout fingerprint
+ * stays the one bk_member_new made from the first table, so members whose tables grow at
+ * slightly different moments go on sharing tasks. 0, or -1 (fewer tasks, too many, or out
+ * of memory: nothing changed). @locality any thread */
+int bk_member_set_tasks(bk_member_t *member, int32_t ntasks, const uint8_t *assignable);
+
 /* Notes: short messages between the nodes of an app on the control topic (cold bootstrap's
  * snapshot requests and replies, operator commands). A note goes to one node by id, or to
  * every node (to NULL or ""); a node sees only the notes written after it started, never
- * its own. kind: up to BK_MEMBER_MAX_ID bytes; text: up to BK_MEMBER_NOTE_MAX. */
+ * its own; an observer only those sent to its id. kind: up to BK_MEMBER_MAX_ID bytes;
+ * text: up to BK_MEMBER_NOTE_MAX. */
 #define BK_MEMBER_NOTE_MAX 2048
 typedef struct bk_member_note {
     char from[BK_MEMBER_MAX_ID + 1];

@@ -141,7 +141,7 @@ struct bk_member_s {
     char node_id[BK_MEMBER_MAX_ID + 1], rack[BK_MEMBER_MAX_ID + 1];
     char endpoint[BK_MEMBER_MAX_ID + 1], topic[BK_MEMBER_MAX_ID + 16];
     char app_id[BK_MEMBER_MAX_ID + 1]; /* its clients' group id */
-    int32_t threads, ntasks, standbys;
+    int32_t threads, standbys;
     int warmup; /* assign.h warm-up, with acceptable_lag */
     int64_t acceptable_lag;
     int probe_ms;    /* warm-up: how often the leader looks whether replicas caught up */
@@ -161,6 +161,10 @@ struct bk_member_s {
 
     pthread_mutex_t lock; /* guards everything below */
     uint64_t version;
+    /* The node's tasks (bk_member_set_tasks): the count only grows; assignable[t] 0 keeps
+     * the leader from assigning t (NULL: every task). */
+    int32_t ntasks;
+    uint8_t *assignable;
     /* What the log says (docs/cluster.md, The view). */
     int64_t log_time, next_offset;
     /* No session ends before log time passes this (a lower bound): the fold looks at every

@@ -127,6 +127,52 @@ static int eligible(const bk_member_t *m, int32_t i, uint32_t layout)
     return bk_member_peer_alive(m, i) && m->peers[i].layout == layout;
 }
 
+static int assignable(const bk_member_t *m, int32_t t)
+{
+    return !m->assignable || m->assignable[t];
+}
+
+/* The current assignment has a row for each of the member's tasks, with an active for
+ * exactly those it may assign. */
+static int covers_tasks(const bk_member_t *m)
+{
+    if (m->cur->ntasks != m->ntasks) {
+        return 0;
+    }
+    for (int32_t t = 0; t < m->ntasks; t++) {
+        if ((m->cur->active[t] >= 0) != assignable(m, t)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The assignment of the assignable tasks (ac, compact: its task c is full_of[c]) spread over
+ * the whole table of ntasks, the others unassigned. NULL without memory. */
+static bk_assigncodec_t *spread(const bk_assigncodec_t *ac, const int32_t *full_of,
+                                int32_t ntasks, char *err, size_t errsz)
+{
+    bk_assigncodec_t *out = bk_assigncodec_new(ac->nnodes, ntasks, ac->k, ac->epoch,
+                                               ac->base_epoch);
+    if (!out) {
+        snprintf(err, errsz, "out of memory");
+        return NULL;
+    }
+    for (int32_t s = 0; s < ac->nnodes; s++) {
+        const bk_assigncodec_node_t *n = &ac->nodes[s];
+        if (bk_assigncodec_set_node(out, s, n->id, n->rack, n->endpoint, err, errsz) != 0) {
+            bk_assigncodec_destroy(out);
+            return NULL;
+        }
+    }
+    for (int32_t c = 0; c < ac->ntasks; c++) {
+        out->active[full_of[c]] = ac->active[c];
+        memcpy(&out->standby[(size_t)full_of[c] * (size_t)ac->k],
+               &ac->standby[(size_t)c * (size_t)ac->k], (size_t)ac->k * sizeof(int32_t));
+    }
+    return out;
+}
+
 /* The current assignment covers exactly the eligible live members, each incarnation as it
  * was when the assignment was applied. */
 int bk_member_stable(const bk_member_t *m)
@@ -140,6 +186,10 @@ int bk_member_stable(const bk_member_t *m)
             }
         }
         return 1;
+    }
+    /* a member's task table that grew, or tasks that stopped or started being assignable */
+    if (!m->observe && !covers_tasks(m)) {
+        return 0;
     }
     for (int32_t i = 0; i < m->npeers; i++) {
         live += eligible(m, i, layout);
@@ -185,6 +235,9 @@ void bk_member_lead(bk_member_t *m, int64_t now, int probe)
     bk_assign_member_t *members = calloc((size_t)m->npeers + 1, sizeof(*members));
     int32_t *pa = malloc(((size_t)m->ntasks + 1) * sizeof(*pa));
     int32_t *ps = malloc(((size_t)m->ntasks * (size_t)width + 1) * sizeof(*ps));
+    /* the assignor sees the assignable tasks only, numbered 0..nc-1 (compact_of, full_of) */
+    int32_t *full_of = malloc(((size_t)m->ntasks + 1) * sizeof(*full_of));
+    int32_t *compact_of = malloc(((size_t)m->ntasks + 1) * sizeof(*compact_of)), nc = 0;
     bk_assign_lag_t *lags = NULL;
     bk_assign_result_t res = {0};
     bk_assign_input_t in;
@@ -194,9 +247,15 @@ void bk_member_lead(bk_member_t *m, int64_t now, int probe)
     bk_wire_buf_t w = {0};
     char err[256];
 
-    if (!idx || !members || !pa || !ps) {
+    if (!idx || !members || !pa || !ps || !full_of || !compact_of) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
+    }
+    for (int32_t t = 0; t < m->ntasks; t++) {
+        compact_of[t] = assignable(m, t) ? nc : -1;
+        if (assignable(m, t)) {
+            full_of[nc++] = t;
+        }
     }
     for (int32_t i = 0; i < m->npeers; i++) {
         if (eligible(m, i, m->layout)) {
@@ -214,8 +273,9 @@ void bk_member_lead(bk_member_t *m, int64_t now, int probe)
         const peer_t *p = &m->peers[idx[j]];
         members[j] = (bk_assign_member_t){p->id, p->rack, p->endpoint, p->threads};
         for (int32_t k = 0; k < p->nprogress; k++) {
-            if (p->progress[k].task < m->ntasks) {
-                lags[nlags++] = (bk_assign_lag_t){p->progress[k].task, j, p->progress[k].lag};
+            int32_t t = p->progress[k].task;
+            if (t < m->ntasks && compact_of[t] >= 0) {
+                lags[nlags++] = (bk_assign_lag_t){compact_of[t], j, p->progress[k].lag};
             }
         }
     }
@@ -223,9 +283,14 @@ void bk_member_lead(bk_member_t *m, int64_t now, int probe)
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
+    for (int32_t c = 0; m->cur && c < nc; c++) { /* in place: full_of[c] >= c */
+        pa[c] = pa[full_of[c]];
+        memmove(&ps[(size_t)c * (size_t)width], &ps[(size_t)full_of[c] * (size_t)width],
+                (size_t)width * sizeof(*ps));
+    }
     in = (bk_assign_input_t){.members = members,
                              .nmembers = n,
-                             .ntasks = m->ntasks,
+                             .ntasks = nc,
                              .standbys = m->standbys,
                              .prev_active = m->cur ? pa : NULL,
                              .prev_standby = m->cur ? ps : NULL,
@@ -240,6 +305,13 @@ void bk_member_lead(bk_member_t *m, int64_t now, int probe)
     next = bk_assigncodec_from_result(m->cur, &in, &res, m->epoch + 1, err, sizeof(err));
     if (!next) {
         goto fail;
+    }
+    if (nc < m->ntasks) {
+        bk_assigncodec_t *whole = spread(next, full_of, m->ntasks, err, sizeof(err));
+        bk_assigncodec_destroy(next);
+        if (!(next = whole)) {
+            goto fail;
+        }
     }
     m->probe_at = m->warmup && res.warmups > 0 ? now + m->probe_ms : 0;
     if (probe && m->cur && same_assignment(m->cur, next)) {
@@ -275,6 +347,8 @@ done:
     free(lags);
     free(ps);
     free(pa);
+    free(full_of);
+    free(compact_of);
     free(members);
     free(idx);
 }

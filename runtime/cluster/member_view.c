@@ -641,7 +641,9 @@ static void apply_generation(bk_member_t *m, const rec_t *rec, int64_t offset)
 static void apply_note(bk_member_t *m, const rec_t *rec, int64_t offset)
 {
     bk_member_note_t *n;
-    if (m->observe || offset < m->catchup_to || (rec->to[0] && strcmp(rec->to, m->node_id)) ||
+    /* an observer takes only the notes sent to it by name (answers to a command) */
+    if ((m->observe && !rec->to[0]) || offset < m->catchup_to ||
+        (rec->to[0] && strcmp(rec->to, m->node_id)) ||
         (strcmp(rec->id, m->node_id) == 0 && rec->inc == m->inc)) {
         return;
     }

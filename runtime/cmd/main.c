@@ -8,6 +8,7 @@
 #include <luajit.h>
 
 #include "cmd/cmd_bootstrap.h"
+#include "cmd/cmd_repartition.h"
 #include "cmd/cmd_broker.h"
 #include "cmd/cmd_describe.h"
 #include "cmd/cmd_dump.h"
@@ -34,6 +35,7 @@ static void usage(FILE *out)
         "  describe TOPOLOGY.lua              print a topology's subtopologies, stores, topics\n"
         "  dump --state-dir DIR --app ID      print a stopped node's stores\n"
         "  bootstrap -b BROKERS --app ID --task S_P  rebuild a standby by cold bootstrap\n"
+        "  repartition -b BROKERS --app ID --subtopology S --partitions N  move it to N tasks\n"
         "  fetch --host H --remote-dir DIR ...  fetch a snapshot over SFTP\n"
         "  snapshot --state-dir DIR --app ID --task S_P  snapshot a stopped node's task\n"
         "  version                            print the version\n\n"
@@ -50,7 +52,7 @@ static const struct {
     {"dump", bk_cmd_dump_main},     {"bootstrap", bk_cmd_bootstrap_main},
     {"fetch", bk_cmd_fetch_main},   {"snapshot", bk_cmd_snapshot_main},
     {"test", bk_cmd_test_main},     {"get", bk_cmd_get_main},
-    {"scan", bk_cmd_scan_main},
+    {"scan", bk_cmd_scan_main},     {"repartition", bk_cmd_repartition_main},
 };
 
 int main(int argc, char **argv)

@@ -11,7 +11,10 @@ void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf
                    bk_taskdb_pool_t *pool, bk_livestats_t *live)
 {
     memset(crew, 0, sizeof(*crew));
-    crew->tasks = bk_plan_tasks(plan, &crew->cap);
+    {
+        int n;
+        crew->tasks = bk_plan_task_table(plan, &n, &crew->cap); /* made by the node */
+    }
     crew->owner = malloc(((size_t)crew->cap + 1) * sizeof(int));
     for (int i = 0; crew->owner && i < crew->cap; i++) {
         crew->owner[i] = -1;
@@ -197,7 +200,6 @@ int bk_crew_stop(bk_crew_t *crew)
         bk_thread_destroy(crew->threads[t]);
     }
     free(crew->threads);
-    free(crew->tasks);
     free(crew->owner);
     free(crew->load);
     free(crew->tickets);

@@ -21,7 +21,7 @@ typedef struct bk_crew_s {
     int nthreads;
     int ntasks;              /* tasks given to the threads */
     int cap;                 /* the app's task count */
-    bk_task_id_t *tasks;     /* [cap] the app's task table */
+    const bk_task_id_t *tasks; /* [cap] the plan's task table (it grows into its room) */
     int *owner;              /* [cap] the thread a task was given to, -1 */
     int *load;               /* [nthreads] tasks given to each thread */
     uint64_t *tickets;       /* [nthreads] scratch: removals asked for */

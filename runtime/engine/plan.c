@@ -38,6 +38,7 @@ void bk_plan_destroy(bk_plan_t *plan)
         free(plan->retired[i]);
     }
     free(plan->retired);
+    free(plan->task_table);
     free(plan);
 }
 
@@ -236,9 +237,11 @@ static void read_stores(lua_State *L, int plan_idx, bk_plan_t *plan, int from, i
 
 /* Runs the topology file in L and describes it with conf's settings and `generations`:
  * leaves the app and its description on the stack and returns the description's index,
- * or -1 with errstr. `settings`: apply the topology's own settings to conf first. */
-static int describe(lua_State *L, const char *path, bk_conf_t *conf, const char *generations,
-                    int settings, char *errstr, size_t errstr_size)
+ * or -1 with errstr. `settings`: a conf (conf itself, at load) that the topology's own settings
+ * are applied to first, or NULL. */
+static int describe(lua_State *L, const char *path, const bk_conf_t *conf,
+                    const char *generations, bk_conf_t *settings, char *errstr,
+                    size_t errstr_size)
 {
     int app;
     if (bk_vm_dofile(L, path, 1, errstr, errstr_size) != 0) {
@@ -257,7 +260,7 @@ static int describe(lua_State *L, const char *path, bk_conf_t *conf, const char 
         return -1;
     }
     lua_pop(L, 2);
-    if (settings && apply_settings(L, app, path, conf, errstr, errstr_size) != 0) {
+    if (settings && apply_settings(L, app, path, settings, errstr, errstr_size) != 0) {
         return -1;
     }
     bk_plan_settings_to_app(L, app, conf, generations);
@@ -286,7 +289,7 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
     bk_plan_t *plan = calloc(1, sizeof(*plan));
 
     plan->path = strdup(path);
-    if ((plan_idx = describe(L, path, conf, NULL, 1, errstr, errstr_size)) < 0) {
+    if ((plan_idx = describe(L, path, conf, NULL, conf, errstr, errstr_size)) < 0) {
         goto fail;
     }
     plan->id = field_str(L, plan_idx, "id");
@@ -349,7 +352,25 @@ static int extends(lua_State *L, int plan_idx, const bk_plan_t *plan, char *errs
     return 0;
 }
 
-int bk_plan_grow(bk_plan_t *plan, bk_conf_t *conf, lua_State *L, const char *generations,
+/* Whether the task table (if made) has room for the tasks of the subtopologies that the
+ * description at plan_idx has from plan->nsubs to ns (a later generation's: its want). */
+static int tasks_fit(lua_State *L, int plan_idx, const bk_plan_t *plan, int ns)
+{
+    int n = plan->ntask_table;
+    if (!plan->task_table) {
+        return 1;
+    }
+    lua_getfield(L, plan_idx, "subtopologies");
+    for (int s = plan->nsubs; s < ns; s++) {
+        lua_rawgeti(L, -1, s + 1);
+        n += field_int(L, -1, "tasks", 0);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return n <= plan->cap_task_table;
+}
+
+int bk_plan_grow(bk_plan_t *plan, const bk_conf_t *conf, lua_State *L, const char *generations,
                  char *errstr, size_t errstr_size)
 {
     int top = lua_gettop(L), plan_idx, nt, ns, nst, rc = -1;
@@ -362,7 +383,7 @@ int bk_plan_grow(bk_plan_t *plan, bk_conf_t *conf, lua_State *L, const char *gen
         return -1;
     }
     /* conf holds the topology's settings since bk_plan_load: not applied again */
-    if ((plan_idx = describe(L, plan->path, conf, generations, 0, errstr, errstr_size)) < 0 ||
+    if ((plan_idx = describe(L, plan->path, conf, generations, NULL, errstr, errstr_size)) < 0 ||
         extends(L, plan_idx, plan, errstr, errstr_size) != 0) {
         goto done;
     }
@@ -370,11 +391,13 @@ int bk_plan_grow(bk_plan_t *plan, bk_conf_t *conf, lua_State *L, const char *gen
     ns = list_len(L, plan_idx, "subtopologies");
     nst = list_len(L, plan_idx, "stores");
     lua_pop(L, 3);
-    if (nt > plan->cap_topics || ns > plan->cap_subs || nst > plan->cap_stores) {
+    if (nt > plan->cap_topics || ns > plan->cap_subs || nst > plan->cap_stores ||
+        !tasks_fit(L, plan_idx, plan, ns)) {
         snprintf(errstr, errstr_size,
                  "no room for generations %s in this process (%d topics, %d subtopologies, %d "
-                 "stores at most until it restarts)",
-                 generations, plan->cap_topics, plan->cap_subs, plan->cap_stores);
+                 "stores, %d tasks at most)",
+                 generations, plan->cap_topics, plan->cap_subs, plan->cap_stores,
+                 plan->task_table ? plan->cap_task_table : plan->ntask_table);
         goto done;
     }
     read_topics(L, plan_idx, plan, plan->ntopics, nt);
@@ -387,8 +410,9 @@ int bk_plan_grow(bk_plan_t *plan, bk_conf_t *conf, lua_State *L, const char *gen
         sub->partitions = sub->ntopics ? plan->topics[sub->topics[0]].want : 0;
     }
     read_stores(L, plan_idx, plan, plan->nstores, nst);
-    /* stores, then subtopologies, then topics: a reader that finds a new subtopology finds
-     * its stores and topics complete */
+    /* stores, then topics, then subtopologies and tasks, then the list: a reader that
+     * finds a new subtopology finds its stores and topics complete, and one that finds the
+     * new list finds every count grown (bk_thread_follow_plan) */
     {
         char **r = realloc(plan->retired, ((size_t)plan->nretired + 1) * sizeof(*r));
         char *now = strdup(generations);
@@ -401,14 +425,25 @@ int bk_plan_grow(bk_plan_t *plan, bk_conf_t *conf, lua_State *L, const char *gen
             goto done; /* the entries read stay past the counts, unseen */
         }
         plan->retired = r;
+        plan->nstores = nst;
+        plan->ntopics = nt;
+        if (plan->task_table) {
+            int n = plan->ntask_table;
+            for (int s = plan->nsubs; s < ns; s++) {
+                for (int p = 0; p < plan->subs[s].partitions; p++) {
+                    plan->task_table[n++] = (bk_task_id_t){s, p};
+                }
+            }
+            plan->nsubs = ns;
+            plan->ntask_table = n;
+        } else {
+            plan->nsubs = ns;
+        }
         if (plan->generations) {
             plan->retired[plan->nretired++] = plan->generations;
         }
         plan->generations = now;
     }
-    plan->nstores = nst;
-    plan->ntopics = nt;
-    plan->nsubs = ns;
     rc = 0;
 done:
     lua_settop(L, top);
@@ -436,6 +471,34 @@ void bk_plan_task_dir(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t
 {
     snprintf(buf, size, "%s/%s/%s", bk_conf_str(conf, BK_CONF_STATE_DIR), plan->id,
              BK_TASK_NAME(task));
+}
+
+int bk_plan_make_task_table(bk_plan_t *plan)
+{
+    int n;
+    bk_task_id_t *now, *table;
+    if (plan->task_table) {
+        return 0;
+    }
+    now = bk_plan_tasks(plan, &n);
+    table = now ? calloc((size_t)n + BK_PLAN_TASK_SPARE, sizeof(*table)) : NULL;
+    if (!table) {
+        free(now);
+        return -1;
+    }
+    memcpy(table, now, (size_t)n * sizeof(*table));
+    free(now);
+    plan->cap_task_table = n + BK_PLAN_TASK_SPARE;
+    plan->ntask_table = n;
+    plan->task_table = table;
+    return 0;
+}
+
+const bk_task_id_t *bk_plan_task_table(const bk_plan_t *plan, int *ntasks, int *cap)
+{
+    *ntasks = plan->task_table ? plan->ntask_table : 0;
+    *cap = plan->task_table ? plan->cap_task_table : 0;
+    return plan->task_table;
 }
 
 bk_task_id_t *bk_plan_tasks(const bk_plan_t *plan, int *ntasks)

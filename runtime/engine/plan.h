@@ -63,6 +63,10 @@ typedef struct bk_plan_store_s {
  * was loaded with, by later generations (bk_plan_grow): the arrays never move, so other
  * threads go on reading them while a generation is added. */
 #define BK_PLAN_SPARE 256
+/* Tasks the app's task table can take on top of its first count (bk_plan_task_table): the
+ * per-task arrays of a node are made this much larger, which costs address space, not
+ * memory, until tasks use it. */
+#define BK_PLAN_TASK_SPARE 4096
 
 typedef struct bk_plan_s {
     char *id;
@@ -82,6 +86,11 @@ typedef struct bk_plan_s {
     char *_Atomic generations;
     char **retired;
     int nretired;
+    /* The app's task table (bk_plan_task_table), NULL until first asked for; it grows with
+     * the plan like the arrays above. */
+    bk_task_id_t *task_table;
+    _Atomic int ntask_table;
+    int cap_task_table;
 } bk_plan_t;
 
 /* Gives the app at stack index `app` the settings that change its plan as conf resolved
@@ -104,9 +113,10 @@ void bk_plan_destroy(bk_plan_t *plan);
  * them, and its new topics, subtopologies and stores appended; what the plan has stays at
  * its index. Their partitions are their task counts. conf: the one the plan was loaded
  * with. Main thread, one caller at a time.
+ * The task table, once made, gains the new subtopologies' tasks.
  * 0, or -1 with errstr (nothing added) when the list does not extend the plan's, a
- * description fails, or the spare room (BK_PLAN_SPARE) is used up. */
-int bk_plan_grow(bk_plan_t *plan, bk_conf_t *conf, lua_State *L, const char *generations,
+ * description fails, or the spare room (BK_PLAN_SPARE, BK_PLAN_TASK_SPARE) is used up. */
+int bk_plan_grow(bk_plan_t *plan, const bk_conf_t *conf, lua_State *L, const char *generations,
                  char *errstr, size_t errstr_size);
 
 /* A task: bk_task_id_t (base/task.h). The app's task table numbers every task, subtopology
@@ -114,6 +124,14 @@ int bk_plan_grow(bk_plan_t *plan, bk_conf_t *conf, lua_State *L, const char *gen
  * topic and its slot on a stream thread. */
 /* Every task of the app in that order (free() it); *ntasks their count. */
 bk_task_id_t *bk_plan_tasks(const bk_plan_t *plan, int *ntasks);
+/* The same table, owned by the plan and shared. Made by bk_plan_make_task_table (on the main
+ * thread, once the topics' partition counts are known, before any other thread reads it)
+ * with room for BK_PLAN_TASK_SPARE more, to which bk_plan_grow appends the tasks of later
+ * generations: a reader may keep the pointer and size its per-task arrays by *cap. *ntasks
+ * is the count now. 0, or -1 out of memory. */
+int bk_plan_make_task_table(bk_plan_t *plan);
+/* The table made, or NULL (*ntasks, *cap 0) before. */
+const bk_task_id_t *bk_plan_task_table(const bk_plan_t *plan, int *ntasks, int *cap);
 
 /* The stores of subtopology `sub`'s tasks: fills specs[] (names borrowed from the plan) and
  * idx[] (their plan store indices), each of room plan->nstores; returns how many. */

@@ -50,6 +50,15 @@ static void text(const bk_plan_t *plan, char *out, size_t size)
         line(out, size, &used, "store %d %s sub=%d changelog=%s of_store=%d\n", i, st->name,
              st->sub, st->logged ? st->changelog : "-", st->of_store);
     }
+    {
+        int n, cap;
+        const bk_task_id_t *tasks = bk_plan_task_table(plan, &n, &cap);
+        line(out, size, &used, "tasks %d cap=%d", n, cap);
+        for (int i = 0; tasks && i < n; i++) {
+            line(out, size, &used, " %d_%d", tasks[i].sub, tasks[i].partition);
+        }
+        line(out, size, &used, "\n");
+    }
 }
 
 int bk_ffi_plan_grow(const char *topology, const char *tasks, const char *const *grow,
@@ -71,6 +80,11 @@ int bk_ffi_plan_grow(const char *topology, const char *tasks, const char *const 
         goto done;
     }
     if (!(plan = bk_plan_load(L, topology, conf, ffi_err, sizeof(ffi_err)))) {
+        goto done;
+    }
+    /* (the loaded subtopologies' tasks are the cluster's to count: none here) */
+    if (bk_plan_make_task_table(plan) != 0) {
+        snprintf(ffi_err, sizeof(ffi_err), "out of memory");
         goto done;
     }
     for (int i = 0; i < ngrow; i++) {

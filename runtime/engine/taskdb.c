@@ -104,14 +104,14 @@ bk_db_t *bk_taskdb_open(bk_taskdb_pool_t *pool, const bk_plan_t *plan, const bk_
                         bk_task_id_t task, bk_store_t **store_of, int *logged, char *errstr,
                         size_t errstr_size)
 {
-    bk_store_spec_t *specs = calloc((size_t)plan->nstores + 1, sizeof(*specs));
-    int *idx = calloc((size_t)plan->nstores + 1, sizeof(int));
+    bk_store_spec_t *specs = calloc((size_t)plan->cap_stores + 1, sizeof(*specs));
+    int *idx = calloc((size_t)plan->cap_stores + 1, sizeof(int));
     int n = specs && idx ? bk_plan_sub_stores(plan, task.sub, specs, idx) : -1;
     bk_db_t *db = NULL;
 
     errstr[0] = '\0';
     *logged = 0;
-    for (int s = 0; s < plan->nstores; s++) {
+    for (int s = 0; s < plan->cap_stores; s++) {
         store_of[s] = NULL;
     }
     if (n < 0) {

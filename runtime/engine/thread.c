@@ -44,7 +44,10 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     thr->plan = plan;
     thr->conf = conf;
     thr->flags = flags;
-    thr->tasks = bk_plan_tasks(plan, &thr->cap);
+    {
+        int n;
+        thr->tasks = bk_plan_task_table(plan, &n, &thr->cap); /* made by the node */
+    }
     thr->slot_state = calloc((size_t)thr->cap + 1, 1);
     thr->task_epoch = calloc((size_t)thr->cap + 1, sizeof(uint64_t));
     thr->owned = calloc((size_t)thr->cap + 1, sizeof(int32_t));
@@ -64,6 +67,7 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     thr->ref_run = thr->ref_punctuate = thr->ref_close = LUA_NOREF;
     thr->ref_flush = thr->ref_hook = thr->ref_init = LUA_NOREF;
     thr->ref_add_task = thr->ref_init_task = thr->ref_close_task = thr->ref_drop_task = LUA_NOREF;
+    thr->ref_regrow = LUA_NOREF;
     pthread_mutex_init(&thr->snap_lock, NULL);
     pthread_mutex_init(&thr->box_lock, NULL);
     pthread_cond_init(&thr->box_cond, NULL);
@@ -672,7 +676,7 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->dbs);
     free(thr->store_of);
     if (thr->task_of) {
-        for (int t = 0; t < thr->plan->ntopics; t++) {
+        for (int t = 0; t < thr->plan->cap_topics; t++) {
             free(thr->task_of[t]);
             free(thr->tp_of[t]);
             free(thr->tp_id[t]);
@@ -705,6 +709,5 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->io.recs);
     free(thr->msgs);
     free(thr->rec_tp);
-    free(thr->tasks);
     free(thr);
 }

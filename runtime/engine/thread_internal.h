@@ -70,12 +70,15 @@ struct bk_thread_s {
 
     lua_State *L;
     int ref_run, ref_punctuate, ref_close, ref_flush, ref_hook, ref_init;
-    int ref_add_task, ref_init_task, ref_close_task, ref_drop_task;
+    int ref_add_task, ref_init_task, ref_close_task, ref_drop_task, ref_regrow;
+    /* How much of the plan the thread's tables and VM follow (bk_thread_follow_plan). */
+    int seen_topics, seen_stores, seen_tasks;
+    const char *seen_gens;
 
     /* Tasks. A slot is the task's index in the app's task table (bk_plan_task_at), so any
      * task can come and go; cap of them. owned lists the live ones. */
     int cap;
-    bk_task_id_t *tasks;  /* [cap] */
+    const bk_task_id_t *tasks; /* [cap] the plan's task table (it grows into its room) */
     uint8_t *slot_state;  /* [cap] SLOT_* */
     uint64_t *task_epoch; /* [cap] the epoch a task went live in (its log lines) */
     int32_t *owned;       /* [cap] the live slots */
@@ -166,6 +169,10 @@ struct bk_thread_s {
 
 /* Start-up (thread_setup.c); each 0, or -1 with thr->err. */
 void bk_thread_build_tables(bk_thread_t *thr);
+/* Follows a plan grown by later generations (bk_plan_grow): tables of the new topics, their
+ * producer handles, the new tasks' partitions, and the VM's description. Cheap when nothing
+ * changed; call it before tasks are opened. 0, or -1 with thr->err. */
+int bk_thread_follow_plan(bk_thread_t *thr);
 /* Topic t has `partitions` now (more than thr->parts[t]): its tables grow, the new toppars
  * are numbered and the slots that read them know it (not assigned: the caller does that for
  * live ones). 0, or -1 without memory. */

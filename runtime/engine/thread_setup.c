@@ -112,19 +112,81 @@ int bk_thread_slot_tps(bk_thread_t *thr, int slot)
 void bk_thread_build_tables(bk_thread_t *thr)
 {
     const bk_plan_t *plan = thr->plan;
+    int ntasks, cap;
 
-    thr->task_of = calloc((size_t)plan->ntopics, sizeof(int *));
-    thr->tp_of = calloc((size_t)plan->ntopics, sizeof(int *));
-    thr->tp_id = calloc((size_t)plan->ntopics, sizeof(int *));
-    thr->parts = calloc((size_t)plan->ntopics, sizeof(int));
+    /* by the plan's room: a later generation adds topics while the thread runs */
+    thr->task_of = calloc((size_t)plan->cap_topics, sizeof(int *));
+    thr->tp_of = calloc((size_t)plan->cap_topics, sizeof(int *));
+    thr->tp_id = calloc((size_t)plan->cap_topics, sizeof(int *));
+    thr->parts = calloc((size_t)plan->cap_topics, sizeof(int));
     thr->slot_tps = calloc((size_t)thr->cap + 1, sizeof(int *));
     thr->slot_ntps = calloc((size_t)thr->cap + 1, sizeof(int));
-    for (int t = 0; t < plan->ntopics; t++) {
+    thr->seen_topics = plan->ntopics;
+    thr->seen_stores = plan->nstores;
+    bk_plan_task_table(plan, &ntasks, &cap);
+    thr->seen_tasks = ntasks;
+    thr->seen_gens = plan->generations;
+    for (int t = 0; t < thr->seen_topics; t++) {
         add_partitions(thr, t, 0, plan->topics[t].source ? plan->topics[t].partitions : 0);
     }
-    for (int i = 0; i < thr->cap; i++) {
+    for (int i = 0; i < thr->seen_tasks; i++) {
         bk_thread_slot_tps(thr, i);
     }
+}
+
+/* A later generation's topics: read (its own topic, by its tasks) or written (the topic a
+ * passthrough switches to). */
+static void follow_topic(bk_thread_t *thr, int t)
+{
+    const bk_plan_topic_t *topic = &thr->plan->topics[t];
+    add_partitions(thr, t, 0, topic->source ? topic->partitions : 0);
+    if (thr->producer && (topic->sink || topic->keygroups) && !thr->out_rkts[t]) {
+        thr->out_rkts[t] = rd_kafka_topic_new(thr->producer, topic->name, NULL);
+    }
+}
+
+int bk_thread_follow_plan(bk_thread_t *thr)
+{
+    const bk_plan_t *plan = thr->plan;
+    const char *gens = plan->generations;
+    int ntopics, nstores, ntasks, cap;
+    lua_State *L = thr->L;
+
+    if (gens == thr->seen_gens) {
+        return 0;
+    }
+    /* the counts after the list: bk_plan_grow writes the list last, so these are at
+     * least the list's, and a count covers complete entries */
+    nstores = plan->nstores;
+    ntopics = plan->ntopics;
+    bk_plan_task_table(plan, &ntasks, &cap);
+    for (int t = thr->seen_topics; t < ntopics; t++) {
+        follow_topic(thr, t);
+    }
+    for (int s = thr->seen_stores; thr->producer && s < nstores; s++) {
+        if (plan->stores[s].logged && !thr->changelog_rkts[s]) {
+            thr->changelog_rkts[s] =
+                rd_kafka_topic_new(thr->producer, plan->stores[s].changelog, NULL);
+        }
+    }
+    for (int i = thr->seen_tasks; i < ntasks; i++) {
+        if (bk_thread_slot_tps(thr, i) != 0) {
+            snprintf(thr->err, sizeof(thr->err), "out of memory");
+            return -1;
+        }
+    }
+    thr->seen_topics = ntopics;
+    thr->seen_stores = nstores;
+    thr->seen_tasks = ntasks;
+    thr->seen_gens = gens;
+    if (!L) {
+        return 0;
+    }
+    /* the VM describes the plan again with the generations: its tasks of them are built
+     * from that description */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref_regrow);
+    lua_pushstring(L, gens ? gens : "");
+    return bk_vm_pcall(L, 1, 0, 1, thr->err, sizeof(thr->err));
 }
 
 int bk_thread_grow_topic(bk_thread_t *thr, int t, int partitions)
@@ -186,6 +248,7 @@ int bk_thread_start_lua(bk_thread_t *thr)
     thr->ref_init_task = ref_field(L, "init_task");
     thr->ref_close_task = ref_field(L, "close_task");
     thr->ref_drop_task = ref_field(L, "drop_task");
+    thr->ref_regrow = ref_field(L, "regrow");
     lua_settop(L, 0);
     return 0;
 }
@@ -276,8 +339,8 @@ static int start_producer(bk_thread_t *thr)
         snprintf(thr->err, sizeof(thr->err), "%s", thr->dr_err);
         return -1;
     }
-    thr->out_rkts = calloc((size_t)plan->ntopics, sizeof(*thr->out_rkts));
-    for (int t = 0; t < plan->ntopics; t++) {
+    thr->out_rkts = calloc((size_t)plan->cap_topics, sizeof(*thr->out_rkts));
+    for (int t = 0; t < thr->seen_topics; t++) {
         if (plan->topics[t].sink || plan->topics[t].keygroups) {
             thr->out_rkts[t] = rd_kafka_topic_new(thr->producer, plan->topics[t].name, NULL);
         }
@@ -285,8 +348,8 @@ static int start_producer(bk_thread_t *thr)
     if (thr->policy == POLICY_DLQ) {
         thr->dlq_rkt = rd_kafka_topic_new(thr->producer, dlq, NULL);
     }
-    thr->changelog_rkts = calloc((size_t)plan->nstores + 1, sizeof(*thr->changelog_rkts));
-    for (int s = 0; s < plan->nstores; s++) {
+    thr->changelog_rkts = calloc((size_t)plan->cap_stores + 1, sizeof(*thr->changelog_rkts));
+    for (int s = 0; s < thr->seen_stores; s++) {
         if (plan->stores[s].logged) {
             thr->changelog_rkts[s] =
                 rd_kafka_topic_new(thr->producer, plan->stores[s].changelog, NULL);
@@ -307,7 +370,7 @@ void bk_thread_purge_producer(bk_thread_t *thr)
 void bk_thread_stop_producer(bk_thread_t *thr)
 {
     if (thr->out_rkts) {
-        for (int t = 0; t < thr->plan->ntopics; t++) {
+        for (int t = 0; t < thr->plan->cap_topics; t++) {
             if (thr->out_rkts[t]) {
                 rd_kafka_topic_destroy(thr->out_rkts[t]);
             }
@@ -320,7 +383,7 @@ void bk_thread_stop_producer(bk_thread_t *thr)
         thr->dlq_rkt = NULL;
     }
     if (thr->changelog_rkts) {
-        for (int s = 0; s < thr->plan->nstores; s++) {
+        for (int s = 0; s < thr->plan->cap_stores; s++) {
             if (thr->changelog_rkts[s]) {
                 rd_kafka_topic_destroy(thr->changelog_rkts[s]);
             }

@@ -174,7 +174,7 @@ static int open_slot(bk_thread_job_t *job, int k, bk_restore_item_t *items, int 
     const bk_plan_t *plan = thr->plan;
     int s = job->slots[k], logged;
     if (!thr->store_of[s]) {
-        thr->store_of[s] = calloc((size_t)plan->nstores + 1, sizeof(bk_store_t *));
+        thr->store_of[s] = calloc((size_t)plan->cap_stores + 1, sizeof(bk_store_t *)); /* by cap: the plan may grow while it is open */
     }
     thr->dbs[s] = bk_taskdb_open(thr->pool, plan, thr->conf, thr->tasks[s], thr->store_of[s],
                                  &logged, job->err, sizeof(job->err));
@@ -1005,7 +1005,8 @@ int bk_thread_apply_changes(bk_thread_t *thr)
      * incarnation that was fenced, and the node is about to find itself lost) */
     if (rc == 0 && nadd > 0 && thr->fenced) {
         bk_log_warn("%s: fenced: not opening %d task(s) given to this node", thr->name, nadd);
-    } else if (rc == 0 && nadd > 0) {
+    } else if (rc == 0 && nadd > 0 && (rc = bk_thread_follow_plan(thr)) == 0) {
+        /* (the plan first: a task of a later generation needs its topics and description) */
         int n = 0;
         for (int i = 0; i < nadd; i++) {
             if (thr->slot_state[add[i]] == SLOT_FREE) {
@@ -1043,11 +1044,11 @@ int bk_thread_check_inputs(bk_thread_t *thr)
         return 0;
     }
     thr->parts_checked = now;
-    names = calloc((size_t)plan->ntopics + 1, sizeof(*names));
-    idx = calloc((size_t)plan->ntopics + 1, sizeof(*idx));
-    counts = calloc((size_t)plan->ntopics + 1, sizeof(*counts));
+    names = calloc((size_t)thr->seen_topics + 1, sizeof(*names));
+    idx = calloc((size_t)thr->seen_topics + 1, sizeof(*idx));
+    counts = calloc((size_t)thr->seen_topics + 1, sizeof(*counts));
     assign = rd_kafka_topic_partition_list_new(4);
-    for (int t = 0; names && idx && counts && t < plan->ntopics; t++) {
+    for (int t = 0; names && idx && counts && t < thr->seen_topics; t++) {
         if (plan->topics[t].source && !plan->topics[t].keygroups) {
             idx[n] = t;
             names[n++] = plan->topics[t].name;

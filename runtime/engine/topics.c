@@ -70,11 +70,12 @@ static int bound_changelog(rd_kafka_t *rk, const bk_plan_store_t *st, int64_t ke
     return 0;
 }
 
+/* The changelogs of stores [from, to). */
 static int ensure_changelogs(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
-                             int dev_port, int rf, char *err, size_t errsz)
+                             int dev_port, int rf, int from, int to, char *err, size_t errsz)
 {
     int64_t keep = bk_conf_int(conf, BK_CONF_CHANGELOG_RETENTION_MS);
-    for (int s = 0; s < plan->nstores; s++) {
+    for (int s = from; s < to; s++) {
         const bk_plan_store_t *st = &plan->stores[s];
         int want = plan->subs[st->sub].partitions, have = 0, other = 0;
         if (!st->logged) {
@@ -267,7 +268,7 @@ int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, int
             }
         }
     }
-    if (ensure_changelogs(plan, conf, rk, dev_port, rf, err, errsz) != 0) {
+    if (ensure_changelogs(plan, conf, rk, dev_port, rf, 0, plan->nstores, err, errsz) != 0) {
         goto done;
     }
     rc = 0;
@@ -275,4 +276,41 @@ done:
     free(names);
     free(counts);
     return rc;
+}
+
+int bk_topics_ensure_grown(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
+                           int dev_port, int from_topic, int from_store, char *err, size_t errsz)
+{
+    int rf = (int)bk_conf_int(conf, BK_CONF_REPLICATION_FACTOR);
+    int ntopics = plan->ntopics, nstores = plan->nstores;
+    for (int i = from_topic; i < ntopics; i++) {
+        const bk_plan_topic_t *t = &plan->topics[i];
+        int have = 0;
+        if (read_counts(rk, (const char **)&t->name, 1, &have, err, errsz) != 0) {
+            return -1;
+        }
+        if (have == 0) {
+            if (bk_kafka_create_topic(rk, dev_port, t->name, t->partitions, rf, NULL, err,
+                                      errsz) != 0) {
+                return -1;
+            }
+            for (int tries = 0; tries < 100 && have == 0; tries++) {
+                if (read_counts(rk, (const char **)&t->name, 1, &have, err, errsz) != 0) {
+                    return -1;
+                }
+                if (have == 0) {
+                    usleep(100 * 1000);
+                }
+            }
+        }
+        /* the generation's partitioner sends key groups to its task count's partitions:
+         * another width would send records to partitions no task reads */
+        if (have != t->partitions) {
+            snprintf(err, errsz, "topic %s has %d partitions; generation %d of subtopology %d "
+                                 "has %d tasks",
+                     t->name, have, t->generation, t->sub, t->partitions);
+            return -1;
+        }
+    }
+    return ensure_changelogs(plan, conf, rk, dev_port, rf, from_store, nstores, err, errsz);
 }

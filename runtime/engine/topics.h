@@ -18,4 +18,11 @@
 int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, int dev_port,
                      char *err, size_t errsz);
 
+/* After bk_plan_grow added later generations: their topics (from index from_topic on)
+ * created with their task counts as partitions, and the changelogs of the stores from
+ * from_store on; what exists is checked instead (another node may have made it). The plan
+ * is only read. 0, or -1 with err. */
+int bk_topics_ensure_grown(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
+                           int dev_port, int from_topic, int from_store, char *err, size_t errsz);
+
 #endif

@@ -22,6 +22,7 @@
 #include "engine/hooks.h"
 #include "engine/taskdb.h"
 #include "node/node_fence.h"
+#include "node/node_moves.h"
 #include "node/node_queries.h"
 #include "replica/archive.h"
 #include "replica/bootstrap.h"
@@ -82,20 +83,30 @@ static int wait_signal(const sigset_t *set, int *signals)
     return 1;
 }
 
-/* Every task's name ("0_3"), in the app's task order. */
-static char **task_names(const bk_task_id_t *tasks, int ntasks)
+/* Names ("0_3") of tasks [from, to) of the app's task order into names[]. */
+static void name_tasks(char **names, const bk_task_id_t *tasks, int from, int to)
 {
-    char **names = calloc((size_t)ntasks + 1, sizeof(char *));
-    for (int i = 0; i < ntasks; i++) {
+    for (int i = from; i < to; i++) {
         names[i] = malloc(BK_TASK_NAME_MAX);
-        bk_task_name(tasks[i], names[i]);
+        if (names[i]) {
+            bk_task_name(tasks[i], names[i]);
+        }
+    }
+}
+
+/* Every task's name, in room for cap. */
+static char **task_names(const bk_task_id_t *tasks, int ntasks, int cap)
+{
+    char **names = calloc((size_t)(cap > ntasks ? cap : ntasks) + 1, sizeof(char *));
+    if (names) {
+        name_tasks(names, tasks, 0, ntasks);
     }
     return names;
 }
 
 static void free_names(char **names, int ntasks)
 {
-    for (int i = 0; i < ntasks; i++) {
+    for (int i = 0; names && i < ntasks; i++) {
         free(names[i]);
     }
     free(names);
@@ -124,7 +135,7 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
 {
     int ntasks, signals = 0, failed;
     bk_task_id_t *tasks = bk_plan_tasks(plan, &ntasks);
-    char **names = task_names(tasks, ntasks);
+    char **names = task_names(tasks, ntasks, ntasks);
     int32_t *every = calloc((size_t)ntasks + 1, sizeof(int32_t));
     int32_t *due = calloc((size_t)ntasks + 1, sizeof(int32_t));
     bk_crew_t crew;
@@ -230,9 +241,11 @@ typedef struct member_node_s {
     const bk_conf_t *conf;
     bk_hooks_t *hooks;
     bk_member_t *member;
-    bk_task_id_t *tasks;
-    char **names;
-    int ntasks;
+    const bk_task_id_t *tasks; /* the plan's task table: it grows with the moves */
+    char **names;              /* [cap] */
+    int ntasks, cap;           /* the per-task arrays below have room for cap */
+    lua_State *L;              /* the main VM, which describes the plan when it grows */
+    int dev_port;
     bk_crew_t crew;
     int32_t *running, *standing, *scratch;
     bk_reconcile_actions_t actions; /* apply_view's, kept to spare allocations */
@@ -454,6 +467,54 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
     return 0;
 }
 
+/* The notes for this node: `beck repartition`'s to its leader, the rest cold bootstrap's.
+ * Returns 1 when the standby runner must restart. */
+static int take_notes(member_node_t *mn, const bk_member_view_t *view)
+{
+    bk_member_note_t note;
+    int restart = 0;
+    while (bk_member_take_note(mn->member, &note)) {
+        if (strcmp(note.kind, BK_NODE_MOVES_NOTE) == 0) {
+            bk_node_moves_on_note(mn->plan, mn->member, view, &note);
+        } else {
+            restart |= bk_bootstrap_note(mn->boot, &note);
+        }
+    }
+    return restart;
+}
+
+/* The view lists moves the plan does not describe yet (a move made while the node runs, or
+ * before it started): the plan grows by them and their topics are made, then the node's
+ * tables, cold bootstrap's and the member's take the new tasks, before any view that
+ * assigns them is applied. -1: the node cannot run them (logged). */
+static int follow_moves(member_node_t *mn, const bk_member_view_t *view)
+{
+    const char *have = mn->plan->generations ? mn->plan->generations : "";
+    int was = mn->ntasks, n, cap;
+    char err[1024];
+
+    if (strcmp(view->generations, have) == 0) {
+        return 0;
+    }
+    if (bk_node_moves_follow(mn->plan, mn->conf, mn->L, mn->dev_port, view->generations, err,
+                             sizeof(err)) != 0) {
+        bk_log_error("cannot follow the app's moves (%s): %s", view->generations, err);
+        return -1;
+    }
+    bk_plan_task_table(mn->plan, &n, &cap);
+    name_tasks(mn->names, mn->tasks, was, n);
+    bk_bootstrap_grow(mn->boot, n);
+    mn->ntasks = n;
+    if (bk_member_set_tasks(mn->member, n, NULL) != 0) {
+        bk_log_error("cannot follow the app's moves (%s): out of memory", view->generations);
+        return -1;
+    }
+    bk_log_info("app %s: moves %s: %d task(s), %d new (%s to %s)", mn->plan->id,
+                view->generations, n, n - was, n > was ? mn->names[was] : "-",
+                n > was ? mn->names[n - 1] : "-");
+    return 0;
+}
+
 static pthread_t main_thread;
 
 static void wake_main(void *opaque)
@@ -467,8 +528,8 @@ static void wake_main(void *opaque)
  * changes them in place: the tasks given up commit and close alone and are released for
  * their new owners, the tasks gained open beside the others (crew.h). A change of its
  * standby tasks restarts its standby runner (standby.h). */
-static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int dev_port,
-                      const sigset_t *set)
+static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_State *L,
+                      int dev_port, const sigset_t *set)
 {
     int signals = 0, failed = 0;
     member_node_t mn;
@@ -483,13 +544,15 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mn.plan = plan;
     mn.conf = conf;
     mn.hooks = hooks;
-    mn.tasks = bk_plan_tasks(plan, &mn.ntasks);
-    mn.names = task_names(mn.tasks, mn.ntasks);
-    mn.running = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
-    mn.standing = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
-    mn.scratch = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
-    mn.was_sb = calloc((size_t)mn.ntasks + 1, 1);
-    mn.due = calloc((size_t)mn.ntasks + 1, sizeof(int32_t));
+    mn.L = L;
+    mn.dev_port = dev_port;
+    mn.tasks = bk_plan_task_table(plan, &mn.ntasks, &mn.cap);
+    mn.names = task_names(mn.tasks, mn.ntasks, mn.cap);
+    mn.running = calloc((size_t)mn.cap + 1, sizeof(int32_t));
+    mn.standing = calloc((size_t)mn.cap + 1, sizeof(int32_t));
+    mn.scratch = calloc((size_t)mn.cap + 1, sizeof(int32_t));
+    mn.was_sb = calloc((size_t)mn.cap + 1, 1);
+    mn.due = calloc((size_t)mn.cap + 1, sizeof(int32_t));
     mn.rctx = (recover_ctx_t){plan, conf};
     mn.arch = bk_archive_new(plan, conf);
     memset(&mc, 0, sizeof(mc));
@@ -525,7 +588,8 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     if (q.endpoint[0]) {
         mc.endpoint = q.endpoint;
     }
-    if (bk_reconcile_actions_new(&mn.actions, mn.ntasks) != 0) {
+    if (!mn.names || !mn.running || !mn.standing || !mn.scratch || !mn.was_sb || !mn.due ||
+        bk_reconcile_actions_new(&mn.actions, mn.cap) != 0) {
         bk_log_error("cannot join app %s: out of memory", plan->id);
         failed = 1;
         goto done;
@@ -545,8 +609,9 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         bk_crew_set_recover(&mn.crew, archive_recover, &mn.rctx);
     }
     {
-        bk_bootstrap_env_t env = {plan,     conf,     mn.member, mc.node_id, mn.ntasks, mn.tasks,
-                                  mn.names, crew_ask, crew_take, &mn,        hooks,     mn.pool};
+        bk_bootstrap_env_t env = {plan,     conf,      mn.member, mc.node_id, mn.ntasks,
+                                  mn.cap,   mn.tasks,  mn.names,  crew_ask,   crew_take,
+                                  &mn,      hooks,     mn.pool};
         mn.boot = bk_bootstrap_new(&env);
     }
     bk_log_info("app %s: node %s (rack %s) joining, %d standby replica(s) per task%s", plan->id,
@@ -568,7 +633,8 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         if (mn.arch && mn.nrun > 0) {
             archive_ask(mn.arch, &mn.crew, mn.running, mn.nrun, mn.due);
         }
-        if (bk_bootstrap_poll(mn.boot, &view) && mn.standby && !view.lost) {
+        if ((take_notes(&mn, &view) | bk_bootstrap_poll(mn.boot, &view)) && mn.standby &&
+            !view.lost) {
             /* a bootstrap ended (or was asked for): the runner picks up the new state */
             memcpy(mn.scratch, mn.standing, (size_t)mn.nstand * sizeof(int32_t));
             stop_standby(&mn);
@@ -624,6 +690,10 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             }
             mn.fence_held = 0;
         }
+        if (follow_moves(&mn, &view) != 0) {
+            failed = 1;
+            break;
+        }
         if (view.incarnation && view.incarnation != mn.instance) {
             mn.instance = view.incarnation;
             bk_crew_set_instance(&mn.crew, mn.instance);
@@ -666,11 +736,11 @@ done:
     bk_reconcile_actions_free(&mn.actions);
     free(mn.was_sb);
     free(mn.due);
-    free(mn.tasks);
     return failed ? 1 : 0;
 }
 
-int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int dev_port)
+int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_State *L,
+                int dev_port)
 {
     sigset_t set;
     int rc;
@@ -698,8 +768,14 @@ int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, int d
     if (bk_diskwatch_start(conf) != 0) {
         bk_log_warn("cannot start the disk watch: a full disk shows as a failed write");
     }
-    rc = bk_conf_int(conf, BK_CONF_CLUSTER) ? run_member(plan, conf, hooks, dev_port, &set)
-                                             : run_alone(plan, conf, hooks, &set);
+    /* the task table the threads share, once the topics' partition counts are known */
+    if (bk_plan_make_task_table(plan) != 0) {
+        bk_log_error("out of memory");
+        rc = 1;
+    } else {
+        rc = bk_conf_int(conf, BK_CONF_CLUSTER) ? run_member(plan, conf, hooks, L, dev_port, &set)
+                                                 : run_alone(plan, conf, hooks, &set);
+    }
     bk_diskwatch_stop();
     bk_brokerwatch_stop();
     return rc;

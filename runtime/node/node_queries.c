@@ -52,10 +52,11 @@ int bk_node_queries_start(bk_node_queries_t *q, const bk_plan_t *plan, const bk_
         lport = eport;
     }
     {
-        int ntasks = 0;
-        bk_task_id_t *all = bk_plan_tasks(plan, &ntasks);
-        free(all);
-        q->live = bk_livestats_new(ntasks, (int)bk_conf_int(conf, BK_CONF_THREADS));
+        /* a counter for every task the table has room for: it grows with the moves */
+        int ntasks = 0, cap = 0;
+        bk_plan_task_table(plan, &ntasks, &cap);
+        q->live = bk_livestats_new(cap > ntasks ? cap : ntasks,
+                                   (int)bk_conf_int(conf, BK_CONF_THREADS));
     }
     if (!q->live || !(q->route = bk_route_new(plan, node_id))) {
         snprintf(errstr, errstr_size, "out of memory");

@@ -123,7 +123,10 @@ bk_bootstrap_t *bk_bootstrap_new(const bk_bootstrap_env_t *env)
     b->env = *env;
     b->fetch_on = bk_conf_str(env->conf, BK_CONF_SSH_KEY) != NULL;
     b->max = (int)bk_conf_int(env->conf, BK_CONF_BOOTSTRAP_MAX);
-    b->jobs = calloc((size_t)env->ntasks + 1, sizeof(*b->jobs));
+    if (b->env.cap < b->env.ntasks) {
+        b->env.cap = b->env.ntasks;
+    }
+    b->jobs = calloc((size_t)b->env.cap + 1, sizeof(*b->jobs));
     b->batches = calloc((size_t)b->max + 1, sizeof(*b->batches));
     b->served = calloc((size_t)b->max + 1, sizeof(*b->served));
     if (!b->jobs || !b->batches || !b->served) {
@@ -198,12 +201,32 @@ void bk_bootstrap_destroy(bk_bootstrap_t *b)
     free(b);
 }
 
-void bk_bootstrap_want(bk_bootstrap_t *b, int32_t task, const char *why)
+void bk_bootstrap_grow(bk_bootstrap_t *b, int32_t ntasks)
 {
-    if (!b || task < 0 || task >= b->env.ntasks) {
+    int32_t t;
+    if (!b) {
         return;
     }
     pthread_mutex_lock(&b->lock);
+    for (t = b->env.ntasks; t < ntasks && t < b->env.cap; t++) {
+        b->jobs[t].batch = -1;
+        b->jobs[t].b = b;
+        b->jobs[t].task = t;
+    }
+    b->env.ntasks = t; /* under the lock: the standby thread asks for tasks by index */
+    pthread_mutex_unlock(&b->lock);
+}
+
+void bk_bootstrap_want(bk_bootstrap_t *b, int32_t task, const char *why)
+{
+    if (!b) {
+        return;
+    }
+    pthread_mutex_lock(&b->lock);
+    if (task < 0 || task >= b->env.ntasks) {
+        pthread_mutex_unlock(&b->lock);
+        return;
+    }
     if (b->jobs[task].state == J_IDLE || b->jobs[task].state == J_ENDED) {
         b->jobs[task].state = J_WANTED;
         snprintf(b->jobs[task].why, sizeof(b->jobs[task].why), "%s", why);
@@ -213,8 +236,14 @@ void bk_bootstrap_want(bk_bootstrap_t *b, int32_t task, const char *why)
 
 int bk_bootstrap_mode(bk_bootstrap_t *b, int32_t task)
 {
-    int state;
-    if (!b || task < 0 || task >= b->env.ntasks) {
+    int state, known;
+    if (!b) {
+        return BK_BOOTSTRAP_MODE_AUTO;
+    }
+    pthread_mutex_lock(&b->lock);
+    known = task >= 0 && task < b->env.ntasks;
+    pthread_mutex_unlock(&b->lock);
+    if (!known) {
         return BK_BOOTSTRAP_MODE_AUTO;
     }
     state = get_state(b, &b->jobs[task]);
@@ -355,7 +384,7 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
     j->bytes = j->total = m.total_bytes;
     j->ok = 1;
     if (b->env.pool) {
-        bk_store_t **store_of = calloc((size_t)b->env.plan->nstores + 1, sizeof(*store_of));
+        bk_store_t **store_of = calloc((size_t)b->env.plan->cap_stores + 1, sizeof(*store_of));
         char err[512];
         int logged;
         bk_db_t *db = store_of ? bk_taskdb_open(NULL, b->env.plan, conf, b->env.tasks[j->task],
@@ -761,8 +790,11 @@ static void serve(bk_bootstrap_t *b)
 
 /* -- The loop ----------------------------------------------------------------------------- */
 
-static int on_note(bk_bootstrap_t *b, const bk_member_note_t *n)
+int bk_bootstrap_note(bk_bootstrap_t *b, const bk_member_note_t *n)
 {
+    if (!b) {
+        return 0;
+    }
     char task[64], req[128], why[BK_MEMBER_NOTE_MAX];
     int32_t t;
     if (strcmp(n->kind, "snapshot-request") == 0) {
@@ -811,15 +843,11 @@ static int on_note(bk_bootstrap_t *b, const bk_member_note_t *n)
 
 int bk_bootstrap_poll(bk_bootstrap_t *b, const bk_member_view_t *view)
 {
-    bk_member_note_t note;
     int restart = 0;
     int64_t now = bk_clock_mono_ms();
 
     if (!b) {
         return 0;
-    }
-    while (bk_member_take_note(b->env.member, &note)) {
-        restart |= on_note(b, &note);
     }
     serve(b);
     for (int i = 0; i < b->nserved; i++) {

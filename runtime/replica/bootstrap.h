@@ -41,8 +41,9 @@ typedef struct bk_bootstrap_env_s {
     bk_member_t *member;
     const char *node_id;
     int32_t ntasks;
-    const bk_task_id_t *tasks; /* [ntasks], the member's task numbering */
-    char *const *names;        /* [ntasks] "S_P" */
+    int32_t cap;               /* room for tasks bk_bootstrap_grow adds (< ntasks: ntasks) */
+    const bk_task_id_t *tasks; /* [cap], the member's task numbering */
+    char *const *names;        /* [cap] "S_P" */
     /* The active's side: asks the stream thread running task for a snapshot (0, or -1 if no
      * thread here runs it), and takes a finished one (1, or 0). */
     int (*ask)(void *opaque, int32_t task, const char *req);
@@ -66,6 +67,10 @@ void bk_bootstrap_destroy(bk_bootstrap_t *b);
 void bk_bootstrap_want(bk_bootstrap_t *b, int32_t task, const char *why);
 /* The mode the next standby runner should give task (BK_BOOTSTRAP_MODE_*). */
 int bk_bootstrap_mode(bk_bootstrap_t *b, int32_t task);
+/* The node's task table grew to ntasks (up to env->cap): a later generation's tasks
+ * (engine/plan.h, bk_plan_grow), whose entries of env's arrays are filled. Main thread. */
+void bk_bootstrap_grow(bk_bootstrap_t *b, int32_t ntasks);
+
 /* The node's standby set changed: jobs and modes of tasks not in it are dropped. */
 void bk_bootstrap_keep(bk_bootstrap_t *b, const int32_t *standby, int32_t n);
 
@@ -74,7 +79,12 @@ void bk_bootstrap_keep(bk_bootstrap_t *b, const int32_t *standby, int32_t n);
  * replaced under the stream thread. */
 void bk_bootstrap_settle(bk_bootstrap_t *b, const int32_t *tasks, int32_t n);
 
-/* Moves everything on: notes, timeouts, finished fetches and snapshots. Returns 1 when the
+/* A note of cold bootstrap's (snapshot-request, -ready, -failed, -fetched; bootstrap from
+ * `beck bootstrap`) that the node took (bk_member_take_note); others are ignored. Returns 1
+ * when the standby runner must restart. */
+int bk_bootstrap_note(bk_bootstrap_t *b, const bk_member_note_t *n);
+
+/* Moves everything on: timeouts, finished fetches and snapshots. Returns 1 when the
  * standby runner must restart (a job ended, or an operator asked for a task here). */
 int bk_bootstrap_poll(bk_bootstrap_t *b, const bk_member_view_t *view);
 

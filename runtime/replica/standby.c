@@ -148,7 +148,7 @@ static int open_db(bk_standby_t *sb, int t, bk_store_t **store_of)
 static int open_dbs(bk_standby_t *sb)
 {
     const bk_plan_t *plan = sb->plan;
-    bk_store_t **store_of = calloc((size_t)plan->nstores + 1, sizeof(*store_of));
+    bk_store_t **store_of = calloc((size_t)plan->cap_stores + 1, sizeof(*store_of));
     int rc = 0;
 
     for (int t = 0; t < sb->ntasks && rc == 0; t++) {
@@ -316,7 +316,7 @@ static int assign(bk_standby_t *sb)
     }
     /* fresh tasks kept here after all: their DBs now */
     if (!err) {
-        bk_store_t **store_of = calloc((size_t)sb->plan->nstores + 1, sizeof(*store_of));
+        bk_store_t **store_of = calloc((size_t)sb->plan->cap_stores + 1, sizeof(*store_of));
         for (int t = 0; t < sb->ntasks && !err; t++) {
             if (sb->fresh[t]) {
                 sb->fresh[t] = 0;

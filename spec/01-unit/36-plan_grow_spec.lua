@@ -54,6 +54,10 @@ describe("a plan grown by later generations", function()
                 ast)
     -- the passthrough (subtopology 1) forwards to generation 1 until a move switches it
     assert.equal("topic 0 stamp-in sub=1 generation=0 partitions=0 pass_to=2", at[1])
+    -- the task table gained the new subtopologies' tasks, in order, within its room
+    assert.equal("tasks 0 cap=4096", only(before, "tasks")[1])
+    assert.equal("tasks 17 cap=4096 2_0 2_1 2_2 2_3 2_4 2_5 2_6 2_7 2_8 2_9 2_10 2_11 " ..
+                 "3_0 3_1 3_2 3_3 3_4", only(after, "tasks")[1])
   end)
 
   it("refuses a list that does not extend the plan's, and one from generation 0", function()
@@ -76,5 +80,11 @@ describe("a plan grown by later generations", function()
     list[257] = "0=7"
     local _, err = grown("0=8", { table.concat(list, ",") })
     assert.truthy(err:find("no room for generations", 1, true), err)
+    -- and tasks: 4,096 more than the table had when it was made
+    plan = assert(grown("0=8", { "0=4000", "0=4000,0=96" }))
+    assert.truthy(only(plan, "tasks")[1]:find("^tasks 4096 cap=4096 "))
+    _, err = grown("0=8", { "0=4000", "0=4000,0=97" })
+    assert.equal("no room for generations 0=4000,0=97 in this process (" ..
+                 "259 topics, 258 subtopologies, 257 stores, 4096 tasks at most)", err)
   end)
 end)

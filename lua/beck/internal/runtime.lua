@@ -450,6 +450,15 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
     order[#order + 1] = task
   end
 
+  -- The plan grew by later generations ("S=N,S=N", the whole list so far): described again,
+  -- so that their tasks are built from it. What exists keeps its indices (an app's plan
+  -- only appends), so the tasks already built are left as they are.
+  function fns.regrow(generations)
+    app.config.generations = generations ~= "" and generations or nil
+    app._plan, app._logical = nil, nil -- describe's cache
+    plan = app:describe(rt.env.logical and { logical = true } or nil)
+  end
+
   -- init(ctx) of every processor of one task (a task added while the thread runs)
   function fns.init_task(slot)
     init_one(tasks[slot + 1])

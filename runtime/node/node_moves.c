@@ -1,0 +1,111 @@
+/* node_moves.c - the leader's check of a move, and the plan following the moves
+ * (node_moves.h). */
+#include "node/node_moves.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "engine/kafka.h"
+#include "engine/topics.h"
+
+#define MAX_TASKS 4096 /* a generation's task count at most: one key group each */
+
+/* The integer after "key=" in text, or -1. */
+static long word_int(const char *text, const char *key)
+{
+    size_t kl = strlen(key);
+    for (const char *p = text; p && *p; p = strchr(p, ' ')) {
+        while (*p == ' ') {
+            p++;
+        }
+        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            char *end;
+            long v = strtol(p + kl + 1, &end, 10);
+            return end > p + kl + 1 && (*end == ' ' || *end == '\0') && v >= 0 ? v : -1;
+        }
+    }
+    return -1;
+}
+
+int bk_node_moves_tasks_of(const bk_plan_t *plan, int sub)
+{
+    int nsubs = plan->nsubs, best = 0, tasks = 0;
+    for (int s = 0; s < nsubs; s++) {
+        const bk_plan_sub_t *x = &plan->subs[s];
+        if (x->of == sub && !x->passthrough && x->generation > best) {
+            best = x->generation;
+            tasks = x->partitions;
+        }
+    }
+    return tasks;
+}
+
+void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
+                           const bk_member_view_t *view, const bk_member_note_t *note)
+{
+    long sub = word_int(note->text, "sub"), tasks = word_int(note->text, "tasks");
+    int now, ntasks, cap;
+    char why[512] = "";
+
+    if (!view->is_leader) {
+        return;
+    }
+    bk_plan_task_table(plan, &ntasks, &cap);
+    now = sub >= 0 && sub < plan->nsubs ? bk_node_moves_tasks_of(plan, (int)sub) : 0;
+    if (sub < 0 || tasks < 0) {
+        snprintf(why, sizeof(why), "'%.200s' is not \"sub=S tasks=N\"", note->text);
+    } else if (sub >= plan->nsubs || plan->subs[sub].of != sub || plan->subs[sub].passthrough ||
+               plan->subs[sub].generation > 1) {
+        snprintf(why, sizeof(why), "the topology has no subtopology %ld (beck describe lists "
+                                   "them)",
+                 sub);
+    } else if (now == 0) {
+        snprintf(why, sizeof(why), "subtopology %ld reads its input by partition; only a "
+                                   "subtopology given a task count of its own (the `tasks` "
+                                   "setting) moves (docs/repartitioning.md)",
+                 sub);
+    } else if (tasks < 1 || tasks > MAX_TASKS) {
+        snprintf(why, sizeof(why), "%ld tasks: 1 to %d can be run", tasks, MAX_TASKS);
+    } else if (tasks == now) {
+        snprintf(why, sizeof(why), "subtopology %ld runs %d tasks already", sub, now);
+    } else if (ntasks + tasks > cap) {
+        snprintf(why, sizeof(why), "%ld more tasks do not fit in the %d this app's task table "
+                                   "has room for",
+                 tasks, cap);
+    } else if (bk_member_add_generation(member, (int32_t)sub, (int32_t)tasks,
+                                        view->ngenerations) != 0) {
+        snprintf(why, sizeof(why), "the move could not be written to the control topic");
+    }
+    if (why[0]) {
+        bk_log_warn("repartition from %s: %s: refused", note->from, why);
+        /* the command waits for the move: it says why there is none */
+        bk_member_note(member, note->from, BK_NODE_MOVES_REFUSED, why);
+        return;
+    }
+    bk_log_info("repartition from %s: subtopology %ld moves from %d to %ld tasks (move %d)",
+                note->from, sub, now, tasks, (int)view->ngenerations + 1);
+}
+
+int bk_node_moves_follow(bk_plan_t *plan, const bk_conf_t *conf, lua_State *L, int dev_port,
+                         const char *generations, char *err, size_t errsz)
+{
+    int from_topic = plan->ntopics, from_store = plan->nstores, rc;
+    const char *have = plan->generations ? plan->generations : "";
+    rd_kafka_t *admin;
+
+    if (!generations || strcmp(generations, have) == 0) {
+        return 0;
+    }
+    if (bk_plan_grow(plan, conf, L, generations, err, errsz) != 0) {
+        return -1;
+    }
+    admin = bk_kafka_new(conf, BK_KAFKA_ADMIN, "beck-admin", NULL, NULL, err, errsz);
+    if (!admin) {
+        return -1;
+    }
+    rc = bk_topics_ensure_grown(plan, conf, admin, dev_port, from_topic, from_store, err, errsz);
+    rd_kafka_destroy(admin);
+    return rc;
+}

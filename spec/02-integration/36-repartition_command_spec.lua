@@ -1,0 +1,113 @@
+-- `beck repartition` on a running cluster, on both brokers (docs/repartitioning.md): the
+-- leader checks the move and writes it to the control topic, every node grows its plan and
+-- makes the new generation's topics, and the leader assigns the new tasks over the nodes.
+-- A move it refuses is answered to the command, which says why. A node that starts after a
+-- move follows it before it takes any task. What this does not show yet: the switch of the
+-- passthrough to the new generation and the move of the state (the generation's tasks run,
+-- and read nothing, until it is built).
+local helpers = require "spec.helpers"
+local cluster = require "spec.fixtures.cluster"
+local gen = require "spec.fixtures.generations"
+
+local APP = gen.APP
+
+local function start(bs, id, rack, state)
+  return gen.start(bs, id, rack, { "--tasks", "0=5" }, { state = state })
+end
+
+local function repartition(bs, sub, n)
+  return helpers.run({ helpers.beck_bin(), "repartition", "-b", bs, "--app", APP,
+                       "--subtopology", tostring(sub), "--partitions", tostring(n),
+                       "--timeout-ms", "20000" }, { timeout = 40 })
+end
+
+-- The tasks in node n's latest epoch, by subtopology ("0" -> count).
+local function by_sub(n)
+  local out = {}
+  for _, t in ipairs(cluster.now_of(n).running) do
+    local s = t:match("^(%d+)_")
+    out[s] = (out[s] or 0) + 1
+  end
+  return out
+end
+
+describe("beck repartition", function()
+  after_each(helpers.cleanup)
+
+  it("adds a move that every node follows, answers one it refuses, and a new node follows",
+     function()
+    local broker = helpers.start_broker { topics = { "stamp-in:3", "stamp-out:3" } }
+    local bs = broker.bootstrap
+    local sb = helpers.tmpdir()
+    local nodes = { na = start(bs, "na", "a", helpers.tmpdir()), nb = start(bs, "nb", "b", sb) }
+    helpers.eventually(function()
+      return cluster.running(nodes.na) == 5 and cluster.running(nodes.nb) == 5
+    end, 40, 0.2)
+
+    local st, out, err = repartition(bs, 0, 8)
+    assert.equal(0, st, "beck repartition: " .. err)
+    assert.matches("app stamped: subtopology 0 moves to 8 tasks %(move 1; moves so far: 0=8%)",
+                   out)
+    -- generation 2: its topic and its store's changelog, 8 partitions each
+    assert.equal(8, helpers.metadata(bs, "stamped-0-repartition-g2").partitions)
+    helpers.eventually(function()
+      local md = helpers.metadata(bs, "stamped-counts-changelog-g2")
+      return md and md.partitions == 8
+    end, 20, 0.2)
+    -- both nodes follow, and the leader spreads the 8 new tasks (2_0..2_7) over them, 4 each
+    for _, n in pairs(nodes) do
+      n:wait_log("app stamped: moves 0=8: 18 task%(s%), 8 new %(2_0 to 2_7%)", 20)
+      helpers.eventually(function() return by_sub(n)["2"] == 4 end, 20, 0.2)
+    end
+
+    -- refused by the leader, which says why to the command
+    st, _, err = repartition(bs, 1, 3)
+    assert.equal(1, st)
+    assert.matches("refused the move: the topology has no subtopology 1", err)
+    st, _, err = repartition(bs, 0, 8)
+    assert.equal(1, st)
+    assert.matches("refused the move: subtopology 0 runs 8 tasks already", err)
+    -- refused by the command itself
+    st, _, err = repartition(bs, 0, 5000)
+    assert.equal(1, st)
+    assert.matches("%-%-partitions 5000: 1 to 4096 tasks can be run", err)
+
+    -- a node killed and started again follows both moves before it takes a task
+    st, out, err = repartition(bs, 0, 3)
+    assert.equal(0, st, "beck repartition: " .. err)
+    assert.matches("moves so far: 0=8,0=3", out)
+    nodes.nb:kill()
+    nodes.nb = start(bs, "nb", "b", sb)
+    nodes.nb:wait_log("app stamped: moves 0=8,0=3: 21 task%(s%), 11 new %(2_0 to 3_2%)", 30)
+    helpers.eventually(function()
+      local a, b = by_sub(nodes.na), by_sub(nodes.nb)
+      return (a["3"] or 0) + (b["3"] or 0) == 3 and (a["2"] or 0) + (b["2"] or 0) == 8 and
+             cluster.running(nodes.na) + cluster.running(nodes.nb) == 21
+    end, 40, 0.2)
+    local log = nodes.nb:log()
+    local grew = log:find("moves 0=8,0=3: 21 task", 1, true)
+    local first = log:find("epoch %d+: running [1-9]")
+    assert.is_truthy(first and grew < first, "it took tasks before it followed the moves")
+
+    -- the generation that runs counts as before (generation 1: the passthrough still feeds
+    -- it), every key once per record
+    local records = {}
+    for i = 1, 300 do records[#records + 1] = { "k" .. i, "r" } end
+    helpers.produce(bs, "stamp-in", records)
+    helpers.eventually(function()
+      return cluster.committed_total(bs, "stamp-in", APP) == 300 and
+             cluster.committed_total(bs, gen.GEN_TOPIC, APP) == 300
+    end, 60, 0.3)
+    local seen = {}
+    for _, r in ipairs(helpers.consume(bs, "stamp-out", { timeout = 30 })) do
+      assert.is_nil(seen[r.key], "counted twice: " .. r.key)
+      seen[r.key] = r.value:match("^(%d+) ")
+    end
+    for i = 1, 300 do assert.equal("1", seen["k" .. i], "count of k" .. i) end
+    for id, n in pairs(nodes) do
+      local code = n:stop()
+      if code ~= 0 then print(id, n:log():sub(-3000)) end
+      assert.equal(0, code)
+    end
+  end)
+end)
