@@ -132,6 +132,11 @@ int bk_ffi_member_rec_release(const char *id, uint64_t inc, uint64_t epoch, cons
 int bk_ffi_member_rec_generation(const char *id, uint64_t inc, int32_t after, int32_t sub,
                                  int32_t tasks, char **buf, size_t *len);
 const char *bk_ffi_member_generations(bk_member_spec_t *s, int32_t *n);
+/* A drained record (task `task` of a replaced generation drained) and the view's drained
+ * tasks (sorted; *n their count). */
+int bk_ffi_member_rec_drained(const char *id, uint64_t inc, int32_t task, char **buf,
+                              size_t *len);
+const int32_t *bk_ffi_member_drained(bk_member_spec_t *s, int32_t *n);
 /* -- A plan grown by later generations (engine/plan_ffi.c) -------------------------------
  * Loads `topology` with the tasks setting `tasks` (NULL: none), grows it by each of
  * grow[0..ngrow) in turn (bk_plan_grow) and writes the plan as text into out (size bytes):

@@ -961,6 +961,22 @@ int bk_member_add_generation(bk_member_t *member, int32_t sub, int32_t tasks, in
     return rc;
 }
 
+int bk_member_drained(bk_member_t *member, int32_t task)
+{
+    bk_member_t *m = member;
+    bk_wire_buf_t w = {0};
+    int rc;
+    if (m->observe || task < 0) {
+        return -1;
+    }
+    pthread_mutex_lock(&m->lock);
+    bk_member_w_header(&w, m, REC_DRAINED);
+    bk_wire_put_uv(&w, (uint64_t)task);
+    rc = bk_member_produce(m, REC_DRAINED, &w, bk_clock_wall_ms());
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
 int bk_member_note_encode(const char *from, const char *to, const char *kind, const char *text,
                           uint8_t **buf, size_t *len)
 {
@@ -1060,6 +1076,7 @@ void bk_member_destroy(bk_member_t *member)
     bk_member_free_assignment(m);
     free(m->lost_tasks);
     free(m->assignable);
+    free(m->drained);
     free(m->notes);
     free(m->prog);
     pthread_mutex_destroy(&m->lock);

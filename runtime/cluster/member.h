@@ -141,6 +141,11 @@ typedef struct bk_member_view {
      * described with it (engine/plan.h, bk_plan_grow). */
     char generations[BK_MEMBER_GENS_MAX + 1];
     int32_t ngenerations;
+    /* Tasks (indices of the app's task table) of generations that a move replaces, which
+     * have drained to their barriers: every record forwarded to them before the move is in
+     * their committed state and changelogs. Sorted. */
+    int32_t ndrained;
+    int32_t *drained;
     /* The whole app's tasks, for every member (routing, `beck status`). Task t of the current
      * assignment (0..ntasks-1; ntasks is 0 before the first epoch):
      *   owner[t]       the peer the current epoch makes its active, -1 if none. It is the
@@ -159,6 +164,7 @@ typedef struct bk_member_view {
     bk_member_progress_t *progress;
     /* internal: what the arrays hold, and the peers' strings */
     size_t cap_peers, cap_tasks, cap_strings, cap_owner, cap_standby_of, cap_progress;
+    size_t cap_drained;
     int32_t *peer_map, *peer_order; /* the member's peer slots <-> indices into peers */
     char *strings;
 } bk_member_view_t;
@@ -237,6 +243,11 @@ int bk_member_take_note(bk_member_t *member, bk_member_note_t *note);
  * Only the record is queued: the view shows the move once it is read back. 0, or -1 (an
  * observer, a bad count, `after` not the current count, or a producer error). */
 int bk_member_add_generation(bk_member_t *member, int32_t sub, int32_t tasks, int32_t after);
+/* Task `task` of a generation a move replaces has drained to its barriers (read the barrier
+ * of every passthrough task and committed what came before them): a record every view
+ * applies, from whoever writes it. Queued only. 0, or -1 (an observer, a producer error).
+ * @locality any thread */
+int bk_member_drained(bk_member_t *member, int32_t task);
 /* A note record's value as a tool outside the app writes it (`beck bootstrap`), from a
  * sender id of its own; *buf is malloc'd. 0, or -1 when a field is too long. */
 int bk_member_note_encode(const char *from, const char *to, const char *kind, const char *text,

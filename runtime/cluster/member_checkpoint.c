@@ -97,6 +97,14 @@ int bk_member_checkpoint_encode(const bk_member_t *m, bk_wire_buf_t *w, char *er
     /* the list of moves, last: a reader of checkpoints from before it reads none */
     bk_wire_put_str(w, m->gens);
     bk_wire_put_uv(w, (uint64_t)m->ngens);
+    /* the drained tasks, after it, when there are any (by difference: a sorted list); so a
+     * checkpoint without them ends as before, and one cut short never reads as whole */
+    if (m->ndrained > 0) {
+        bk_wire_put_uv(w, (uint64_t)m->ndrained);
+    }
+    for (int32_t i = 0, prev = -1; i < m->ndrained; prev = m->drained[i++]) {
+        bk_wire_put_uv(w, (uint64_t)(m->drained[i] - prev - 1));
+    }
     if (w->oom) {
         snprintf(errstr, errstr_size, "out of memory");
         return -1;
@@ -185,6 +193,7 @@ void bk_member_view_reset(bk_member_t *m)
     m->ckpt_bytes = 0;
     m->gens[0] = '\0';
     m->ngens = 0;
+    m->ndrained = 0;
     m->expire_at = INT64_MIN;
     m->version++;
 }
@@ -197,7 +206,7 @@ int bk_member_checkpoint_load(bk_member_t *m, const void *payload, size_t len, i
     peer_t *peers = NULL;
     bk_assigncodec_t *cur = NULL;
     bk_member_tables_t t = {0};
-    int32_t npeers = 0, ngens = 0;
+    int32_t npeers = 0, ngens = 0, ndrained = 0, *drained = NULL;
     char gens[GENS_MAX + 1] = "";
     int64_t at, log_time, ckpt_offset, ckpt_log_time, ckpt_bytes;
     int session_ms;
@@ -279,6 +288,22 @@ int bk_member_checkpoint_load(bk_member_t *m, const void *payload, size_t len, i
             gens[n] = '\0';
         }
     }
+    if (!r.fault && r.left > 0) {
+        /* at least a byte a task */
+        ndrained = (int32_t)bk_wire_get_uvmax(&r, r.left, "more drained tasks than the record "
+                                                         "holds");
+        if (!r.fault && ndrained > 0 && !(drained = malloc((size_t)ndrained * sizeof(int32_t)))) {
+            why = "out of memory";
+            goto fail;
+        }
+        for (int32_t i = 0, prev = -1; !r.fault && i < ndrained; i++) {
+            uint64_t d = bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_TASKS, "drained task");
+            drained[i] = prev = prev + 1 + (int32_t)d;
+            if (prev >= BK_ASSIGNCODEC_MAX_TASKS) {
+                r.fault = "drained task";
+            }
+        }
+    }
     if (r.fault) {
         goto fail;
     }
@@ -294,6 +319,9 @@ int bk_member_checkpoint_load(bk_member_t *m, const void *payload, size_t len, i
     m->ckpt_bytes = ckpt_bytes;
     memcpy(m->gens, gens, sizeof(gens));
     m->ngens = ngens;
+    free(m->drained);
+    m->drained = drained;
+    m->ndrained = m->cap_drained = ndrained;
     if (m->session_announced && session_ms > 0) {
         m->session_ms = session_ms;
     }
@@ -305,6 +333,7 @@ int bk_member_checkpoint_load(bk_member_t *m, const void *payload, size_t len, i
 fail:
     snprintf(errstr, errstr_size, "%s%s%s", why, r.fault ? ": " : "", r.fault ? r.fault : "");
 out:
+    free(drained);
     free_peers(peers, npeers);
     bk_assigncodec_destroy(cur);
     bk_member_tables_free(&t);

@@ -206,6 +206,18 @@ static int poll_view(bk_member_t *m, bk_member_view_t *v, int force)
     v->k = k;
     memcpy(v->generations, m->gens, sizeof(v->generations));
     v->ngenerations = m->ngens;
+    v->ndrained = 0;
+    if ((size_t)m->ndrained > v->cap_drained) {
+        int32_t *d = realloc(v->drained, (size_t)m->ndrained * sizeof(*d));
+        if (d) {
+            v->drained = d;
+            v->cap_drained = (size_t)m->ndrained;
+        }
+    }
+    if (m->ndrained > 0 && (size_t)m->ndrained <= v->cap_drained) {
+        memcpy(v->drained, m->drained, (size_t)m->ndrained * sizeof(*v->drained));
+        v->ndrained = m->ndrained;
+    }
     /* This member's tasks. */
     v->nrunning = v->nwaiting = v->nrelease = v->nstandby = 0;
     if (m->lost) {
@@ -278,5 +290,6 @@ void bk_member_view_clear(bk_member_view_t *view)
     free(view->progress);
     free(view->peer_map);
     free(view->peer_order);
+    free(view->drained);
     memset(view, 0, sizeof(*view));
 }

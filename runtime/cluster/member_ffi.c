@@ -251,6 +251,21 @@ int bk_ffi_member_rec_generation(const char *id, uint64_t inc, int32_t after, in
     return done(&w, buf, len);
 }
 
+int bk_ffi_member_rec_drained(const char *id, uint64_t inc, int32_t task, char **buf,
+                              size_t *len)
+{
+    bk_wire_buf_t w = {0};
+    header(&w, id, inc, REC_DRAINED);
+    bk_wire_put_uv(&w, (uint64_t)task);
+    return done(&w, buf, len);
+}
+
+const int32_t *bk_ffi_member_drained(bk_member_spec_t *s, int32_t *n)
+{
+    *n = s->view.ndrained;
+    return s->view.drained;
+}
+
 const char *bk_ffi_member_generations(bk_member_spec_t *s, int32_t *n)
 {
     *n = s->view.ngenerations;

@@ -63,7 +63,8 @@ enum {
     REC_TICK = 5,
     REC_NOTE = 6,
     REC_CHECKPOINT = 7,
-    REC_GENERATION = 8
+    REC_GENERATION = 8,
+    REC_DRAINED = 9
 };
 /* The list of moves a view keeps, "S=N[,S=N...]": at most this many bytes (the plan has room
  * for 256 generations of one subtopology in a process, engine/plan.h). */
@@ -101,6 +102,8 @@ typedef struct rec {
     size_t payload_len;
     /* GENERATION */
     uint64_t gen_index, gen_sub, gen_tasks;
+    /* DRAINED */
+    int32_t drained;
     /* NOTE */
     char to[BK_MEMBER_MAX_ID + 1], kind[BK_MEMBER_MAX_ID + 1];
     char text[BK_MEMBER_NOTE_MAX + 1];
@@ -188,6 +191,10 @@ struct bk_member_s {
      * them; "" none) and how many (docs/repartitioning.md): part of the fold. */
     char gens[GENS_MAX + 1];
     int32_t ngens;
+    /* Tasks of a generation that a move replaces, drained to its barriers (the drained
+     * records): sorted, part of the fold. */
+    int32_t *drained;
+    int32_t ndrained, cap_drained;
     uint8_t *rel_sent;  /* [nown] this member published a release of it, not yet seen */
     uint8_t *told;      /* [nown] a view listed it in running; the node has not released it */
     /* This member. */
@@ -246,6 +253,8 @@ int32_t bk_member_self_peer(const bk_member_t *m);
 int32_t bk_member_peer_rank(const bk_member_t *m, int32_t i);
 int bk_member_peer_alive(const bk_member_t *m, int32_t i);
 void bk_member_apply(bk_member_t *m, const rd_kafka_message_t *msg);
+/* Adds task t to the view's drained list (sorted, once); -1 without memory. */
+int bk_member_drained_add(bk_member_t *m, int32_t t);
 /* Appends "S=N" to the view's list of moves (gens, ngens); -1 if it would not fit. */
 int bk_member_gens_append(bk_member_t *m, uint64_t sub, uint64_t tasks);
 /* Frees the current assignment and what is derived from it (slots, holders). */

@@ -21,7 +21,7 @@
 #include "devbroker/devctl.h"
 #include "engine/kafka.h"
 
-const char bk_member_rec_key_char[] = "?hlartncg";
+const char bk_member_rec_key_char[] = "?hlartncgd";
 
 /* Copies a string into out[BK_MEMBER_MAX_ID + 1]; longer ones, or ones with a NUL, are bad. */
 static void r_str(bk_wire_reader_t *r, char *out)
@@ -117,6 +117,9 @@ int bk_member_rec_parse(const void *buf, size_t len, rec_t *rec)
         rec->gen_index = bk_wire_get_uvmax(&r, GENS_MAX, "move index");
         rec->gen_sub = bk_wire_get_uvmax(&r, INT32_MAX, "subtopology");
         rec->gen_tasks = bk_wire_get_uvmax(&r, 4096, "task count"); /* key groups */
+        break;
+    case REC_DRAINED:
+        rec->drained = (int32_t)bk_wire_get_uvmax(&r, BK_ASSIGNCODEC_MAX_TASKS, "task");
         break;
     case REC_LEAVE:
     case REC_TICK:

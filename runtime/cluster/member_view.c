@@ -607,6 +607,48 @@ int bk_member_gens_append(bk_member_t *m, uint64_t sub, uint64_t tasks)
     return 0;
 }
 
+int bk_member_drained_add(bk_member_t *m, int32_t t)
+{
+    int32_t lo = 0, hi = m->ndrained;
+    while (lo < hi) { /* the first >= t */
+        int32_t mid = lo + (hi - lo) / 2;
+        if (m->drained[mid] < t) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (lo < m->ndrained && m->drained[lo] == t) {
+        return 0;
+    }
+    if (m->ndrained == m->cap_drained) {
+        int32_t cap = m->cap_drained ? m->cap_drained * 2 : 16;
+        int32_t *d = realloc(m->drained, (size_t)cap * sizeof(*d));
+        if (!d) {
+            return -1;
+        }
+        m->drained = d;
+        m->cap_drained = cap;
+    }
+    memmove(&m->drained[lo + 1], &m->drained[lo], (size_t)(m->ndrained - lo) * sizeof(int32_t));
+    m->drained[lo] = t;
+    m->ndrained++;
+    return 0;
+}
+
+/* Rule "drained" (docs/cluster.md): a task of a generation that a move replaces read the
+ * barriers of every passthrough task and committed what came before them. Whoever ran it
+ * says so, from any incarnation: the statement stays true, and a repeat adds nothing. */
+static void apply_drained(bk_member_t *m, const rec_t *rec, int64_t offset)
+{
+    if (bk_member_drained_add(m, rec->drained) != 0) {
+        bk_log_error("member %s: out of memory applying the drained record at offset %" PRId64,
+                     m->node_id, offset);
+        return;
+    }
+    m->version++;
+}
+
 /* Rule "generation" (docs/cluster.md): the leader of the record's position adds the next
  * generation of a subtopology; the record names how many moves it follows, so that of two
  * written on the same list (two leaders, or a leader's retry) only the first counts. */
@@ -719,6 +761,9 @@ void bk_member_apply_record(bk_member_t *m, const void *payload, size_t len, int
         break;
     case REC_GENERATION:
         apply_generation(m, &rec, offset);
+        break;
+    case REC_DRAINED:
+        apply_drained(m, &rec, offset);
         break;
     default:
         break;

@@ -172,6 +172,14 @@ int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void 
     return 0;
 }
 
+void bk_changelog_rebase(bk_store_t *st)
+{
+    drop_pending(st);
+    st->marked = 0;
+    st->ninput = 0;
+    st->next = -1;
+}
+
 int64_t bk_changelog_pending(const bk_store_t *st)
 {
     return st->npending;

@@ -26,6 +26,11 @@ int bk_changelog_flush(bk_store_t *st, char *errstr, size_t errstr_size);
 
 /* Markers are keyed BK_KEYS_MARKER (base/keys.h); bk_keys_is_marker tells them. */
 
+/* A later generation's store, built from the changelogs of the generation before
+ * (docs/repartitioning.md): forgets their position, input offsets and anything pending,
+ * so that its own changelog is replayed from its start on top of what was built. */
+void bk_changelog_rebase(bk_store_t *st);
+
 /* Records read after the last marker, not applied yet. */
 int64_t bk_changelog_pending(const bk_store_t *st);
 /* At the end of a takeover's restore: the pending records are the previous owner's writes

@@ -45,6 +45,13 @@ void bk_crew_set_instance(bk_crew_t *crew, uint64_t instance)
     }
 }
 
+void bk_crew_set_drained(bk_crew_t *crew, bk_thread_drained_cb cb, void *opaque)
+{
+    for (int t = 0; t < crew->nthreads; t++) {
+        bk_thread_set_drained(crew->threads[t], cb, opaque);
+    }
+}
+
 void bk_crew_set_recover(bk_crew_t *crew, bk_thread_recover_cb cb, void *opaque)
 {
     for (int t = 0; t < crew->nthreads; t++) {

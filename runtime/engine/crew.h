@@ -34,6 +34,9 @@ typedef struct bk_crew_s {
  * and closes its own DBs); live (may be NULL) gets the threads' live counters, nthreads of
  * them at least. A thread that cannot start sets flags.failed. */
 /* Every thread's archive recovery (bk_thread_set_recover); before tasks are added. */
+/* Who hears of a replaced generation's task that drained (bk_thread_set_drained); before
+ * tasks are added. */
+void bk_crew_set_drained(bk_crew_t *crew, bk_thread_drained_cb cb, void *opaque);
 void bk_crew_set_recover(bk_crew_t *crew, bk_thread_recover_cb cb, void *opaque);
 
 void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf, int nthreads,

@@ -47,6 +47,50 @@ void bk_plan_snapshot_dir(const bk_plan_t *plan, const bk_conf_t *conf, char *bu
     snprintf(buf, size, "%s/%s/snapshots", bk_conf_str(conf, BK_CONF_STATE_DIR), plan->id);
 }
 
+int bk_plan_generation_sub(const bk_plan_t *plan, int of, int g)
+{
+    int nsubs = plan->nsubs;
+    for (int s = 0; s < nsubs; s++) {
+        const bk_plan_sub_t *x = &plan->subs[s];
+        if (x->of == of && !x->passthrough && x->generation == g && g >= 1) {
+            return s;
+        }
+    }
+    return -1;
+}
+
+int bk_plan_latest_generation(const bk_plan_t *plan, int of)
+{
+    int nsubs = plan->nsubs, g = 0;
+    for (int s = 0; s < nsubs; s++) {
+        const bk_plan_sub_t *x = &plan->subs[s];
+        if (x->of == of && !x->passthrough && x->generation > g) {
+            g = x->generation;
+        }
+    }
+    return g;
+}
+
+int bk_plan_passthrough_of(const bk_plan_t *plan, int of)
+{
+    int nsubs = plan->nsubs;
+    for (int s = 0; s < nsubs; s++) {
+        if (plan->subs[s].passthrough && plan->subs[s].of == of) {
+            return s;
+        }
+    }
+    return -1;
+}
+
+int bk_plan_first_task(const bk_plan_t *plan, int s)
+{
+    int n = 0;
+    for (int i = 0; i < s; i++) {
+        n += plan->subs[i].partitions;
+    }
+    return n;
+}
+
 int bk_plan_topic_index(const bk_plan_t *plan, const char *name)
 {
     for (int i = 0; i < plan->ntopics; i++) {

@@ -146,6 +146,18 @@ void bk_plan_task_dir(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t
  * (snapshot.h, bootstrap.h). */
 void bk_plan_snapshot_dir(const bk_plan_t *plan, const bk_conf_t *conf, char *buf, size_t size);
 
+/* Generations (docs/repartitioning.md). `of` is a topology's own subtopology; its
+ * generation g >= 1 is a subtopology of the plan (generation 1: `of` itself, with the
+ * `tasks` setting; later ones appended by bk_plan_grow). */
+/* The subtopology running generation g of `of`, -1: none. */
+int bk_plan_generation_sub(const bk_plan_t *plan, int of, int g);
+/* The latest generation of `of` (0: it has none of its own). */
+int bk_plan_latest_generation(const bk_plan_t *plan, int of);
+/* The passthrough subtopology feeding `of`'s generations, -1: none. */
+int bk_plan_passthrough_of(const bk_plan_t *plan, int of);
+/* The index in the app's task table of subtopology s's first task (its tasks follow). */
+int bk_plan_first_task(const bk_plan_t *plan, int s);
+
 /* Index of a topic by name, -1 if the topology does not use it. */
 int bk_plan_topic_index(const bk_plan_t *plan, const char *name);
 

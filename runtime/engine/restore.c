@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/keys.h"
 #include "base/log.h"
 #include "engine/changelog.h"
 #include "engine/kafka.h"
@@ -45,6 +46,18 @@ static void report(bk_restore_progress_cb cb, void *opaque, bk_restore_progress_
     if (cb) {
         cb(opaque, p);
     }
+}
+
+/* A changelog key the item keeps: any, without a group range; else a marker (which settles
+ * what came before it) or a key of the range's groups. */
+static int in_groups(const bk_restore_item_t *item, const void *key, size_t klen)
+{
+    int g;
+    if (item->group_hi <= item->group_lo || !key || bk_keys_is_marker(key, klen)) {
+        return 1;
+    }
+    g = bk_keys_group(key, klen, bk_store_window(item->st));
+    return g >= item->group_lo && g < item->group_hi;
 }
 
 int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_restore_progress_cb cb,
@@ -153,7 +166,14 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
         for (ssize_t i = 0; i < got; i++) {
             rd_kafka_message_t *m = msgs[i];
             work_t *x = m->err ? NULL : find(w, n, rd_kafka_topic_name(m->rkt), m->partition);
-            if (x && !x->done && m->offset < x->end) {
+            if (x && !x->done && m->offset < x->end &&
+                !in_groups(x->item, m->key, m->key_len)) {
+                p.records++; /* another task's key: read, not kept */
+                if (m->offset + 1 >= x->end) {
+                    x->done = 1;
+                    pending--;
+                }
+            } else if (x && !x->done && m->offset < x->end) {
                 if (bk_changelog_apply(x->item->st, m->key, m->key_len, m->payload, m->len,
                                        m->offset, rd_kafka_message_timestamp(m, NULL), errstr,
                                        errstr_size) != 0) {

@@ -19,6 +19,9 @@ typedef struct bk_restore_item_s {
     const char *topic; /* the store's changelog */
     int32_t partition;
     const char *task; /* "<sub>_<partition>", for messages */
+    /* group_hi > group_lo: only the keys of key groups [group_lo, group_hi) are applied (a
+     * later generation's task built from the changelogs of the one before) */
+    int group_lo, group_hi;
 } bk_restore_item_t;
 
 typedef struct bk_restore_progress_s {

@@ -72,6 +72,9 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     pthread_mutex_init(&thr->box_lock, NULL);
     pthread_cond_init(&thr->box_cond, NULL);
     bk_thread_build_tables(thr);
+    if (bk_thread_moves_init(thr) != 0) {
+        bk_log_error("%s: out of memory", thr->name);
+    }
     return thr;
 }
 
@@ -98,7 +101,7 @@ static void first_record(bk_thread_t *thr, int tp, int64_t offset);
 static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
 {
     const bk_plan_t *plan = thr->plan;
-    int to = plan->topics[t].pass_to;
+    int to = bk_thread_pass_target(thr, t);
     int32_t part = m->key ? bk_hash_group_owner(bk_hash_key_group(m->key, m->key_len),
                                                 plan->topics[to].partitions)
                           : 0;
@@ -171,6 +174,25 @@ static int fill_batch(bk_thread_t *thr, int n)
             (tp = thr->tp_of[t][m->partition]) < 0) {
             rd_kafka_message_destroy(m); /* not ours: cannot happen with assign() */
             continue;
+        }
+        if (!m->key && !m->payload && thr->plan->topics[t].keygroups) {
+            /* a barrier of a move, maybe: counted, its offset done, not processed */
+            int b = bk_thread_moves_barrier(thr, m, t);
+            if (b != 0) {
+                thr->tp_next[tp] = m->offset + 1;
+                thr->tp_dirty[tp] = 1;
+                rd_kafka_message_destroy(m);
+                if (b < 0) {
+                    for (int k = 0; k < j; k++) {
+                        rd_kafka_message_destroy(thr->msgs[k]);
+                    }
+                    for (int k = i + 1; k < n; k++) {
+                        rd_kafka_message_destroy(thr->msgs[k]);
+                    }
+                    return -1;
+                }
+                continue;
+            }
         }
         if (thr->plan->topics[t].pass_to >= 0) {
             int rc = pass_on(thr, m, t, tp);
@@ -480,6 +502,10 @@ static int run_loop(bk_thread_t *thr)
             if (crc == 0 && thr->ntasks > 0) {
                 thr->redos = 0;
             }
+            if (crc == 0 && bk_thread_moves_after_commit(thr) != 0) {
+                rc = -1;
+                break;
+            }
             /* The interval runs from the commit's end, as Kafka Streams' does: a commit that
              * waits on the broker (a transaction's takes tens of ms) cannot leave the thread
              * less than the interval to process in between. */
@@ -616,6 +642,12 @@ void bk_thread_set_live(bk_thread_t *thr, bk_livestats_t *live)
     thr->live = live;
 }
 
+void bk_thread_set_drained(bk_thread_t *thr, bk_thread_drained_cb cb, void *opaque)
+{
+    thr->drained = cb;
+    thr->drained_opaque = opaque;
+}
+
 void bk_thread_set_progress(bk_thread_t *thr, bk_thread_progress_cb cb, void *opaque)
 {
     thr->progress = cb;
@@ -709,5 +741,6 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->io.recs);
     free(thr->msgs);
     free(thr->rec_tp);
+    bk_thread_moves_free(thr);
     free(thr);
 }

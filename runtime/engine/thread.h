@@ -66,6 +66,12 @@ int bk_thread_wait_removed(bk_thread_t *thr, uint64_t ticket);
 typedef void (*bk_thread_progress_cb)(void *opaque, int32_t task, int64_t offset);
 void bk_thread_set_progress(bk_thread_t *thr, bk_thread_progress_cb cb, void *opaque);
 
+/* A task of a generation that a move replaces drained: it read every passthrough task's
+ * barrier, and the commit after it went through (docs/repartitioning.md). Told once per
+ * task and opening, on the stream thread. Call before tasks are added. */
+typedef void (*bk_thread_drained_cb)(void *opaque, int32_t task);
+void bk_thread_set_drained(bk_thread_t *thr, bk_thread_drained_cb cb, void *opaque);
+
 /* Cold bootstrap, the active's side (docs/bootstrap.md): a snapshot asked for is made by the
  * thread right after its next commit (which it then does at once); engine/snapshot.h has
  * the request's answer. */

@@ -20,6 +20,7 @@
 #include "engine/livestats.h"
 #include "engine/restore.h"
 #include "engine/store.h"
+#include "engine/taskdb.h"
 #include "engine/thread.h"
 
 typedef enum { POLICY_FAIL, POLICY_SKIP, POLICY_DLQ } policy_t;
@@ -165,10 +166,39 @@ struct bk_thread_s {
     void *progress_opaque;
     bk_thread_recover_cb recover; /* bk_thread_set_recover */
     void *recover_opaque;
+
+    /* Moves (thread_moves.c). */
+    int *pass_target;   /* [cap_topics] the topic a passthrough input's records go to, -1:
+                         * its pass_to (generation 1) */
+    uint8_t **barriers; /* [cap] a replaced generation's task: the barriers it read, a bit
+                         * per (passthrough input, passthrough task); NULL: none */
+    uint8_t *drain;     /* [cap] DRAIN_*: every barrier read, then told */
+    bk_thread_drained_cb drained; /* bk_thread_set_drained */
+    void *drained_opaque;
 };
 
 /* Start-up (thread_setup.c); each 0, or -1 with thr->err. */
 void bk_thread_build_tables(bk_thread_t *thr);
+/* Moves (thread_moves.c): their tables (init 0 or -1; free), a slot that leaves, what
+ * follows a commit of every live task (passthroughs switch, drained tasks are told; 0 or
+ * -1 with thr->err), a passthrough task going live (its barriers, if the thread switched;
+ * 0 or -1), and a record without key and value read from a generation's topic t: 1 if it
+ * was a barrier (counted, not processed), 0 if not, -1 out of memory. */
+int bk_thread_moves_init(bk_thread_t *thr);
+void bk_thread_moves_free(bk_thread_t *thr);
+void bk_thread_moves_forget(bk_thread_t *thr, int slot);
+int bk_thread_moves_after_commit(bk_thread_t *thr);
+int bk_thread_moves_live(bk_thread_t *thr, int slot);
+int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t);
+/* A later generation's task of an opening job, its DB open (thread_build.c): built from
+ * the changelogs of the generation before, once. 0, or -1 with job->err. */
+int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, const char *name);
+/* The topic a passthrough's record of input topic t goes to. */
+static inline int bk_thread_pass_target(const bk_thread_t *thr, int t)
+{
+    return thr->pass_target[t] >= 0 ? thr->pass_target[t] : thr->plan->topics[t].pass_to;
+}
+
 /* Follows a plan grown by later generations (bk_plan_grow): tables of the new topics, their
  * producer handles, the new tasks' partitions, and the VM's description. Cheap when nothing
  * changed; call it before tasks are opened. 0, or -1 with thr->err. */

@@ -173,8 +173,8 @@ static int open_slot(bk_thread_job_t *job, int k, bk_restore_item_t *items, int 
     bk_thread_t *thr = job->thr;
     const bk_plan_t *plan = thr->plan;
     int s = job->slots[k], logged;
-    if (!thr->store_of[s]) {
-        thr->store_of[s] = calloc((size_t)plan->cap_stores + 1, sizeof(bk_store_t *)); /* by cap: the plan may grow while it is open */
+    if (!thr->store_of[s]) { /* by the plan's room: it may grow while the task runs */
+        thr->store_of[s] = calloc((size_t)plan->cap_stores + 1, sizeof(bk_store_t *));
     }
     thr->dbs[s] = bk_taskdb_open(thr->pool, plan, thr->conf, thr->tasks[s], thr->store_of[s],
                                  &logged, job->err, sizeof(job->err));
@@ -190,7 +190,7 @@ static int open_slot(bk_thread_job_t *job, int k, bk_restore_item_t *items, int 
                                thr->tasks[s].partition);
         if (bk_store_logged(store)) {
             items[(*n)++] = (bk_restore_item_t){store, plan->stores[st].changelog,
-                                                thr->tasks[s].partition, names[k]};
+                                                thr->tasks[s].partition, names[k], 0, 0};
         }
     }
     return 0;
@@ -307,6 +307,12 @@ static void *job_main(void *arg)
     snprintf(cid, sizeof(cid), "%s-restore-%d", plan->id, thr->index);
     consumer = bk_kafka_new_with(thr->conf, BK_KAFKA_CONSUMER, cid, restore_settings, NULL, NULL,
                                  job->err, sizeof(job->err));
+    /* a later generation's task starts from the state of the generation before */
+    for (int k = 0; consumer && k < job->n; k++) {
+        if (bk_thread_build_slot(job, consumer, k, names[k]) != 0) {
+            goto done;
+        }
+    }
     /* the archive, for tasks whose changelogs lost what they need (items are by task) */
     for (int k = 0, from = 0; consumer && thr->recover && k < job->n; k++) {
         int to = from;
@@ -441,6 +447,7 @@ static void free_slot(bk_thread_t *thr, int s, int synced)
     free(thr->store_of[s]);
     thr->store_of[s] = NULL;
     thr->slot_state[s] = SLOT_FREE;
+    bk_thread_moves_forget(thr, s);
 }
 
 /* Puts a job's DBs back (closed: nothing of them is committed) and frees its slots. */
@@ -619,6 +626,10 @@ static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *
          * since): INVALID, the group's committed offset, else auto.offset.reset */
         rd_kafka_topic_partition_list_add(assign, thr->plan->topics[t].name, p)->offset =
             thr->tp_next[tp] >= 0 ? thr->tp_next[tp] : RD_KAFKA_OFFSET_INVALID;
+    }
+    /* a passthrough's barriers come before anything it forwards */
+    if (bk_thread_moves_live(thr, slot) != 0) {
+        return -1;
     }
     thr->slot_state[slot] = SLOT_LIVE;
     thr->owned[thr->ntasks++] = slot;
@@ -885,6 +896,7 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
                      thr->name, why, id, slot_names(thr, again, nagain, names, sizeof(names)));
         for (int k = 0; k < nagain; k++) {
             thr->slot_state[again[k]] = SLOT_FREE;
+            bk_thread_moves_forget(thr, again[k]);
         }
         thr->fenced_at = bk_clock_mono_ms();
         thr->dr_failed = 0;
@@ -908,6 +920,7 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
      * read from the committed offsets */
     for (int k = 0; k < nagain; k++) {
         thr->slot_state[again[k]] = SLOT_OPENING;
+        bk_thread_moves_forget(thr, again[k]); /* barriers read since the commit: again */
     }
     bk_log_warn("%s: %s: the work since the last commit is dropped; task(s) %s start again "
                 "from it with a new producer (%d of %d times in a row)",

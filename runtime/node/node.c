@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "base/fs.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/task.h"
 #include "cluster/member.h"
@@ -37,6 +38,17 @@ static void active_progress(void *opaque, int32_t task, int64_t offset)
 static void standby_progress(void *opaque, int32_t task, int64_t offset, int64_t lag)
 {
     bk_member_set_progress(opaque, task, offset, lag);
+}
+
+/* A task of a generation a move replaces drained: on the control topic, for the tasks of
+ * the next generation that wait for it (any node's). */
+static void task_drained(void *opaque, int32_t task)
+{
+    if (bk_member_drained(opaque, task) != 0) {
+        bk_log_warn("task %d drained, but the control topic could not be told: the next "
+                    "generation's tasks wait until it drains again elsewhere",
+                    (int)task);
+    }
 }
 
 /* The snapshot archive (replica/archive.h): what the recovery of a task needs. */
@@ -248,6 +260,10 @@ typedef struct member_node_s {
     int dev_port;
     bk_crew_t crew;
     int32_t *running, *standing, *scratch;
+    /* [cap] tasks of a later generation assigned here that wait until the tasks of the
+     * generation before whose key groups overlap theirs have drained (build_ready) */
+    int32_t *held;
+    int nheld;
     bk_reconcile_actions_t actions; /* apply_view's, kept to spare allocations */
     int nrun, nstand;
     uint64_t logged_epoch;  /* the last epoch a line was logged for */
@@ -376,6 +392,89 @@ static void rebuild_or_drop_standbys(member_node_t *mn)
     start_standby(mn, mn->scratch, mn->nstand);
 }
 
+static int in_sorted(const int32_t *list, int32_t n, int32_t x)
+{
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (list[mid] == x) {
+            return 1;
+        }
+        if (list[mid] < x) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return 0;
+}
+
+/* A later generation's task starts from the state of the generation before it
+ * (engine/thread_build.c): only once each task of that generation whose key groups overlap
+ * its own has drained (read every passthrough's barrier and committed what came before).
+ * Any other task is ready at once. */
+static int build_ready(const member_node_t *mn, const bk_member_view_t *view, int32_t task)
+{
+    const bk_plan_t *plan = mn->plan;
+    const bk_task_id_t t = mn->tasks[task];
+    const bk_plan_sub_t *sub = &plan->subs[t.sub];
+    int prev, first, n, lo, hi;
+    if (sub->passthrough || sub->generation < 2) {
+        return 1;
+    }
+    prev = bk_plan_generation_sub(plan, sub->of, sub->generation - 1);
+    if (prev < 0) {
+        return 1;
+    }
+    first = bk_plan_first_task(plan, prev);
+    n = plan->subs[prev].partitions;
+    bk_hash_group_range(t.partition, sub->partitions, &lo, &hi);
+    for (int p = 0; p < n; p++) {
+        int plo, phi;
+        bk_hash_group_range(p, n, &plo, &phi);
+        if (phi > lo && plo < hi && !in_sorted(view->drained, view->ndrained, first + p)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Gives the crew the tasks of `ids` that are ready (build_ready) and holds the others, then
+ * those held before that are ready now; a held task the node no longer runs is let go. 0, or
+ * 1 if a stream thread failed. */
+static int start_ready(member_node_t *mn, const bk_member_view_t *view, const int32_t *ids,
+                       int n)
+{
+    int32_t *go = mn->scratch;
+    int ngo = 0, kept = 0;
+    for (int i = 0; i < mn->nheld; i++) {
+        int32_t t = mn->held[i];
+        int mine = 0;
+        for (int j = 0; j < mn->nrun && !mine; j++) {
+            mine = mn->running[j] == t;
+        }
+        if (mine && build_ready(mn, view, t)) {
+            bk_log_info("task %s: the tasks it is built from have drained: starting it",
+                        mn->names[t]);
+            go[ngo++] = t;
+        } else if (mine) {
+            mn->held[kept++] = t;
+        }
+    }
+    mn->nheld = kept;
+    for (int i = 0; i < n; i++) {
+        if (build_ready(mn, view, ids[i])) {
+            go[ngo++] = ids[i];
+        } else {
+            bk_log_info("task %s: waits until the tasks of the generation before that it is "
+                        "built from have drained",
+                        mn->names[ids[i]]);
+            mn->held[mn->nheld++] = ids[i];
+        }
+    }
+    return ngo > 0 && bk_crew_add(&mn->crew, view->epoch, go, ngo) != 0 ? 1 : 0;
+}
+
 /* Applies a new view: reconcile.h says what to do, this does it in its order (the actives
  * given up commit and close, standbys checkpoint, releases are published, then the new
  * standbys start and the gained actives open). Tasks that stay are not touched. Returns 1
@@ -456,7 +555,7 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
                     list_names(mn->names, a->running, a->nrunning, run_list, sizeof(run_list)),
                     list_names(mn->names, mn->standing, mn->nstand, sb_list, sizeof(sb_list)),
                     a->ngained, a->nrevoked);
-        if (bk_crew_add(&mn->crew, view->epoch, a->gained, a->ngained) != 0) {
+        if (start_ready(mn, view, a->gained, a->ngained) != 0) {
             return 1;
         }
     } else {
@@ -551,6 +650,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mn.running = calloc((size_t)mn.cap + 1, sizeof(int32_t));
     mn.standing = calloc((size_t)mn.cap + 1, sizeof(int32_t));
     mn.scratch = calloc((size_t)mn.cap + 1, sizeof(int32_t));
+    mn.held = calloc((size_t)mn.cap + 1, sizeof(int32_t));
     mn.was_sb = calloc((size_t)mn.cap + 1, 1);
     mn.due = calloc((size_t)mn.cap + 1, sizeof(int32_t));
     mn.rctx = (recover_ctx_t){plan, conf};
@@ -588,7 +688,8 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     if (q.endpoint[0]) {
         mc.endpoint = q.endpoint;
     }
-    if (!mn.names || !mn.running || !mn.standing || !mn.scratch || !mn.was_sb || !mn.due ||
+    if (!mn.names || !mn.running || !mn.standing || !mn.scratch || !mn.held || !mn.was_sb ||
+        !mn.due ||
         bk_reconcile_actions_new(&mn.actions, mn.cap) != 0) {
         bk_log_error("cannot join app %s: out of memory", plan->id);
         failed = 1;
@@ -608,6 +709,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     if (bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
         bk_crew_set_recover(&mn.crew, archive_recover, &mn.rctx);
     }
+    bk_crew_set_drained(&mn.crew, task_drained, mn.member);
     {
         bk_bootstrap_env_t env = {plan,     conf,      mn.member, mc.node_id, mn.ntasks,
                                   mn.cap,   mn.tasks,  mn.names,  crew_ask,   crew_take,
@@ -698,7 +800,8 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             mn.instance = view.incarnation;
             bk_crew_set_instance(&mn.crew, mn.instance);
         }
-        if (apply_view(&mn, &view) != 0) {
+        if (apply_view(&mn, &view) != 0 ||
+            (mn.nheld > 0 && start_ready(&mn, &view, NULL, 0) != 0)) {
             failed = 1;
             break;
         }
@@ -733,6 +836,7 @@ done:
     free(mn.running);
     free(mn.standing);
     free(mn.scratch);
+    free(mn.held);
     bk_reconcile_actions_free(&mn.actions);
     free(mn.was_sb);
     free(mn.due);

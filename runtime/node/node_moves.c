@@ -42,6 +42,29 @@ int bk_node_moves_tasks_of(const bk_plan_t *plan, int sub)
     return tasks;
 }
 
+/* 1 (and why) while the latest move of subtopology `sub` is under way: a task of the
+ * generation it replaces has not drained. */
+static int under_way(const bk_plan_t *plan, const bk_member_view_t *view, int sub, char *why,
+                     size_t size)
+{
+    int g = bk_plan_latest_generation(plan, sub), prev, first, n, drained = 0;
+    if (g < 2 || (prev = bk_plan_generation_sub(plan, sub, g - 1)) < 0) {
+        return 0;
+    }
+    first = bk_plan_first_task(plan, prev);
+    n = plan->subs[prev].partitions;
+    for (int i = 0; i < view->ndrained; i++) {
+        drained += view->drained[i] >= first && view->drained[i] < first + n;
+    }
+    if (drained == n) {
+        return 0;
+    }
+    snprintf(why, size, "the move of subtopology %d to %d tasks is under way (%d of the %d "
+                        "tasks it replaces have drained)",
+             sub, plan->subs[bk_plan_generation_sub(plan, sub, g)].partitions, drained, n);
+    return 1;
+}
+
 void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
                            const bk_member_view_t *view, const bk_member_note_t *note)
 {
@@ -70,6 +93,9 @@ void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
         snprintf(why, sizeof(why), "%ld tasks: 1 to %d can be run", tasks, MAX_TASKS);
     } else if (tasks == now) {
         snprintf(why, sizeof(why), "subtopology %ld runs %d tasks already", sub, now);
+    } else if (under_way(plan, view, (int)sub, why, sizeof(why))) {
+        /* one move of a subtopology at a time: its passthrough writes barriers to the
+         * generation it leaves, which must be the one that drains */
     } else if (ntasks + tasks > cap) {
         snprintf(why, sizeof(why), "%ld more tasks do not fit in the %d this app's task table "
                                    "has room for",

@@ -159,6 +159,13 @@ static int open_dbs(bk_standby_t *sb)
         if (logged == 0) {
             continue; /* stateless or unlogged: nothing to keep warm */
         }
+        if (plan->subs[sb->tasks[t].sub].generation >= 2) {
+            /* a later generation's state starts from the generation before it, which its
+             * own changelog does not hold (engine/thread_build.c): no replica is kept yet,
+             * and a promotion builds it as any start does */
+            sb->boot_lag[t] = INT64_C(1) << 40;
+            continue;
+        }
         if (sb->boot_on && sb->boot_mode[t] == BK_BOOTSTRAP_MODE_BUSY) {
             sb->boot_lag[t] = INT64_C(1) << 40; /* being built elsewhere: far behind */
             continue;

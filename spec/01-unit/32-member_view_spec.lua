@@ -30,6 +30,9 @@ function rec.progress(id, inc, tasks, offsets)
   local o = ffi.new("int64_t[?]", #offsets + 1, offsets)
   return take(C.bk_ffi_member_rec_progress(id, inc, t, o, #tasks, SESSION, bufp, lenp))
 end
+function rec.drained(id, inc, task)
+  return take(C.bk_ffi_member_rec_drained(id, inc, task, bufp, lenp))
+end
 function rec.generation(id, inc, after, sub, tasks)
   return take(C.bk_ffi_member_rec_generation(id, inc, after, sub, tasks, bufp, lenp))
 end
@@ -218,6 +221,30 @@ describe("the membership view", function()
     assert.same({ "1=12,0=3,1=5", 3 }, { moves(w) })
     w:feed(rec.generation("b", 1, 3, 1, 7), 1900)
     assert.same({ "1=12,0=3,1=5,1=7", 4 }, { moves(w) })
+  end)
+
+  it("keeps every drained task once, in order, from whoever says so, and in checkpoints",
+     function()
+    local n = ffi.new("int32_t[1]")
+    local function drained(v)
+      local p, out = C.bk_ffi_member_drained(v.s, n), {}
+      for i = 0, n[0] - 1 do out[#out + 1] = p[i] end
+      return out
+    end
+    local v = view():feed(rec.heartbeat("a", 1), 1000):feed(rec.heartbeat("b", 1), 1100)
+    assert.same({}, drained(v))
+    v:feed(rec.drained("b", 1, 7), 1200):feed(rec.drained("a", 1, 3), 1300)
+    v:feed(rec.drained("a", 2, 7), 1400) -- again, from another incarnation: once
+    v:feed(rec.drained("c", 1, 12), 1500) -- a node the view does not know: still true
+    assert.same({ 3, 7, 12 }, drained(v))
+    for t = 40, 1, -3 do v:feed(rec.drained("a", 1, t), 1600) end
+    local want = { 1, 3, 4, 7, 10, 12, 13, 16, 19, 22, 25, 28, 31, 34, 37, 40 }
+    assert.same(want, drained(v))
+    local w = assert(from_checkpoint(v:checkpoint("a", 1)))
+    assert.same(want, drained(w))
+    w:feed(rec.drained("b", 1, 5000), 1700)
+    want[#want + 1] = 5000
+    assert.same(want, drained(w))
   end)
 
   it("keeps a moved task with its holder until it releases it or dies", function()

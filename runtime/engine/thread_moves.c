@@ -1,0 +1,243 @@
+/* thread_moves.c - a stream thread's part in moving a subtopology to its next generation
+ * (docs/repartitioning.md, Moving a generation): its passthrough tasks switch to the newest
+ * generation's topic at a commit, after a barrier to every partition of the one before;
+ * its tasks of a replaced generation count the barriers they read, and once each has read
+ * every passthrough task's and committed, the node hears that it drained. Stream thread
+ * only. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "base/log.h"
+#include "base/task.h"
+#include "engine/thread_internal.h"
+
+#define BARRIER_HEADER "beck.barrier"
+
+enum { DRAIN_NONE = 0, DRAIN_READ, DRAIN_TOLD };
+
+int bk_thread_moves_init(bk_thread_t *thr)
+{
+    thr->pass_target = malloc((size_t)thr->plan->cap_topics * sizeof(int));
+    thr->barriers = calloc((size_t)thr->cap + 1, sizeof(*thr->barriers));
+    thr->drain = calloc((size_t)thr->cap + 1, 1);
+    if (!thr->pass_target || !thr->barriers || !thr->drain) {
+        return -1;
+    }
+    for (int t = 0; t < thr->plan->cap_topics; t++) {
+        thr->pass_target[t] = -1; /* the plan's pass_to */
+    }
+    return 0;
+}
+
+void bk_thread_moves_free(bk_thread_t *thr)
+{
+    for (int s = 0; thr->barriers && s < thr->cap; s++) {
+        free(thr->barriers[s]);
+    }
+    free(thr->barriers);
+    free(thr->drain);
+    free(thr->pass_target);
+}
+
+void bk_thread_moves_forget(bk_thread_t *thr, int slot)
+{
+    free(thr->barriers[slot]);
+    thr->barriers[slot] = NULL;
+    thr->drain[slot] = DRAIN_NONE;
+}
+
+/* Where input topic t of a passthrough (k-th of its subtopology's) goes in generation g of
+ * the subtopology it feeds: that generation's k-th topic, or -1. */
+static int gen_topic(const bk_plan_t *plan, int t, int g)
+{
+    const bk_plan_sub_t *pass = &plan->subs[plan->topics[t].sub];
+    int s = bk_plan_generation_sub(plan, pass->of, g);
+    for (int k = 0; s >= 0 && k < pass->ntopics; k++) {
+        if (pass->topics[k] == t && k < plan->subs[s].ntopics) {
+            return plan->subs[s].topics[k];
+        }
+    }
+    return -1;
+}
+
+/* The k of input topic t in its passthrough subtopology. */
+static int input_k(const bk_plan_t *plan, int t)
+{
+    const bk_plan_sub_t *pass = &plan->subs[plan->topics[t].sub];
+    for (int k = 0; k < pass->ntopics; k++) {
+        if (pass->topics[k] == t) {
+            return k;
+        }
+    }
+    return 0;
+}
+
+/* Passthrough task `slot`'s barrier for its input topic t to every partition of `topic` (a
+ * generation's, which it forwards to no more): "<generation> <k> <q>", with no key or
+ * value. Queued like any output: the next commit flushes it. 0, or -1 with thr->err. */
+static int write_barriers(bk_thread_t *thr, int slot, int t, int topic)
+{
+    const bk_plan_t *plan = thr->plan;
+    char v[64];
+    int n = snprintf(v, sizeof(v), "%d %d %d", plan->topics[topic].generation, input_k(plan, t),
+                     thr->tasks[slot].partition);
+
+    for (int p = 0; p < plan->topics[topic].partitions; p++) {
+        rd_kafka_headers_t *h = rd_kafka_headers_new(1);
+        rd_kafka_resp_err_t err;
+        rd_kafka_header_add(h, BARRIER_HEADER, -1, v, n);
+        for (;;) {
+            err = rd_kafka_producev(thr->producer, RD_KAFKA_V_RKT(thr->out_rkts[topic]),
+                                    RD_KAFKA_V_PARTITION(p), RD_KAFKA_V_HEADERS(h),
+                                    RD_KAFKA_V_END);
+            if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+                break;
+            }
+            rd_kafka_poll(thr->producer, 5);
+        }
+        if (err) {
+            rd_kafka_headers_destroy(h); /* not taken over on failure */
+            bk_thread_producer_broken(thr);
+            snprintf(thr->err, sizeof(thr->err), "task %s: cannot write its barrier to %s [%d]: %s",
+                     BK_TASK_NAME(thr->tasks[slot]), plan->topics[topic].name, p,
+                     rd_kafka_err2str(err));
+            return -1;
+        }
+    }
+    bk_log_info("task %s: forwards %s to %s now, after a barrier to the %d partition(s) of %s",
+                BK_TASK_NAME(thr->tasks[slot]), plan->topics[t].name,
+                plan->topics[bk_thread_pass_target(thr, t)].name, plan->topics[topic].partitions,
+                plan->topics[topic].name);
+    return 0;
+}
+
+/* The newest generation's topic for passthrough input t. */
+static int newest(const bk_plan_t *plan, int t)
+{
+    const bk_plan_sub_t *pass = &plan->subs[plan->topics[t].sub];
+    int to = gen_topic(plan, t, bk_plan_latest_generation(plan, pass->of));
+    return to >= 0 ? to : plan->topics[t].pass_to;
+}
+
+int bk_thread_moves_after_commit(bk_thread_t *thr)
+{
+    const bk_plan_t *plan = thr->plan;
+
+    if (bk_thread_follow_plan(thr) != 0) {
+        return -1;
+    }
+    /* passthroughs: what came before the commit is in the old generation; a barrier there
+     * from each task, then everything to the new one */
+    for (int t = 0; t < thr->seen_topics; t++) {
+        int from, to;
+        if (plan->topics[t].pass_to < 0 ||
+            (to = newest(plan, t)) == bk_thread_pass_target(thr, t)) {
+            continue;
+        }
+        from = bk_thread_pass_target(thr, t);
+        thr->pass_target[t] = to;
+        for (int i = 0; i < thr->ntasks; i++) {
+            int s = thr->owned[i];
+            if (thr->tasks[s].sub == plan->topics[t].sub && write_barriers(thr, s, t, from) != 0) {
+                return -1;
+            }
+        }
+    }
+    /* replaced generations' tasks whose barriers were all read before this commit */
+    for (int i = 0; i < thr->ntasks; i++) {
+        int s = thr->owned[i];
+        if (thr->drain[s] == DRAIN_READ) {
+            thr->drain[s] = DRAIN_TOLD;
+            bk_log_info("task %s: drained: every passthrough task's barrier read and what came "
+                        "before committed",
+                        BK_TASK_NAME(thr->tasks[s]));
+            if (thr->drained) {
+                thr->drained(thr->drained_opaque, s);
+            }
+        }
+    }
+    return 0;
+}
+
+int bk_thread_moves_live(bk_thread_t *thr, int slot)
+{
+    const bk_plan_t *plan = thr->plan;
+    const bk_plan_sub_t *sub = &plan->subs[thr->tasks[slot].sub];
+    if (!sub->passthrough) {
+        return 0;
+    }
+    if (bk_thread_follow_plan(thr) != 0) {
+        return -1;
+    }
+    for (int k = 0; k < sub->ntopics; k++) {
+        int t = sub->topics[k], to = newest(plan, t), from = bk_thread_pass_target(thr, t), g;
+        /* a passthrough task starts on the newest generation (a thread that started before
+         * the plan grew has not switched yet: its other live tasks of the subtopology, if
+         * any, switch now, after their barriers) */
+        if (to != from) {
+            thr->pass_target[t] = to;
+            for (int i = 0; i < thr->ntasks; i++) {
+                int s = thr->owned[i];
+                if (s != slot && thr->tasks[s].sub == thr->tasks[slot].sub &&
+                    write_barriers(thr, s, t, from) != 0) {
+                    return -1;
+                }
+            }
+        }
+        /* then its own barriers to the generation before (again, if it wrote them
+         * elsewhere before: a drained task ignores them), before anything it forwards */
+        g = plan->topics[to].generation;
+        if (g > 1 && (from = gen_topic(plan, t, g - 1)) >= 0 &&
+            write_barriers(thr, slot, t, from) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t)
+{
+    const bk_plan_t *plan = thr->plan;
+    rd_kafka_headers_t *h = NULL;
+    const void *v = NULL;
+    size_t vlen = 0;
+    char text[64];
+    int g, k, q, slot, pass, nq, nk, bit, all = 1;
+
+    if (rd_kafka_message_headers(m, &h) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        rd_kafka_header_get_last(h, BARRIER_HEADER, &v, &vlen) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        !v || vlen >= sizeof(text)) {
+        return 0; /* a record without key or value of the user's */
+    }
+    memcpy(text, v, vlen);
+    text[vlen] = '\0';
+    slot = thr->task_of[t][m->partition];
+    pass = bk_plan_passthrough_of(plan, plan->subs[plan->topics[t].sub].of);
+    if (sscanf(text, "%d %d %d", &g, &k, &q) != 3 || pass < 0 || slot < 0 ||
+        g != plan->topics[t].generation) {
+        bk_log_warn("%s [%d] offset %lld: a barrier '%s' this task cannot use: skipped",
+                    plan->topics[t].name, (int)m->partition, (long long)m->offset, text);
+        return 1;
+    }
+    nq = plan->subs[pass].partitions;
+    nk = plan->subs[pass].ntopics;
+    if (k < 0 || k >= nk || q < 0 || q >= nq) {
+        return 1;
+    }
+    if (!thr->barriers[slot] && !(thr->barriers[slot] = calloc((size_t)(nq * nk + 7) / 8, 1))) {
+        snprintf(thr->err, sizeof(thr->err), "out of memory");
+        return -1;
+    }
+    bit = k * nq + q;
+    thr->barriers[slot][bit / 8] |= (uint8_t)(1u << (bit % 8));
+    for (int b = 0; b < nq * nk && all; b++) {
+        all = (thr->barriers[slot][b / 8] >> (b % 8)) & 1;
+    }
+    if (all && thr->drain[slot] == DRAIN_NONE) {
+        thr->drain[slot] = DRAIN_READ; /* told after the commit that covers it */
+    }
+    return 1;
+}
