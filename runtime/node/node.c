@@ -264,6 +264,9 @@ typedef struct member_node_s {
      * generation before whose key groups overlap theirs have drained (build_ready) */
     int32_t *held;
     int nheld;
+    /* [cap] what the member was last told it may assign (retire_replaced), of told_tasks */
+    uint8_t *assignable;
+    int told_tasks;
     bk_reconcile_actions_t actions; /* apply_view's, kept to spare allocations */
     int nrun, nstand;
     uint64_t logged_epoch;  /* the last epoch a line was logged for */
@@ -603,15 +606,43 @@ static int follow_moves(member_node_t *mn, const bk_member_view_t *view)
     bk_plan_task_table(mn->plan, &n, &cap);
     name_tasks(mn->names, mn->tasks, was, n);
     bk_bootstrap_grow(mn->boot, n);
-    mn->ntasks = n;
-    if (bk_member_set_tasks(mn->member, n, NULL) != 0) {
-        bk_log_error("cannot follow the app's moves (%s): out of memory", view->generations);
-        return -1;
-    }
+    mn->ntasks = n; /* the member hears of them from retire_replaced */
     bk_log_info("app %s: moves %s: %d task(s), %d new (%s to %s)", mn->plan->id,
                 view->generations, n, n - was, n > was ? mn->names[was] : "-",
                 n > was ? mn->names[n - 1] : "-");
     return 0;
+}
+
+/* Once a move is complete (every task of the generation it replaced drained), those tasks
+ * have nothing more to do: the member stops assigning them and the nodes running them close
+ * them. Their changelogs stay: a later generation's task is built from them. Tells the
+ * member the task table and what it may assign when either changed. */
+static void retire_replaced(member_node_t *mn, const bk_member_view_t *view)
+{
+    const bk_plan_t *plan = mn->plan;
+    int nsubs = plan->nsubs, changed = mn->told_tasks != mn->ntasks, first = 0;
+    for (int s = 0; s < nsubs; s++) {
+        const bk_plan_sub_t *sub = &plan->subs[s];
+        int done = !sub->passthrough && sub->generation >= 1 &&
+                   bk_plan_latest_generation(plan, sub->of) > sub->generation;
+        for (int p = 0; done && p < sub->partitions; p++) {
+            done = in_sorted(view->drained, view->ndrained, first + p);
+        }
+        for (int p = 0; p < sub->partitions && first + p < mn->ntasks; p++) {
+            changed |= mn->assignable[first + p] != !done;
+            mn->assignable[first + p] = (uint8_t)!done;
+        }
+        first += sub->partitions;
+    }
+    if (!changed) {
+        return;
+    }
+    if (bk_member_set_tasks(mn->member, mn->ntasks, mn->assignable) != 0) {
+        bk_log_warn("cannot tell the membership of the app's %d tasks now: out of memory",
+                    mn->ntasks);
+        return;
+    }
+    mn->told_tasks = mn->ntasks;
 }
 
 static pthread_t main_thread;
@@ -651,6 +682,11 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mn.standing = calloc((size_t)mn.cap + 1, sizeof(int32_t));
     mn.scratch = calloc((size_t)mn.cap + 1, sizeof(int32_t));
     mn.held = calloc((size_t)mn.cap + 1, sizeof(int32_t));
+    mn.assignable = malloc((size_t)mn.cap + 1);
+    if (mn.assignable) {
+        memset(mn.assignable, 1, (size_t)mn.cap + 1);
+    }
+    mn.told_tasks = mn.ntasks; /* the member starts with all of them assignable */
     mn.was_sb = calloc((size_t)mn.cap + 1, 1);
     mn.due = calloc((size_t)mn.cap + 1, sizeof(int32_t));
     mn.rctx = (recover_ctx_t){plan, conf};
@@ -688,7 +724,8 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     if (q.endpoint[0]) {
         mc.endpoint = q.endpoint;
     }
-    if (!mn.names || !mn.running || !mn.standing || !mn.scratch || !mn.held || !mn.was_sb ||
+    if (!mn.names || !mn.running || !mn.standing || !mn.scratch || !mn.held ||
+        !mn.assignable || !mn.was_sb ||
         !mn.due ||
         bk_reconcile_actions_new(&mn.actions, mn.cap) != 0) {
         bk_log_error("cannot join app %s: out of memory", plan->id);
@@ -796,6 +833,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             failed = 1;
             break;
         }
+        retire_replaced(&mn, &view);
         if (view.incarnation && view.incarnation != mn.instance) {
             mn.instance = view.incarnation;
             bk_crew_set_instance(&mn.crew, mn.instance);
@@ -837,6 +875,7 @@ done:
     free(mn.standing);
     free(mn.scratch);
     free(mn.held);
+    free(mn.assignable);
     bk_reconcile_actions_free(&mn.actions);
     free(mn.was_sb);
     free(mn.due);

@@ -62,14 +62,23 @@ describe("beck repartition", function()
       local md = helpers.metadata(bs, "stamped-counts-changelog-g2")
       return md and md.partitions == 8
     end, 20, 0.2)
-    -- both nodes follow, and the leader spreads the 8 new tasks (2_0..2_7) over them, 4 each
+    -- both nodes follow, and the leader spreads the 8 new tasks (2_0..2_7) over them
     for _, n in pairs(nodes) do
       n:wait_log("app stamped: moves 0=8: 18 task%(s%), 8 new %(2_0 to 2_7%)", 20)
-      helpers.eventually(function() return by_sub(n)["2"] == 4 end, 20, 0.2)
     end
+    helpers.eventually(function()
+      local a, b = by_sub(nodes.na), by_sub(nodes.nb)
+      return (a["2"] or 0) > 0 and (b["2"] or 0) > 0 and a["2"] + b["2"] == 8
+    end, 20, 0.2)
     -- with no input, the passthrough switches at its next commit all the same: the old
-    -- tasks drain and the new ones are built
+    -- tasks drain and the new ones are built; the old ones, drained, are retired: the
+    -- nodes run the 5 passthrough tasks and the 8 new ones
     helpers.eventually(function() return built(nodes, 2) == 8 end, 30, 0.2)
+    helpers.eventually(function()
+      local a, b = by_sub(nodes.na), by_sub(nodes.nb)
+      return not a["0"] and not b["0"] and (a["2"] or 0) + (b["2"] or 0) == 8 and
+             cluster.running(nodes.na) + cluster.running(nodes.nb) == 13
+    end, 30, 0.2)
 
     -- refused by the leader, which says why to the command
     st, _, err = repartition(bs, 1, 3)
@@ -91,10 +100,11 @@ describe("beck repartition", function()
     nodes.nb:kill()
     nodes.nb = start(bs, "nb", "b", sb)
     nodes.nb:wait_log("app stamped: moves 0=8,0=3: 21 task%(s%), 11 new %(2_0 to 3_2%)", 30)
+    -- the 3 tasks of generation 3 and the 5 passthrough ones; generations 1 and 2 retired
     helpers.eventually(function()
       local a, b = by_sub(nodes.na), by_sub(nodes.nb)
-      return (a["3"] or 0) + (b["3"] or 0) == 3 and (a["2"] or 0) + (b["2"] or 0) == 8 and
-             cluster.running(nodes.na) + cluster.running(nodes.nb) == 21
+      return (a["3"] or 0) + (b["3"] or 0) == 3 and (a["1"] or 0) + (b["1"] or 0) == 5 and
+             cluster.running(nodes.na) + cluster.running(nodes.nb) == 8
     end, 40, 0.2)
     local log = nodes.nb:log()
     local grew = log:find("moves 0=8,0=3: 21 task", 1, true)

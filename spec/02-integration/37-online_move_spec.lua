@@ -14,8 +14,11 @@ local gen = require "spec.fixtures.generations"
 local APP = gen.APP
 local KEYS = 1500
 
+local states = {}
+
 local function start(bs, id, rack)
-  return gen.start(bs, id, rack, { "--tasks", "0=5" }, { state = helpers.tmpdir() })
+  states[id] = helpers.tmpdir()
+  return gen.start(bs, id, rack, { "--tasks", "0=5" }, { state = states[id] })
 end
 
 local function round()
@@ -96,9 +99,26 @@ describe("a subtopology moved to another task count while it runs", function()
       assert.equal("2_" .. gen.owner(k, 8), got[4][2], "task of " .. k .. "'s 4th record")
       assert.equal("3_" .. gen.owner(k, 3), got[7][2], "task of " .. k .. "'s 7th record")
     end
+    local state_of = {} -- task -> the state directory of the node running it last
+    for id, n in pairs(nodes) do
+      for _, task in ipairs(cluster.now_of(n).running) do state_of[task] = states[id] end
+    end
     for id, n in pairs(nodes) do
       local code = n:stop()
       assert.equal(0, code, id .. ": " .. n:log():sub(-2000))
     end
+    -- each task of generation 3 holds exactly the keys of its groups, each counted 7 times
+    local stored = 0
+    for q = 0, 2 do
+      local task = "3_" .. q
+      assert.is_truthy(state_of[task], "no node runs " .. task)
+      local kv, n = cluster.dump(state_of[task], task, APP, "counts")
+      for k, v in pairs(kv) do
+        assert.equal(q, gen.owner(k, 3), "key " .. k .. " in task " .. task)
+        assert.equal("7", v, "stored count of " .. k)
+      end
+      stored = stored + n
+    end
+    assert.equal(KEYS, stored)
   end)
 end)
