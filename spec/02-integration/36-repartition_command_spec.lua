@@ -20,11 +20,15 @@ local function repartition(bs, sub, n)
                        "--timeout-ms", "20000" }, { timeout = 40 })
 end
 
--- How many tasks of subtopology `sub` the nodes' logs say were built.
+-- How many tasks of subtopology `sub` the nodes' logs say were built (each once: a task
+-- moved to another node after its build, as when the old generation retires and the tasks
+-- are evened out, is built again there).
 local function built(nodes, sub)
-  local n = 0
+  local seen, n = {}, 0
   for _, node in pairs(nodes) do
-    for _ in node:log():gmatch("task " .. sub .. "_%d+: built: ") do n = n + 1 end
+    for t in node:log():gmatch("task (" .. sub .. "_%d+): built: ") do
+      if not seen[t] then seen[t], n = true, n + 1 end
+    end
   end
   return n
 end
