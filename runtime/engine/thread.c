@@ -153,6 +153,19 @@ static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
     return 0;
 }
 
+/* fill_batch giving up: the messages kept so far ([0, kept)) and those not looked at yet
+ * ([from, n)) destroyed. Returns -1. */
+static int drop_batch(bk_thread_t *thr, int kept, int from, int n)
+{
+    for (int k = 0; k < kept; k++) {
+        rd_kafka_message_destroy(thr->msgs[k]);
+    }
+    for (int k = from; k < n; k++) {
+        rd_kafka_message_destroy(thr->msgs[k]);
+    }
+    return -1;
+}
+
 /* Turns fetched messages into bk_rec_t, dropping errors and strays; a passthrough task's
  * records are forwarded here and not kept. -1 (every message destroyed, thr->err set) when
  * one cannot be forwarded. */
@@ -183,13 +196,7 @@ static int fill_batch(bk_thread_t *thr, int n)
                 thr->tp_dirty[tp] = 1;
                 rd_kafka_message_destroy(m);
                 if (b < 0) {
-                    for (int k = 0; k < j; k++) {
-                        rd_kafka_message_destroy(thr->msgs[k]);
-                    }
-                    for (int k = i + 1; k < n; k++) {
-                        rd_kafka_message_destroy(thr->msgs[k]);
-                    }
-                    return -1;
+                    return drop_batch(thr, j, i + 1, n);
                 }
                 continue;
             }
@@ -198,13 +205,7 @@ static int fill_batch(bk_thread_t *thr, int n)
             int rc = pass_on(thr, m, t, tp);
             rd_kafka_message_destroy(m);
             if (rc != 0) {
-                for (int k = 0; k < j; k++) {
-                    rd_kafka_message_destroy(thr->msgs[k]);
-                }
-                for (int k = i + 1; k < n; k++) {
-                    rd_kafka_message_destroy(thr->msgs[k]);
-                }
-                return -1;
+                return drop_batch(thr, j, i + 1, n);
             }
             continue;
         }

@@ -20,19 +20,6 @@ local function repartition(bs, sub, n)
                        "--timeout-ms", "20000" }, { timeout = 40 })
 end
 
--- How many tasks of subtopology `sub` the nodes' logs say were built (each once: a task
--- moved to another node after its build, as when the old generation retires and the tasks
--- are evened out, is built again there).
-local function built(nodes, sub)
-  local seen, n = {}, 0
-  for _, node in pairs(nodes) do
-    for t in node:log():gmatch("task (" .. sub .. "_%d+): built: ") do
-      if not seen[t] then seen[t], n = true, n + 1 end
-    end
-  end
-  return n
-end
-
 -- The tasks in node n's latest epoch, by subtopology ("0" -> count).
 local function by_sub(n)
   local out = {}
@@ -77,7 +64,7 @@ describe("beck repartition", function()
     -- with no input, the passthrough switches at its next commit all the same: the old
     -- tasks drain and the new ones are built; the old ones, drained, are retired: the
     -- nodes run the 5 passthrough tasks and the 8 new ones
-    helpers.eventually(function() return built(nodes, 2) == 8 end, 30, 0.2)
+    helpers.eventually(function() return gen.built(nodes, 2) == 8 end, 30, 0.2)
     helpers.eventually(function()
       local a, b = by_sub(nodes.na), by_sub(nodes.nb)
       return not a["0"] and not b["0"] and (a["2"] or 0) + (b["2"] or 0) == 8 and
@@ -100,7 +87,7 @@ describe("beck repartition", function()
     st, out, err = repartition(bs, 0, 3)
     assert.equal(0, st, "beck repartition: " .. err)
     assert.matches("moves so far: 0=8,0=3", out)
-    helpers.eventually(function() return built(nodes, 3) == 3 end, 30, 0.2)
+    helpers.eventually(function() return gen.built(nodes, 3) == 3 end, 30, 0.2)
     nodes.nb:kill()
     nodes.nb = start(bs, "nb", "b", sb)
     nodes.nb:wait_log("app stamped: moves 0=8,0=3: 21 task%(s%), 11 new %(2_0 to 3_2%)", 30)

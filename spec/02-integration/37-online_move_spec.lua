@@ -27,18 +27,6 @@ local function round()
   return records
 end
 
--- How many tasks of subtopology `sub` the nodes' logs say were built (each once: one moved
--- after its build, as when the old generation retires, is built again where it goes).
-local function built(nodes, sub)
-  local seen, n = {}, 0
-  for _, node in pairs(nodes) do
-    for t in node:log():gmatch("task (" .. sub .. "_%d+): built: ") do
-      if not seen[t] then seen[t], n = true, n + 1 end
-    end
-  end
-  return n
-end
-
 -- Moves subtopology 0 to n tasks while two rounds of every key are written.
 local function move_while_writing(bs, n)
   local cmd = helpers.spawn({ helpers.beck_bin(), "repartition", "-b", bs, "--app", APP,
@@ -63,11 +51,11 @@ describe("a subtopology moved to another task count while it runs", function()
 
     move_while_writing(bs, 8) -- rounds 2 and 3
     -- the old tasks drain, the new ones are built and start
-    helpers.eventually(function() return built(nodes, 2) == 8 end, 60, 0.3)
+    helpers.eventually(function() return gen.built(nodes, 2) == 8 end, 60, 0.3)
     helpers.produce(bs, "stamp-in", round()) -- round 4: generation 2 alone
 
     move_while_writing(bs, 3) -- rounds 5 and 6
-    helpers.eventually(function() return built(nodes, 3) == 3 end, 60, 0.3)
+    helpers.eventually(function() return gen.built(nodes, 3) == 3 end, 60, 0.3)
     helpers.produce(bs, "stamp-in", round()) -- round 7: generation 3 alone
     local total = 7 * KEYS
     helpers.eventually(function()
