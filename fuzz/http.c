@@ -83,14 +83,16 @@ static void setup(void)
     for (int i = 0; i < plan->nsubs; i++) {
         for (int p = 0; p < plan->subs[i].partitions; p++) {
             bk_task_id_t t = {i, p};
-            bk_store_t *store_of[16] = {0};
+            /* room for every store the plan may come to have, as bk_taskdb_open fills */
+            bk_store_t **store_of = calloc((size_t)plan->cap_stores + 1, sizeof(*store_of));
             int logged = 0;
-            bk_db_t *db = plan->nstores <= 16 ? bk_taskdb_open(env.pool, plan, conf, t, store_of,
-                                                                &logged, err, sizeof(err))
-                                              : NULL;
+            bk_db_t *db = store_of ? bk_taskdb_open(env.pool, plan, conf, t, store_of, &logged,
+                                                    err, sizeof(err))
+                                   : NULL;
             if (db) {
                 bk_taskdb_serve(env.pool, t, db, BK_TASKDB_ACTIVE);
             }
+            free(store_of);
         }
     }
     if (!(q = bk_query_start(&env, "127.0.0.1", 0, err, sizeof(err)))) {

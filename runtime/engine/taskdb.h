@@ -25,8 +25,9 @@ void bk_taskdb_pool_destroy(bk_taskdb_pool_t *pool);
 void bk_taskdb_pool_keep(bk_taskdb_pool_t *pool, const bk_task_id_t *keep, int n);
 
 /* The DB of task (sub, partition): taken from the pool when it holds it (pool may be NULL),
- * else opened (created as needed) under the task's state directory. store_of[plan store]
- * is set for the task's stores, NULL elsewhere; *logged counts its logged stores. Returns
+ * else opened (created as needed) under the task's state directory. store_of (room for
+ * plan->cap_stores, the stores the plan may grow to) gets, per plan store, the task's
+ * store or NULL; *logged counts its logged stores. Returns
  * NULL with errstr empty when the task has no stores, NULL with errstr on failure. */
 bk_db_t *bk_taskdb_open(bk_taskdb_pool_t *pool, const bk_plan_t *plan, const bk_conf_t *conf,
                         bk_task_id_t task, bk_store_t **store_of, int *logged, char *errstr,
