@@ -825,28 +825,38 @@ void bk_member_set_progress(bk_member_t *member, int32_t task, int64_t offset, i
     pthread_mutex_unlock(&m->plock);
 }
 
-int bk_member_set_tasks(bk_member_t *member, int32_t ntasks, const uint8_t *assignable)
+int bk_member_set_tasks(bk_member_t *member, int32_t ntasks, const uint8_t *assignable,
+                        const int32_t *origin)
 {
     bk_member_t *m = member;
     uint8_t *mask = NULL;
+    int32_t *origins = NULL;
 
     if (ntasks > BK_ASSIGNCODEC_MAX_TASKS) {
         return -1;
     }
-    if (assignable && !(mask = malloc((size_t)ntasks + 1))) {
+    if ((assignable && !(mask = malloc((size_t)ntasks + 1))) ||
+        (origin && !(origins = malloc(((size_t)ntasks + 1) * sizeof(*origins))))) {
+        free(mask);
         return -1;
     }
     if (mask) {
         memcpy(mask, assignable, (size_t)ntasks);
     }
+    if (origins) {
+        memcpy(origins, origin, (size_t)ntasks * sizeof(*origins));
+    }
     pthread_mutex_lock(&m->lock);
     if (ntasks < m->ntasks) {
         pthread_mutex_unlock(&m->lock);
         free(mask);
+        free(origins);
         return -1;
     }
     free(m->assignable);
     m->assignable = mask;
+    free(m->origin);
+    m->origin = origins;
     m->ntasks = ntasks;
     m->version++; /* the view's stable flag may change */
     pthread_mutex_unlock(&m->lock);
@@ -1076,6 +1086,7 @@ void bk_member_destroy(bk_member_t *member)
     bk_member_free_assignment(m);
     free(m->lost_tasks);
     free(m->assignable);
+    free(m->origin);
     free(m->drained);
     free(m->notes);
     free(m->prog);

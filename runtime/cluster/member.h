@@ -213,11 +213,16 @@ int bk_member_released(bk_member_t *member, uint64_t epoch, const int32_t *tasks
 /* The node's task table changed (a later generation grew its plan, or a generation's tasks
  * stopped or started being assignable): tasks are now 0..ntasks-1, no fewer than before, and
  * the leader assigns only those with assignable[t] != 0 (NULL: all), leaving the others
- * unassigned; it recomputes its epoch when the current one differs. The layout fingerprint
- * stays the one bk_member_new made from the first table, so members whose tables grow at
+ * unassigned; it recomputes its epoch when the current one differs. origin[t] >= 0 (NULL:
+ * none) names the task whose state t is built from (the task of the generation before
+ * that overlaps it most): a task without a present previous active (never assigned yet,
+ * or its node gone) is placed as if it had been that task's, beside it when balance
+ * allows, so that its build finds the drained checkpoint on its own node
+ * (docs/repartitioning.md). The layout fingerprint stays the one bk_member_new made from the first table, so members whose tables grow at
  * slightly different moments go on sharing tasks. 0, or -1 (fewer tasks, too many, or out
  * of memory: nothing changed). @locality any thread */
-int bk_member_set_tasks(bk_member_t *member, int32_t ntasks, const uint8_t *assignable);
+int bk_member_set_tasks(bk_member_t *member, int32_t ntasks, const uint8_t *assignable,
+                        const int32_t *origin);
 
 /* Notes: short messages between the nodes of an app on the control topic (cold bootstrap's
  * snapshot requests and replies, operator commands). A note goes to one node by id, or to

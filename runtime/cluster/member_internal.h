@@ -168,6 +168,7 @@ struct bk_member_s {
      * the leader from assigning t (NULL: every task). */
     int32_t ntasks;
     uint8_t *assignable;
+    int32_t *origin; /* [ntasks] or NULL (bk_member_set_tasks) */
     /* What the log says (docs/cluster.md, The view). */
     int64_t log_time, next_offset;
     /* No session ends before log time passes this (a lower bound): the fold looks at every

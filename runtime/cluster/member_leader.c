@@ -283,6 +283,13 @@ void bk_member_lead(bk_member_t *m, int64_t now, int probe)
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
+    /* a task never assigned starts where the task it is built from runs (its origin) */
+    for (int32_t t = 0; m->cur && m->origin && t < m->ntasks; t++) {
+        int32_t h = m->origin[t];
+        if (pa[t] < 0 && h >= 0 && h < m->ntasks) {
+            pa[t] = pa[h];
+        }
+    }
     for (int32_t c = 0; m->cur && c < nc; c++) { /* in place: full_of[c] >= c */
         pa[c] = pa[full_of[c]];
         memmove(&ps[(size_t)c * (size_t)width], &ps[(size_t)full_of[c] * (size_t)width],

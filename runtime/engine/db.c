@@ -114,7 +114,7 @@ bk_db_t *bk_db_open(const char *dir, const bk_store_spec_t *specs, int nspecs, c
         snprintf(errstr, errstr_size, "cannot create state directory %s: %s", dir, strerror(errno));
         goto fail;
     }
-    snprintf(path, sizeof(path), "%s/rocksdb", dir);
+    snprintf(path, sizeof(path), "%s/" BK_DB_ROCKSDB_DIR, dir);
     db->opts = rocksdb_options_create();
     rocksdb_options_set_create_if_missing(db->opts, 1);
     rocksdb_options_set_create_missing_column_families(db->opts, 1);

@@ -16,8 +16,10 @@ void bk_db_set_cache_bytes(size_t bytes);
 /* The memtable of each store (write_buffer_bytes): set before the DBs open. */
 #define BK_DB_WRITE_BUFFER_DEFAULT ((size_t)8 << 20)
 void bk_db_set_write_buffer_bytes(size_t bytes);
-/* Opens (creating as needed) the DB in dir with a column family per spec and
- * reads dir's checkpoint file. NULL with errstr on failure (state directory
+/* A task's directory holds its checkpoint file and, in this subdirectory, its RocksDB. */
+#define BK_DB_ROCKSDB_DIR "rocksdb"
+/* Opens (creating as needed) the DB in dir (its RocksDB in dir/BK_DB_ROCKSDB_DIR) with a
+ * column family per spec and reads dir's checkpoint file. NULL with errstr on failure (state directory
  * unwritable, locked by another process, ...). */
 bk_db_t *bk_db_open(const char *dir, const bk_store_spec_t *specs, int nspecs, char *errstr,
                     size_t errstr_size);

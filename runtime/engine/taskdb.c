@@ -100,6 +100,14 @@ static bk_db_t *take(bk_taskdb_pool_t *pool, bk_task_id_t task)
     return db;
 }
 
+void bk_taskdb_pool_close(bk_taskdb_pool_t *pool, bk_task_id_t task)
+{
+    bk_db_t *db = take(pool, task);
+    if (db) {
+        bk_db_close(db);
+    }
+}
+
 bk_db_t *bk_taskdb_open(bk_taskdb_pool_t *pool, const bk_plan_t *plan, const bk_conf_t *conf,
                         bk_task_id_t task, bk_store_t **store_of, int *logged, char *errstr,
                         size_t errstr_size)

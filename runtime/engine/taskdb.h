@@ -23,6 +23,9 @@ bk_taskdb_pool_t *bk_taskdb_pool_new(void);
 void bk_taskdb_pool_destroy(bk_taskdb_pool_t *pool);
 /* Closes the pooled DBs of every task not in keep[0..n). */
 void bk_taskdb_pool_keep(bk_taskdb_pool_t *pool, const bk_task_id_t *keep, int n);
+/* Closes the pooled DB of task, if the pool holds it (its directory is about to be
+ * replaced). */
+void bk_taskdb_pool_close(bk_taskdb_pool_t *pool, bk_task_id_t task);
 
 /* The DB of task (sub, partition): taken from the pool when it holds it (pool may be NULL),
  * else opened (created as needed) under the task's state directory. store_of (room for

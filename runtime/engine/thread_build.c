@@ -1,9 +1,15 @@
 /* thread_build.c - the state a later generation's task starts from (docs/repartitioning.md,
- * Moving a generation): the keys of its key groups, read from the changelogs of the tasks
- * of every generation before whose ranges overlap its own, oldest first; those of the one
- * just before have drained (the node opens the task only then). Done once in its directory
- * (a BUILT file says so); its own changelog is then replayed on top, as any task's is. On
- * the opening job's thread. */
+ * Building a task): the keys of its key groups as the tasks of the generation before held
+ * them when they drained; those have all drained (the node opens the task only then).
+ *   1. Before its DB opens (bk_thread_build_prepare): the drained checkpoints of the
+ *      overlapping tasks of the generation before that this node holds (drained.h) are
+ *      cut to its groups and joined (regroup.h: SST files linked, the rest copied); their
+ *      partitions are listed in BUILT-FROM.
+ *   2. Its DB open (bk_thread_build_slot): the groups of the overlapping tasks whose
+ *      checkpoints are elsewhere are read from the changelogs of every generation before,
+ *      oldest first, filtered by key group.
+ * Done once in its directory (a BUILT file says so); its own changelog is then replayed on
+ * top, as any task's is. On the opening job's thread. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,15 +17,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
+#include "base/fs.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/task.h"
 #include "engine/changelog.h"
 #include "engine/db.h"
+#include "engine/drained.h"
+#include "engine/regroup.h"
 #include "engine/restore.h"
+#include "engine/taskdb.h"
 #include "engine/thread_internal.h"
 
 #define BUILT_FILE "BUILT"
+#define FROM_FILE "BUILT-FROM" /* "<p> <p> ...": the partitions step 1 took */
 
 /* The store of subtopology `sub` that copies (or is) the store `root`, -1: none. */
 static int store_in(const bk_plan_t *plan, int sub, int root)
@@ -33,12 +45,13 @@ static int store_in(const bk_plan_t *plan, int sub, int root)
     return -1;
 }
 
-static int write_built(const char *dir, const char *text, char *err, size_t errsz)
+static int write_file(const char *dir, const char *name, const char *text, char *err,
+                      size_t errsz)
 {
     char path[4200];
     int fd;
     ssize_t len = (ssize_t)strlen(text);
-    snprintf(path, sizeof(path), "%s/%s", dir, BUILT_FILE);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || write(fd, text, (size_t)len) != len || fsync(fd) != 0) {
         snprintf(err, errsz, "cannot write %.900s: %s", path, strerror(errno));
@@ -51,18 +64,145 @@ static int write_built(const char *dir, const char *text, char *err, size_t errs
     return 0;
 }
 
+/* Whether the task needs a build: a later generation's task with no BUILT file in dir. */
+static int needs_build(bk_thread_job_t *job, int k, char *dir, size_t size)
+{
+    bk_thread_t *thr = job->thr;
+    const bk_task_id_t task = thr->tasks[job->slots[k]];
+    const bk_plan_sub_t *sub = &thr->plan->subs[task.sub];
+    char path[4200];
+    if (sub->passthrough || sub->generation < 2) {
+        return 0;
+    }
+    bk_plan_task_dir(thr->plan, thr->conf, task, dir, size);
+    snprintf(path, sizeof(path), "%s/%s", dir, BUILT_FILE);
+    return access(path, F_OK) != 0; /* built before: its own changelog holds the rest */
+}
+
+int bk_thread_build_prepare(bk_thread_job_t *job, int k, const char *name)
+{
+    bk_thread_t *thr = job->thr;
+    const bk_plan_t *plan = thr->plan;
+    const bk_task_id_t task = thr->tasks[job->slots[k]];
+    const bk_plan_sub_t *sub = &plan->subs[task.sub];
+    int lo, hi, prev, np, nsrc = 0, rc = -1;
+    char dir[4096], rdb[4200], from[1024], **srcs = NULL;
+    int32_t *groups = NULL;
+    size_t flen = 0;
+    bk_regroup_stats_t st;
+
+    if (!needs_build(job, k, dir, sizeof(dir))) {
+        return 0;
+    }
+    /* what an earlier attempt left is not trusted: built anew */
+    bk_taskdb_pool_close(thr->pool, task);
+    if (access(dir, F_OK) == 0 && bk_fs_rm_tree(dir) != 0) {
+        snprintf(job->err, sizeof(job->err), "task %s: cannot remove %.900s, built only in part: %s",
+                 name, dir, strerror(errno));
+        return -1;
+    }
+    prev = bk_plan_generation_sub(plan, sub->of, sub->generation - 1);
+    if (prev < 0) {
+        return 0; /* bk_thread_build_slot says what is wrong */
+    }
+    np = plan->subs[prev].partitions;
+    bk_hash_group_range(task.partition, sub->partitions, &lo, &hi);
+    srcs = calloc((size_t)np + 1, sizeof(*srcs));
+    groups = calloc(2 * (size_t)np + 2, sizeof(*groups));
+    if (!srcs || !groups) {
+        snprintf(job->err, sizeof(job->err), "out of memory");
+        goto done;
+    }
+    from[0] = '\0';
+    for (int p = 0; p < np; p++) {
+        int plo, phi;
+        char src[4096];
+        bk_hash_group_range(p, np, &plo, &phi);
+        if (phi <= lo || plo >= hi ||
+            !bk_drained_find(plan, thr->conf, (bk_task_id_t){prev, p}, src, sizeof(src))) {
+            continue;
+        }
+        srcs[nsrc] = strdup(src);
+        groups[2 * nsrc] = plo;
+        groups[2 * nsrc + 1] = phi;
+        nsrc++;
+        flen += (size_t)snprintf(from + flen, flen < sizeof(from) ? sizeof(from) - flen : 0,
+                                 "%s%d", flen ? " " : "", p);
+    }
+    if (nsrc == 0) {
+        rc = 0; /* every part from the changelogs */
+        goto done;
+    }
+    if (flen >= sizeof(from)) {
+        nsrc = 0; /* too many to list: the changelogs, all of them */
+        rc = 0;
+        goto done;
+    }
+    if (bk_fs_mkdirs(dir) != 0) {
+        snprintf(job->err, sizeof(job->err), "task %s: cannot create %.900s: %s", name, dir,
+                 strerror(errno));
+        goto done;
+    }
+    snprintf(rdb, sizeof(rdb), "%s/" BK_DB_ROCKSDB_DIR, dir);
+    if (bk_regroup_build(rdb, (const char *const *)srcs, groups, nsrc, lo, hi, &st, job->err,
+                         sizeof(job->err)) != 0 ||
+        write_file(dir, FROM_FILE, from, job->err, sizeof(job->err)) != 0) {
+        goto done;
+    }
+    bk_log_info("task %s: key groups [%d, %d) of %d drained checkpoint(s) on this node (%d_%s): "
+                "%lld byte(s) of SST files linked, %lld key(s) copied, in %lld ms",
+                name, lo, hi, nsrc, prev, from, (long long)st.linked_bytes,
+                (long long)st.copied_keys, (long long)st.elapsed_ms);
+    rc = 0;
+done:
+    for (int i = 0; srcs && i < nsrc; i++) {
+        free(srcs[i]);
+    }
+    free(srcs);
+    free(groups);
+    return rc;
+}
+
+/* The partitions of the generation before that step 1 took (BUILT-FROM), as a mask of np. */
+static void read_from(const char *dir, uint8_t *taken, int np)
+{
+    char path[4200], err[256], *text = NULL, *p, *end;
+    size_t len;
+    snprintf(path, sizeof(path), "%s/%s", dir, FROM_FILE);
+    if (bk_fs_read_all(path, 65536, &text, &len, err, sizeof(err)) != 0) {
+        return;
+    }
+    for (p = text;; p = end) {
+        long v = strtol(p, &end, 10);
+        if (end == p) {
+            break;
+        }
+        if (v >= 0 && v < np) {
+            taken[v] = 1;
+        }
+    }
+    free(text);
+}
+
+/* Counts what a replay applied (its last progress report). */
+static void count_applied(void *opaque, const bk_restore_progress_t *p)
+{
+    *(int64_t *)opaque = p->records;
+}
+
 /* Replays into slot s's stores the keys of groups [lo, hi) from the changelogs of
  * generation g's tasks whose ranges overlap it, one task at a time (a store settles its
  * records by the markers of one changelog partition, changelog.h). Names them in text. */
 static int replay_generation(bk_thread_job_t *job, rd_kafka_t *consumer, int s, const char *name,
                              int gsub, int lo, int hi, bk_restore_item_t *items, char *text,
-                             size_t size, size_t *tlen, int *used)
+                             size_t size, size_t *tlen, int64_t *applied)
 {
     bk_thread_t *thr = job->thr;
     const bk_plan_t *plan = thr->plan;
     int np = plan->subs[gsub].partitions;
     for (int p = 0; p < np; p++) {
         int plo, phi, n = 0;
+        int64_t got = 0;
         bk_hash_group_range(p, np, &plo, &phi);
         if (phi <= lo || plo >= hi) {
             continue;
@@ -75,16 +215,17 @@ static int replay_generation(bk_thread_job_t *job, rd_kafka_t *consumer, int s, 
             }
             items[n++] = (bk_restore_item_t){st, plan->stores[from].changelog, p, name, lo, hi};
         }
-        if (bk_restore_run(consumer, items, n, NULL, NULL, &job->stop, job->err,
+        if (bk_restore_run(consumer, items, n, count_applied, &got, &job->stop, job->err,
                            sizeof(job->err)) != 0) {
             return -1;
         }
         for (int i = 0; i < n; i++) {
             bk_changelog_rebase(items[i].st);
         }
-        (*used)++;
+        *applied += got;
         if (*tlen < size) {
-            *tlen += (size_t)snprintf(text + *tlen, size - *tlen, " %d_%d", gsub, p);
+            *tlen += (size_t)snprintf(text + *tlen, size - *tlen, " %d_%d[%d,%d)", gsub, p, lo,
+                                      hi);
         }
     }
     return 0;
@@ -98,51 +239,77 @@ int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, cons
     const bk_task_id_t task = thr->tasks[s];
     const bk_plan_sub_t *sub = &plan->subs[task.sub];
     bk_restore_item_t *items = NULL;
-    int lo, hi, used = 0, rc = -1;
-    char dir[4096], path[4200], text[512];
+    uint8_t *taken = NULL;
+    int lo, hi, prev, np, rc = -1;
+    int64_t applied = 0, t0 = bk_clock_mono_ms();
+    char dir[4096], text[1024];
     size_t tlen = 0;
 
-    if (sub->passthrough || sub->generation < 2 || !thr->dbs[s]) {
+    if (!thr->dbs[s] || !needs_build(job, k, dir, sizeof(dir))) {
         return 0;
     }
-    bk_plan_task_dir(plan, thr->conf, task, dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/%s", dir, BUILT_FILE);
-    if (access(path, F_OK) == 0) {
-        return 0; /* built before: its own changelog holds the rest */
-    }
-    bk_hash_group_range(task.partition, sub->partitions, &lo, &hi);
-    items = calloc((size_t)plan->nstores + 1, sizeof(*items));
-    if (!items) {
-        snprintf(job->err, sizeof(job->err), "out of memory");
+    prev = bk_plan_generation_sub(plan, sub->of, sub->generation - 1);
+    if (prev < 0) {
+        snprintf(job->err, sizeof(job->err), "task %s: subtopology %d has no generation %d",
+                 name, sub->of, sub->generation - 1);
         return -1;
     }
-    tlen = (size_t)snprintf(text, sizeof(text), "generation %d of subtopology %d, key groups "
-                                                "[%d, %d), from the changelogs of",
-                            sub->generation, sub->of, lo, hi);
-    /* every generation before, oldest first: a later one's changelog holds only what its
-     * tasks wrote after they were built, and each key's writes of one generation all come
-     * before the next one's (its tasks start once the ones before drained) */
-    for (int g = 1; g < sub->generation; g++) {
-        int gsub = bk_plan_generation_sub(plan, sub->of, g);
-        if (gsub < 0) {
-            snprintf(job->err, sizeof(job->err), "task %s: subtopology %d has no generation %d",
-                     name, sub->of, g);
-            goto done;
-        }
-        if (replay_generation(job, consumer, s, name, gsub, lo, hi, items, text, sizeof(text),
-                              &tlen, &used) != 0) {
-            goto done;
-        }
-    }
-    /* durable before it says so: a crash before BUILT builds again (the same records give
-     * the same state: nothing of its own generation was applied yet) */
-    if (bk_db_checkpoint(thr->dbs[s], job->err, sizeof(job->err)) != 0 ||
-        write_built(dir, text, job->err, sizeof(job->err)) != 0) {
+    np = plan->subs[prev].partitions;
+    bk_hash_group_range(task.partition, sub->partitions, &lo, &hi);
+    items = calloc((size_t)plan->nstores + 1, sizeof(*items));
+    taken = calloc((size_t)np + 1, 1);
+    if (!items || !taken) {
+        snprintf(job->err, sizeof(job->err), "out of memory");
         goto done;
     }
-    bk_log_info("task %s: built: %s (%d changelog partition(s))", name, text, used);
+    read_from(dir, taken, np);
+    tlen = (size_t)snprintf(text, sizeof(text), "generation %d of subtopology %d, key groups "
+                                                "[%d, %d)",
+                            sub->generation, sub->of, lo, hi);
+    /* the overlapping tasks of the generation before whose checkpoints are elsewhere: their
+     * groups from the changelogs of every generation before, oldest first (a later one's
+     * changelog holds only what its tasks wrote after they were built, and each key's
+     * writes of one generation all come before the next one's) */
+    for (int p = 0; p < np; p++) {
+        int plo, phi, rlo, rhi;
+        bk_hash_group_range(p, np, &plo, &phi);
+        rlo = plo > lo ? plo : lo;
+        rhi = phi < hi ? phi : hi;
+        if (rlo >= rhi || taken[p]) {
+            continue;
+        }
+        for (int g = 1; g < sub->generation; g++) {
+            int gsub = bk_plan_generation_sub(plan, sub->of, g);
+            if (gsub < 0) {
+                snprintf(job->err, sizeof(job->err),
+                         "task %s: subtopology %d has no generation %d", name, sub->of, g);
+                goto done;
+            }
+            if (replay_generation(job, consumer, s, name, gsub, rlo, rhi, items, text,
+                                  sizeof(text), &tlen, &applied) != 0) {
+                goto done;
+            }
+        }
+    }
+    if (tlen < sizeof(text)) {
+        int taken_n = 0;
+        for (int p = 0; p < np; p++) {
+            taken_n += taken[p];
+        }
+        tlen += (size_t)snprintf(text + tlen, sizeof(text) - tlen,
+                                 "; %d drained checkpoint(s), %lld changelog record(s) replayed",
+                                 taken_n, (long long)applied);
+    }
+    /* durable before it says so: a crash before BUILT builds again from the start */
+    if (bk_db_checkpoint(thr->dbs[s], job->err, sizeof(job->err)) != 0 ||
+        write_file(dir, BUILT_FILE, text, job->err, sizeof(job->err)) != 0) {
+        goto done;
+    }
+    bk_log_info("task %s: built: %s, in %lld ms", name, text,
+                (long long)(bk_clock_mono_ms() - t0));
     rc = 0;
 done:
     free(items);
+    free(taken);
     return rc;
 }

@@ -190,8 +190,10 @@ void bk_thread_moves_forget(bk_thread_t *thr, int slot);
 int bk_thread_moves_after_commit(bk_thread_t *thr);
 int bk_thread_moves_live(bk_thread_t *thr, int slot);
 int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t);
-/* A later generation's task of an opening job, its DB open (thread_build.c): built from
- * the changelogs of the generation before, once. 0, or -1 with job->err. */
+/* A later generation's task of an opening job, built once (thread_build.c): before its DB
+ * opens, from the drained checkpoints on this node of the generation before; then, its DB
+ * open, the rest from their changelogs. 0, or -1 with job->err. */
+int bk_thread_build_prepare(bk_thread_job_t *job, int k, const char *name);
 int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, const char *name);
 /* The topic a passthrough's record of input topic t goes to. */
 static inline int bk_thread_pass_target(const bk_thread_t *thr, int t)

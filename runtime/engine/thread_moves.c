@@ -12,6 +12,7 @@
 
 #include "base/log.h"
 #include "base/task.h"
+#include "engine/drained.h"
 #include "engine/thread_internal.h"
 
 #define BARRIER_HEADER "beck.barrier"
@@ -150,10 +151,19 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
     for (int i = 0; i < thr->ntasks; i++) {
         int s = thr->owned[i];
         if (thr->drain[s] == DRAIN_READ) {
+            char dir[4096], err[1024];
             thr->drain[s] = DRAIN_TOLD;
             bk_log_info("task %s: drained: every passthrough task's barrier read and what came "
                         "before committed",
                         BK_TASK_NAME(thr->tasks[s]));
+            /* its state as handed over, for the next generation's tasks built on this node;
+             * without it they replay changelogs instead */
+            if (thr->dbs[s] && bk_drained_make(thr->dbs[s], plan, thr->conf, thr->tasks[s], dir,
+                                               sizeof(dir), err, sizeof(err)) != 0) {
+                bk_log_warn("task %s: no checkpoint of its drained state (%s): the tasks built "
+                            "from it replay its changelogs",
+                            BK_TASK_NAME(thr->tasks[s]), err);
+            }
             if (thr->drained) {
                 thr->drained(thr->drained_opaque, s);
             }

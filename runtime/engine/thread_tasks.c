@@ -299,7 +299,8 @@ static void *job_main(void *arg)
     }
     for (int k = 0; k < job->n; k++) {
         bk_task_name(thr->tasks[job->slots[k]], names[k]);
-        if (open_slot(job, k, items, &n, names) != 0) {
+        if (bk_thread_build_prepare(job, k, names[k]) != 0 ||
+            open_slot(job, k, items, &n, names) != 0) {
             goto done;
         }
     }

@@ -266,6 +266,7 @@ typedef struct member_node_s {
     int nheld;
     /* [cap] what the member was last told it may assign (retire_replaced), of told_tasks */
     uint8_t *assignable;
+    int32_t *origin; /* [cap] bk_node_moves_origins: where a new task is best placed */
     int told_tasks;
     bk_reconcile_actions_t actions; /* apply_view's, kept to spare allocations */
     int nrun, nstand;
@@ -606,6 +607,7 @@ static int follow_moves(member_node_t *mn, const bk_member_view_t *view)
     bk_plan_task_table(mn->plan, &n, &cap);
     name_tasks(mn->names, mn->tasks, was, n);
     bk_bootstrap_grow(mn->boot, n);
+    bk_node_moves_origins(mn->plan, mn->origin, was, n);
     mn->ntasks = n; /* the member hears of them from retire_replaced */
     bk_log_info("app %s: moves %s: %d task(s), %d new (%s to %s)", mn->plan->id,
                 view->generations, n, n - was, n > was ? mn->names[was] : "-",
@@ -637,7 +639,7 @@ static void retire_replaced(member_node_t *mn, const bk_member_view_t *view)
     if (!changed) {
         return;
     }
-    if (bk_member_set_tasks(mn->member, mn->ntasks, mn->assignable) != 0) {
+    if (bk_member_set_tasks(mn->member, mn->ntasks, mn->assignable, mn->origin) != 0) {
         bk_log_warn("cannot tell the membership of the app's %d tasks now: out of memory",
                     mn->ntasks);
         return;
@@ -683,6 +685,10 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mn.scratch = calloc((size_t)mn.cap + 1, sizeof(int32_t));
     mn.held = calloc((size_t)mn.cap + 1, sizeof(int32_t));
     mn.assignable = malloc((size_t)mn.cap + 1);
+    mn.origin = malloc(((size_t)mn.cap + 1) * sizeof(int32_t));
+    if (mn.origin) {
+        bk_node_moves_origins(mn.plan, mn.origin, 0, mn.ntasks);
+    }
     if (mn.assignable) {
         memset(mn.assignable, 1, (size_t)mn.cap + 1);
     }
@@ -725,7 +731,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         mc.endpoint = q.endpoint;
     }
     if (!mn.names || !mn.running || !mn.standing || !mn.scratch || !mn.held ||
-        !mn.assignable || !mn.was_sb ||
+        !mn.assignable || !mn.origin || !mn.was_sb ||
         !mn.due ||
         bk_reconcile_actions_new(&mn.actions, mn.cap) != 0) {
         bk_log_error("cannot join app %s: out of memory", plan->id);
@@ -876,6 +882,7 @@ done:
     free(mn.scratch);
     free(mn.held);
     free(mn.assignable);
+    free(mn.origin);
     bk_reconcile_actions_free(&mn.actions);
     free(mn.was_sb);
     free(mn.due);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/log.h"
 #include "engine/kafka.h"
 #include "engine/topics.h"
@@ -134,4 +135,34 @@ int bk_node_moves_follow(bk_plan_t *plan, const bk_conf_t *conf, lua_State *L, i
     rc = bk_topics_ensure_grown(plan, conf, admin, dev_port, from_topic, from_store, err, errsz);
     rd_kafka_destroy(admin);
     return rc;
+}
+
+void bk_node_moves_origins(const bk_plan_t *plan, int32_t *origin, int from, int to)
+{
+    int n, cap;
+    const bk_task_id_t *table = bk_plan_task_table(plan, &n, &cap);
+    for (int t = from; t < to; t++) {
+        const bk_plan_sub_t *sub = t < n ? &plan->subs[table[t].sub] : NULL;
+        int prev = sub && !sub->passthrough && sub->generation >= 2
+                       ? bk_plan_generation_sub(plan, sub->of, sub->generation - 1)
+                       : -1;
+        int lo, hi, best = -1, most = 0;
+        origin[t] = -1;
+        if (prev < 0) {
+            continue;
+        }
+        bk_hash_group_range(table[t].partition, sub->partitions, &lo, &hi);
+        for (int p = 0; p < plan->subs[prev].partitions; p++) {
+            int plo, phi, over;
+            bk_hash_group_range(p, plan->subs[prev].partitions, &plo, &phi);
+            over = (phi < hi ? phi : hi) - (plo > lo ? plo : lo);
+            if (over > most) {
+                most = over;
+                best = p;
+            }
+        }
+        if (best >= 0) {
+            origin[t] = bk_plan_first_task(plan, prev) + best;
+        }
+    }
 }

@@ -29,6 +29,12 @@ void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
  * it has none of its own (it reads its input by partition). */
 int bk_node_moves_tasks_of(const bk_plan_t *plan, int sub);
 
+/* origin[t] for the tasks t of [from, to) of the plan's task table: for a later generation's
+ * task, the task of the generation before whose key groups overlap its own the most (the
+ * one its build takes whole, engine/regroup.h); -1 for the others. The leader places a new
+ * task beside its origin (bk_member_set_tasks). */
+void bk_node_moves_origins(const bk_plan_t *plan, int32_t *origin, int from, int to);
+
 /* The view's list of moves (generations) is longer than the plan's: the plan grows by them
  * (bk_plan_grow, the topology described again in L) and their topics are made
  * (bk_topics_ensure_grown, through an admin client of conf's). Main thread. 0 (also when

@@ -1,0 +1,69 @@
+/* drained.c - a drained task's checkpoint, made and found (drained.h). */
+#include "engine/drained.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "engine/manifest.h"
+#include "engine/snapshot.h"
+
+/* <state_dir>/<app>/drained/<S_P> */
+static void task_root(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t task, char *buf,
+                      size_t size)
+{
+    snprintf(buf, size, "%s/%s/drained/%s", bk_conf_str(conf, BK_CONF_STATE_DIR), plan->id,
+             BK_TASK_NAME(task));
+}
+
+int bk_drained_make(bk_db_t *db, const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t task,
+                    char *dir, size_t dir_size, char *errstr, size_t errstr_size)
+{
+    char root[4096];
+    bk_manifest_t m;
+
+    task_root(plan, conf, task, root, sizeof(root));
+    /* one per task: a task drained again (its node restarted before it said so) leaves the
+     * newer state */
+    if (access(root, F_OK) == 0 && bk_fs_rm_tree(root) != 0) {
+        snprintf(errstr, errstr_size, "cannot remove %s: %s", root, strerror(errno));
+        return -1;
+    }
+    if (bk_snapshot_make(db, BK_TASK_NAME(task), root, &m, dir, dir_size, errstr, errstr_size) !=
+        0) {
+        return -1;
+    }
+    bk_manifest_free(&m);
+    return 0;
+}
+
+int bk_drained_find(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t task, char *dir,
+                    size_t dir_size)
+{
+    char root[4096];
+    struct dirent *e;
+    DIR *d;
+    int found = 0;
+
+    task_root(plan, conf, task, root, sizeof(root));
+    if (!(d = opendir(root))) {
+        return 0;
+    }
+    while (!found && (e = readdir(d)) != NULL) {
+        char path[4600];
+        size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || (len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0)) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s/%s/%s", root, e->d_name, BK_MANIFEST_NAME);
+        if (access(path, R_OK) == 0 &&
+            (size_t)snprintf(dir, dir_size, "%s/%s", root, e->d_name) < dir_size) {
+            found = 1;
+        }
+    }
+    closedir(d);
+    return found;
+}
