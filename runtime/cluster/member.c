@@ -934,6 +934,25 @@ static void put_note(bk_wire_buf_t *w, const char *to, const char *kind, const c
     bk_wire_put_str(w, text ? text : "");
 }
 
+void bk_member_note_word(const char *text, const char *key, char *out, size_t size)
+{
+    size_t kl = strlen(key);
+    const char *p = text;
+    out[0] = '\0';
+    while (p && *p) {
+        while (*p == ' ') {
+            p++;
+        }
+        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            const char *v = p + kl + 1;
+            size_t n = strcmp(key, "why") == 0 ? strlen(v) : strcspn(v, " ");
+            snprintf(out, size, "%.*s", (int)n, v);
+            return;
+        }
+        p = strchr(p, ' ');
+    }
+}
+
 int bk_member_note(bk_member_t *member, const char *to, const char *kind, const char *text)
 {
     bk_member_t *m = member;

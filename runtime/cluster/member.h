@@ -253,6 +253,9 @@ int bk_member_add_generation(bk_member_t *member, int32_t sub, int32_t tasks, in
  * applies, from whoever writes it. Queued only. 0, or -1 (an observer, a producer error).
  * @locality any thread */
 int bk_member_drained(bk_member_t *member, int32_t task);
+/* A note's text is "key=value" words: the value of `key=` in text into out ("" when
+ * missing); `why=` takes the rest of the text. */
+void bk_member_note_word(const char *text, const char *key, char *out, size_t size);
 /* A note record's value as a tool outside the app writes it (`beck bootstrap`), from a
  * sender id of its own; *buf is malloc'd. 0, or -1 when a field is too long. */
 int bk_member_note_encode(const char *from, const char *to, const char *kind, const char *text,

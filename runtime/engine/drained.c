@@ -11,9 +11,8 @@
 #include "engine/manifest.h"
 #include "engine/snapshot.h"
 
-/* <state_dir>/<app>/drained/<S_P> */
-static void task_root(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t task, char *buf,
-                      size_t size)
+void bk_drained_root(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t task, char *buf,
+                     size_t size)
 {
     snprintf(buf, size, "%s/%s/drained/%s", bk_conf_str(conf, BK_CONF_STATE_DIR), plan->id,
              BK_TASK_NAME(task));
@@ -25,7 +24,7 @@ int bk_drained_make(bk_db_t *db, const bk_plan_t *plan, const bk_conf_t *conf, b
     char root[4096];
     bk_manifest_t m;
 
-    task_root(plan, conf, task, root, sizeof(root));
+    bk_drained_root(plan, conf, task, root, sizeof(root));
     /* one per task: a task drained again (its node restarted before it said so) leaves the
      * newer state */
     if (access(root, F_OK) == 0 && bk_fs_rm_tree(root) != 0) {
@@ -48,7 +47,7 @@ int bk_drained_find(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t t
     DIR *d;
     int found = 0;
 
-    task_root(plan, conf, task, root, sizeof(root));
+    bk_drained_root(plan, conf, task, root, sizeof(root));
     if (!(d = opendir(root))) {
         return 0;
     }

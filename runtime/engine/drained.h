@@ -17,6 +17,12 @@
 #include "engine/db.h"
 #include "engine/plan.h"
 
+/* The directory of the task's drained checkpoint(s): <state_dir>/<app>/drained/<S_P>. One
+ * fetched from another node (replica/drainfetch.h) is written beside, as <id>.tmp, and
+ * renamed to <id> once whole. */
+void bk_drained_root(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t task, char *buf,
+                     size_t size);
+
 /* Replaces the task's drained checkpoint by one of db as it is now. dir gets its
  * directory. 0, or -1 with errstr. */
 int bk_drained_make(bk_db_t *db, const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t task,

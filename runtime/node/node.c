@@ -27,6 +27,7 @@
 #include "node/node_queries.h"
 #include "replica/archive.h"
 #include "replica/bootstrap.h"
+#include "replica/drainfetch.h"
 #include "replica/install.h"
 #include "replica/standby.h"
 
@@ -273,6 +274,7 @@ typedef struct member_node_s {
     uint64_t logged_epoch;  /* the last epoch a line was logged for */
     bk_taskdb_pool_t *pool; /* DBs kept open from one owner (thread, standby) to the next */
     bk_bootstrap_t *boot;   /* cold bootstrap, both sides */
+    bk_drainfetch_t *fetch; /* drained checkpoints brought here, and served */
     uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
     bk_standby_t *standby;
     bk_archive_t *arch; /* the snapshot archive, or NULL */
@@ -413,16 +415,27 @@ static int in_sorted(const int32_t *list, int32_t n, int32_t x)
     return 0;
 }
 
+/* The other live nodes of the view: who may hold a drained checkpoint. */
+static int others(const bk_member_view_t *view, const char *self)
+{
+    int n = 0;
+    for (int i = 0; i < view->npeers; i++) {
+        n += view->peers[i].state == BK_MEMBER_ALIVE && strcmp(view->peers[i].id, self) != 0;
+    }
+    return n;
+}
+
 /* A later generation's task starts from the state of the generation before it
  * (engine/thread_build.c): only once each task of that generation whose key groups overlap
- * its own has drained (read every passthrough's barrier and committed what came before).
- * Any other task is ready at once. */
+ * its own has drained (read every passthrough's barrier and committed what came before),
+ * and its drained checkpoint is on this node or cannot be had (replica/drainfetch.h: then
+ * the build replays changelogs). Any other task is ready at once. */
 static int build_ready(const member_node_t *mn, const bk_member_view_t *view, int32_t task)
 {
     const bk_plan_t *plan = mn->plan;
     const bk_task_id_t t = mn->tasks[task];
     const bk_plan_sub_t *sub = &plan->subs[t.sub];
-    int prev, first, n, lo, hi;
+    int prev, first, n, lo, hi, here = 1;
     if (sub->passthrough || sub->generation < 2) {
         return 1;
     }
@@ -440,7 +453,16 @@ static int build_ready(const member_node_t *mn, const bk_member_view_t *view, in
             return 0;
         }
     }
-    return 1;
+    for (int p = 0; p < n; p++) { /* every one asked for at once */
+        int plo, phi;
+        bk_hash_group_range(p, n, &plo, &phi);
+        if (phi > lo && plo < hi &&
+            bk_drainfetch_want(mn->fetch, (bk_task_id_t){prev, p},
+                               others(view, bk_conf_str(mn->conf, BK_CONF_NODE_ID))) == 0) {
+            here = 0;
+        }
+    }
+    return here;
 }
 
 /* Gives the crew the tasks of `ids` that are ready (build_ready) and holds the others, then
@@ -458,7 +480,8 @@ static int start_ready(member_node_t *mn, const bk_member_view_t *view, const in
             mine = mn->running[j] == t;
         }
         if (mine && build_ready(mn, view, t)) {
-            bk_log_info("task %s: the tasks it is built from have drained: starting it",
+            bk_log_info("task %s: the tasks it is built from have drained, their checkpoints "
+                        "are here: starting it",
                         mn->names[t]);
             go[ngo++] = t;
         } else if (mine) {
@@ -471,7 +494,7 @@ static int start_ready(member_node_t *mn, const bk_member_view_t *view, const in
             go[ngo++] = ids[i];
         } else {
             bk_log_info("task %s: waits until the tasks of the generation before that it is "
-                        "built from have drained",
+                        "built from have drained and their checkpoints are here",
                         mn->names[ids[i]]);
             mn->held[mn->nheld++] = ids[i];
         }
@@ -570,7 +593,8 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
     return 0;
 }
 
-/* The notes for this node: `beck repartition`'s to its leader, the rest cold bootstrap's.
+/* The notes for this node: `beck repartition`'s to its leader, drained checkpoints' fetches,
+ * the rest cold bootstrap's.
  * Returns 1 when the standby runner must restart. */
 static int take_notes(member_node_t *mn, const bk_member_view_t *view)
 {
@@ -579,7 +603,7 @@ static int take_notes(member_node_t *mn, const bk_member_view_t *view)
     while (bk_member_take_note(mn->member, &note)) {
         if (strcmp(note.kind, BK_NODE_MOVES_NOTE) == 0) {
             bk_node_moves_on_note(mn->plan, mn->member, view, &note);
-        } else {
+        } else if (!bk_drainfetch_note(mn->fetch, &note)) {
             restart |= bk_bootstrap_note(mn->boot, &note);
         }
     }
@@ -759,6 +783,12 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
                                   &mn,      hooks,     mn.pool};
         mn.boot = bk_bootstrap_new(&env);
     }
+    mn.fetch = bk_drainfetch_new(plan, conf, mn.member, mc.node_id);
+    if (!mn.boot || !mn.fetch) {
+        bk_log_error("cannot join app %s: out of memory", plan->id);
+        failed = 1;
+        goto done;
+    }
     bk_log_info("app %s: node %s (rack %s) joining, %d standby replica(s) per task%s", plan->id,
                 mc.node_id, mc.rack ? mc.rack : "-", (int)mc.standbys,
                 bk_conf_str(conf, BK_CONF_SSH_KEY) ? ", cold bootstrap on" : "");
@@ -777,6 +807,12 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         }
         if (mn.arch && mn.nrun > 0) {
             archive_ask(mn.arch, &mn.crew, mn.running, mn.nrun, mn.due);
+        }
+        /* a drained checkpoint arrived (or was given up): a task held for it may start */
+        if (bk_drainfetch_poll(mn.fetch) && mn.nheld > 0 &&
+            start_ready(&mn, &view, NULL, 0) != 0) {
+            failed = 1;
+            break;
         }
         if ((take_notes(&mn, &view) | bk_bootstrap_poll(mn.boot, &view)) && mn.standby &&
             !view.lost) {
@@ -868,6 +904,7 @@ done:
     stop_standby(&mn);
     bk_archive_destroy(mn.arch); /* before cold bootstrap removes this node's snapshots */
     bk_bootstrap_destroy(mn.boot);
+    bk_drainfetch_destroy(mn.fetch);
     bk_taskdb_pool_destroy(mn.pool);
     bk_node_queries_free(&q);
     bk_log_info("app %s: node %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered",

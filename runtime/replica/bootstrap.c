@@ -83,27 +83,6 @@ struct bk_bootstrap_s {
     char root[4096]; /* <state_dir>/<app>/snapshots */
 };
 
-/* The value of word `key=` in a note's text into out ("" when missing). `why=` takes the
- * rest of the text. */
-static void word(const char *text, const char *key, char *out, size_t size)
-{
-    size_t kl = strlen(key);
-    const char *p = text;
-    out[0] = '\0';
-    while (p && *p) {
-        while (*p == ' ') {
-            p++;
-        }
-        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
-            const char *v = p + kl + 1;
-            size_t n = strcmp(key, "why") == 0 ? strlen(v) : strcspn(v, " ");
-            snprintf(out, size, "%.*s", (int)n, v);
-            return;
-        }
-        p = strchr(p, ' ');
-    }
-}
-
 static int32_t task_by_name(const bk_bootstrap_t *b, const char *name)
 {
     for (int32_t t = 0; t < b->env.ntasks; t++) {
@@ -600,15 +579,15 @@ static int on_ready(bk_bootstrap_t *b, const bk_member_note_t *n)
 {
     char req[128], port[16], snaps[BK_MEMBER_NOTE_MAX];
     batch_t *x;
-    word(n->text, "req", req, sizeof(req));
+    bk_member_note_word(n->text, "req", req, sizeof(req));
     x = batch_by_req(b, req);
     if (!x || x->fetching) {
         return 0; /* an answer to a request given up on */
     }
-    word(n->text, "host", x->host, sizeof(x->host));
-    word(n->text, "port", port, sizeof(port));
-    word(n->text, "root", x->root, sizeof(x->root));
-    word(n->text, "snaps", snaps, sizeof(snaps));
+    bk_member_note_word(n->text, "host", x->host, sizeof(x->host));
+    bk_member_note_word(n->text, "port", port, sizeof(port));
+    bk_member_note_word(n->text, "root", x->root, sizeof(x->root));
+    bk_member_note_word(n->text, "snaps", snaps, sizeof(snaps));
     x->port = atoi(port);
     char *save = NULL;
     for (char *p = strtok_r(snaps, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
@@ -683,8 +662,8 @@ static void on_request(bk_bootstrap_t *b, const bk_member_note_t *n)
 {
     char req[128], tasks[BK_MEMBER_NOTE_MAX], text[512];
     served_t *s;
-    word(n->text, "req", req, sizeof(req));
-    word(n->text, "tasks", tasks, sizeof(tasks));
+    bk_member_note_word(n->text, "req", req, sizeof(req));
+    bk_member_note_word(n->text, "tasks", tasks, sizeof(tasks));
     if (!req[0] || !tasks[0]) {
         return;
     }
@@ -801,7 +780,7 @@ int bk_bootstrap_note(bk_bootstrap_t *b, const bk_member_note_t *n)
         on_request(b, n);
     } else if (strcmp(n->kind, "snapshot-fetched") == 0) {
         served_t *s;
-        word(n->text, "req", req, sizeof(req));
+        bk_member_note_word(n->text, "req", req, sizeof(req));
         if ((s = served_by_req(b, req)) != NULL) {
             drop_served(b, s);
         }
@@ -809,16 +788,16 @@ int bk_bootstrap_note(bk_bootstrap_t *b, const bk_member_note_t *n)
         return on_ready(b, n);
     } else if (strcmp(n->kind, "snapshot-failed") == 0) {
         batch_t *x;
-        word(n->text, "req", req, sizeof(req));
+        bk_member_note_word(n->text, "req", req, sizeof(req));
         if ((x = batch_by_req(b, req)) != NULL && !x->fetching) {
             char err[1024];
-            word(n->text, "why", why, sizeof(why));
+            bk_member_note_word(n->text, "why", why, sizeof(why));
             snprintf(err, sizeof(err), "%s answered: %.700s", n->from, why);
             fail_batch(b, x, err);
             return 1;
         }
     } else if (strcmp(n->kind, "bootstrap") == 0) {
-        word(n->text, "task", task, sizeof(task));
+        bk_member_note_word(n->text, "task", task, sizeof(task));
         t = task_by_name(b, task);
         if (t < 0) {
             bk_log_warn("bootstrap: %s asks for task '%s', which this app does not have", n->from,

@@ -2,23 +2,29 @@
 -- Moving a generation), on both brokers: two nodes, subtopology 0 of
 -- spec/fixtures/stamped_count.lua with 5 tasks over a 3-partition input, moved to 8 and then
 -- to 3. The passthrough switches to the new generation's topic at a commit after a barrier
--- to the old one; each old task drains to the barriers; each new task is built from the
--- changelogs of the old tasks whose key groups overlap its own and then reads its topic.
+-- to the old one; each old task drains to the barriers and leaves a checkpoint of its
+-- state; each new task is built from the checkpoints of the old tasks whose key groups
+-- overlap its own (those of the other node fetched over SFTP from a real sshd on
+-- 127.0.0.1) and then reads its topic.
 -- Checked from outside: every key's counts are 1, 2, 3, ... with none missing or repeated
--- across both moves, and the records after a move are counted by the task of the new
--- generation that owns the key's group.
+-- across both moves, the records after a move are counted by the task of the new
+-- generation that owns the key's group, and no build replayed a changelog record.
 local helpers = require "spec.helpers"
 local cluster = require "spec.fixtures.cluster"
 local gen = require "spec.fixtures.generations"
+local sshd_fixture = require "spec.fixtures.sshd"
 
 local APP = gen.APP
 local KEYS = 1500
 
 local states = {}
 
-local function start(bs, id, rack)
+local function start(bs, id, rack, sshd)
   states[id] = helpers.tmpdir()
-  return gen.start(bs, id, rack, { "--tasks", "0=5" }, { state = states[id] })
+  return gen.start(bs, id, rack, { "--tasks", "0=5", "--ssh-key", sshd.key,
+                                   "--ssh-known-hosts", sshd.known_hosts, "--ssh-user", sshd.user,
+                                   "--ssh-host", "127.0.0.1", "--ssh-port", tostring(sshd.port) },
+                   { state = states[id] })
 end
 
 local function round()
@@ -43,7 +49,8 @@ describe("a subtopology moved to another task count while it runs", function()
   it("counts every key exactly, in order, through two moves", function()
     local broker = helpers.start_broker { topics = { "stamp-in:3", "stamp-out:3" } }
     local bs = broker.bootstrap
-    local nodes = { na = start(bs, "na", "a"), nb = start(bs, "nb", "b") }
+    local sshd = sshd_fixture.start()
+    local nodes = { na = start(bs, "na", "a", sshd), nb = start(bs, "nb", "b", sshd) }
     helpers.eventually(function()
       return cluster.running(nodes.na) == 5 and cluster.running(nodes.nb) == 5
     end, 40, 0.2)
@@ -87,6 +94,19 @@ describe("a subtopology moved to another task count while it runs", function()
       assert.equal("2_" .. gen.owner(k, 8), got[4][2], "task of " .. k .. "'s 4th record")
       assert.equal("3_" .. gen.owner(k, 3), got[7][2], "task of " .. k .. "'s 7th record")
     end
+    -- every new task built from drained checkpoints, none by a changelog replay; those of
+    -- the other node fetched (the first placement puts new tasks beside the passthroughs)
+    local builds, fetched = 0, 0
+    for _, n in pairs(nodes) do
+      local log = n:log()
+      for what in log:gmatch("task %d_%d+: built: ([^\n]*)") do
+        builds = builds + 1
+        assert.matches("; %d+ drained checkpoint%(s%), 0 changelog record%(s%) replayed", what)
+      end
+      for _ in log:gmatch("drained checkpoint fetched from n[ab]") do fetched = fetched + 1 end
+    end
+    assert.is_true(builds >= 11, "builds: " .. builds)
+    assert.is_true(fetched > 0, "no drained checkpoint was fetched from the other node")
     local state_of = {} -- task -> the state directory of the node running it last
     for id, n in pairs(nodes) do
       for _, task in ipairs(cluster.now_of(n).running) do state_of[task] = states[id] end
