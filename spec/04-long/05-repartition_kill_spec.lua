@@ -1,0 +1,170 @@
+-- Online repartitioning with a node killed during a move (issue 15, docs/repartitioning.md),
+-- on real Kafka under exactly-once: three nodes of spec/fixtures/stamped_count.lua (racks
+-- a/b/c, record cache off) count 200,000 keys whose records an outside producer writes, in
+-- three rounds, while subtopology 0 moves 8 -> 12 -> 5 tasks. During the first move, once
+-- some old task has drained, one node is killed with SIGKILL and started again on its state
+-- directory 2 s later. New tasks are built from the drained checkpoints (fetched over SFTP
+-- from a real sshd on 127.0.0.1 when another node holds them) or, for a checkpoint no live
+-- node holds, from the changelogs.
+-- Checked from outside, as a read_committed reader: every key's outputs are exactly 1, 2, 3
+-- (every value once, in order: nothing lost, nothing counted twice), and each task of
+-- generation 3 stores exactly the keys of its key groups, each with count 3.
+-- Real Kafka only: the dev broker accepts transactions but enforces none of them, so a kill
+-- there repeats what the killed node forwarded and had not committed.
+local helpers = require "spec.helpers"
+local cluster = require "spec.fixtures.cluster"
+local gen = require "spec.fixtures.generations"
+local sshd_fixture = require "spec.fixtures.sshd"
+
+local APP = gen.APP
+local KEYS = 200000
+
+local function round()
+  local records = {}
+  for i = 1, KEYS do records[i] = { "k" .. i, "r" } end
+  return records
+end
+
+describe("online repartitioning with a node killed during a move", function()
+  after_each(helpers.cleanup)
+
+  if not helpers.real_kafka() then
+    it("runs on real Kafka", function()
+      pending("the dev broker accepts transactions but neither aborts nor fences them")
+    end)
+    return
+  end
+
+  it("counts 200,000 keys exactly through 8 -> 12 -> 5 tasks", function()
+    helpers.with_timeout(600, function()
+      local broker = helpers.start_broker { topics = { "stamp-in:6", "stamp-out:6" } }
+      local bs = broker.bootstrap
+      local sshd = sshd_fixture.start()
+      local ids, racks, dirs, nodes = { "n1", "n2", "n3" }, { n1 = "a", n2 = "b", n3 = "c" },
+                                      {}, {}
+      local function start(id)
+        nodes[id] = gen.start(bs, id, racks[id], {
+          "--tasks", "0=8", "--threads", "1", "--processing-guarantee", "exactly_once",
+          "--cache-max-bytes", "0", "--ssh-key", sshd.key, "--ssh-known-hosts", sshd.known_hosts,
+          "--ssh-user", sshd.user, "--ssh-host", "127.0.0.1", "--ssh-port", tostring(sshd.port)
+        }, { state = dirs[id] })
+      end
+      for _, id in ipairs(ids) do
+        dirs[id] = helpers.tmpdir()
+        start(id)
+      end
+      local function running()
+        local n = 0
+        for _, node in pairs(nodes) do n = n + (cluster.running(node) or 0) end
+        return n
+      end
+      helpers.eventually(function() return running() == 16 end, 60, 0.3)
+      local function committed(n)
+        helpers.eventually(function()
+          local got = cluster.committed_total(bs, "stamp-in", APP)
+          return got == n, string.format("%d of stamp-in's %d records committed", got, n)
+        end, 240, 1)
+      end
+      local function move(n)
+        local st, out, err = helpers.run({ helpers.beck_bin(), "repartition", "-b", bs, "--app",
+                                           APP, "--subtopology", "0", "--partitions",
+                                           tostring(n) }, { timeout = 60 })
+        assert.equal(0, st, "beck repartition: " .. tostring(err) .. tostring(out))
+      end
+      local t0 = helpers.now()
+
+      helpers.produce(bs, "stamp-in", round(), { timeout = 180 })
+      committed(KEYS)
+      local t1 = helpers.now()
+
+      -- round 2 flows while subtopology 0 moves to 12 tasks; a node dies in the move
+      helpers.produce(bs, "stamp-in", round(), { timeout = 180 })
+      move(12)
+      helpers.eventually(function()
+        for _, node in pairs(nodes) do
+          if node:log():match("task 0_%d+: drained:") then return true end
+        end
+      end, 60, 0.05)
+      nodes.n2:kill()
+      local all = { killed = nodes.n2 } -- every process, for the builds in their logs
+      helpers.sleep(2)
+      start("n2")
+      for id, node in pairs(nodes) do all[id] = node end
+      helpers.eventually(function() return gen.built(all, 2) == 12 end, 240, 0.5)
+      committed(2 * KEYS)
+
+      -- round 3 while it moves to 5
+      helpers.produce(bs, "stamp-in", round(), { timeout = 180 })
+      move(5)
+      helpers.eventually(function() return gen.built(all, 3) == 5 end, 240, 0.5)
+      committed(3 * KEYS)
+
+      -- every key's outputs, as committed transactions wrote them: 1, 2, 3
+      local seq, outputs = {}, 0
+      helpers.eventually(function()
+        local list = helpers.consume(bs, "stamp-out", { timeout = 120, committed = true })
+        outputs = #list
+        if outputs < 3 * KEYS then return false, outputs .. " outputs" end
+        seq = {}
+        for _, r in ipairs(list) do
+          local s = seq[r.key]
+          if not s then s = {}; seq[r.key] = s end
+          s[#s + 1] = tonumber(r.value:match("^(%d+) "))
+        end
+        return true
+      end, 240, 2)
+      local t2 = helpers.now()
+      local bad = {}
+      for i = 1, KEYS do
+        local k = "k" .. i
+        local s = seq[k] or {}
+        if #s ~= 3 or s[1] ~= 1 or s[2] ~= 2 or s[3] ~= 3 then
+          bad[#bad + 1] = k .. ": " .. table.concat(s, ",")
+        end
+      end
+      assert.equal(3 * KEYS, outputs, "outputs: " .. table.concat(bad, "; ", 1,
+                                                                    math.min(#bad, 20)))
+      assert.equal(0, #bad, table.concat(bad, "; ", 1, math.min(#bad, 20)))
+
+      -- how each new task was built
+      local from_checkpoints, replayed, fetched = 0, 0, 0
+      for _, node in pairs(all) do
+        local log = node:log()
+        for n in log:gmatch("task %d_%d+: built: [^\n]*; %d+ drained checkpoint%(s%), (%d+) " ..
+                            "changelog record") do
+          if tonumber(n) == 0 then from_checkpoints = from_checkpoints + 1 end
+          replayed = replayed + tonumber(n)
+        end
+        for _ in log:gmatch("drained checkpoint fetched from") do fetched = fetched + 1 end
+      end
+
+      -- each task of generation 3 holds exactly its key groups' keys, each counted 3 times
+      local state_of = {}
+      for id, node in pairs(nodes) do
+        for _, task in ipairs(cluster.now_of(node).running) do state_of[task] = dirs[id] end
+      end
+      for id, node in pairs(nodes) do
+        assert.equal(0, node:stop(), id .. ": " .. node:log():sub(-2000))
+      end
+      local stored = 0
+      for q = 0, 4 do
+        local task = "3_" .. q
+        assert.is_truthy(state_of[task], "no node runs " .. task)
+        local kv, n = cluster.dump(state_of[task], task, APP, "counts")
+        for k, v in pairs(kv) do
+          if gen.owner(k, 5) ~= q or v ~= "3" then
+            error(string.format("task %s holds %s = %s (owner %d)", task, k, v,
+                                gen.owner(k, 5)))
+          end
+        end
+        stored = stored + n
+      end
+      assert.equal(KEYS, stored)
+      print(string.format("\n  repartition with a kill: %d keys, 3 rounds; round 1 %.1f s, "
+                          .. "rounds 2-3 with two moves and a kill %.1f s; builds from "
+                          .. "checkpoints alone %d, changelog records replayed %d, "
+                          .. "checkpoints fetched %d", KEYS, t1 - t0, t2 - t1,
+                          from_checkpoints, replayed, fetched))
+    end)
+  end)
+end)
