@@ -133,9 +133,14 @@ static rd_kafka_topic_partition_list_t *offsets_of(bk_thread_t *thr, const int32
         for (int j = 0; j < thr->slot_ntps[t]; j++) {
             int i = thr->slot_tps[t][j];
             if (thr->tp_dirty[i] || (all && thr->tp_next[i] >= 0)) {
-                rd_kafka_topic_partition_list_add(list, thr->plan->topics[thr->tp_topic[i]].name,
-                                                  thr->tp_partition[i])
-                    ->offset = thr->tp_next[i];
+                rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(
+                    list, thr->plan->topics[thr->tp_topic[i]].name, thr->tp_partition[i]);
+                char *meta = bk_thread_moves_meta(thr, t);
+                e->offset = thr->tp_next[i];
+                if (meta) { /* the list frees it */
+                    e->metadata = meta;
+                    e->metadata_size = strlen(meta);
+                }
             }
         }
     }

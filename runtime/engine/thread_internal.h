@@ -43,6 +43,7 @@ typedef struct bk_thread_job_s {
     const char **tp_topic; /* [ntp] (the plan's names) */
     int32_t *tp_part;    /* [ntp] */
     int64_t *tp_off;     /* [ntp] */
+    char **tp_meta;      /* [ntp] their commits' metadata, or NULL */
     pthread_t tid;
     atomic_int stop, done;
     int rc;
@@ -190,6 +191,13 @@ void bk_thread_moves_forget(bk_thread_t *thr, int slot);
 int bk_thread_moves_after_commit(bk_thread_t *thr);
 int bk_thread_moves_live(bk_thread_t *thr, int slot);
 int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t);
+/* The barriers slot's task has read, as the metadata of its input offsets' commits
+ * ("beck.barriers=<hex>", malloc'd), so that whoever opens the task next knows them: NULL
+ * when it has read none. And back: a committed metadata read when the task opens (a task
+ * that had read them all drains again at its next commit, and the node says so again, as
+ * a node killed between the commit and its drained record did not). */
+char *bk_thread_moves_meta(const bk_thread_t *thr, int slot);
+void bk_thread_moves_restore(bk_thread_t *thr, int slot, const char *meta);
 /* A later generation's task of an opening job, built once (thread_build.c): before its DB
  * opens, from the drained checkpoints on this node of the generation before; then, its DB
  * open, the rest from their changelogs. 0, or -1 with job->err. */
@@ -265,10 +273,12 @@ void bk_thread_stop_jobs(bk_thread_t *thr);
 int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone);
 /* Reads the committed offsets of n partitions (topics[i], partitions[i]) into offs[i] (-1
  * where none) through consumer, trying again for up to a minute while the group
- * coordinator is not ready (a fresh cluster) or *stop is set. 0, or -1 with err. */
+ * coordinator is not ready (a fresh cluster) or *stop is set; and when meta is not NULL,
+ * their commits' metadata into meta[i] (malloc'd, NUL-terminated; NULL where none). 0, or
+ * -1 with err. */
 int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const char *const *topics,
-                             const int32_t *partitions, int n, int64_t *offs, atomic_int *stop,
-                             char *err, size_t errsize);
+                             const int32_t *partitions, int n, int64_t *offs, char **meta,
+                             atomic_int *stop, char *err, size_t errsize);
 
 /* The "last record" lines of slots' input partitions, after a commit that covered them. */
 void bk_thread_log_last(bk_thread_t *thr, const int32_t *slots, int n);

@@ -251,3 +251,58 @@ int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t
     }
     return 1;
 }
+
+#define META_PREFIX "beck.barriers="
+
+/* The bitmap's size in bits for slot's task: a bit per (input k, passthrough task q). */
+static int barrier_bits(const bk_thread_t *thr, int slot)
+{
+    const bk_plan_t *plan = thr->plan;
+    const bk_plan_sub_t *sub = &plan->subs[thr->tasks[slot].sub];
+    int pass = sub->passthrough || sub->generation < 1 ? -1 : bk_plan_passthrough_of(plan, sub->of);
+    return pass < 0 ? 0 : plan->subs[pass].partitions * plan->subs[pass].ntopics;
+}
+
+char *bk_thread_moves_meta(const bk_thread_t *thr, int slot)
+{
+    int bits = barrier_bits(thr, slot), bytes = (bits + 7) / 8;
+    char *meta;
+    size_t len;
+    if (!thr->barriers[slot] || bits == 0 ||
+        !(meta = malloc(sizeof(META_PREFIX) + 2 * (size_t)bytes))) {
+        return NULL;
+    }
+    len = (size_t)snprintf(meta, sizeof(META_PREFIX), "%s", META_PREFIX);
+    for (int b = 0; b < bytes; b++) {
+        len += (size_t)snprintf(meta + len, 3, "%02x", thr->barriers[slot][b]);
+    }
+    return meta;
+}
+
+void bk_thread_moves_restore(bk_thread_t *thr, int slot, const char *meta)
+{
+    int bits = barrier_bits(thr, slot), bytes = (bits + 7) / 8, all = 1;
+    const char *hex;
+    if (bits == 0 || strncmp(meta, META_PREFIX, strlen(META_PREFIX)) != 0 ||
+        strlen(hex = meta + strlen(META_PREFIX)) != 2 * (size_t)bytes) {
+        return; /* not ours, or of another passthrough count */
+    }
+    if (!thr->barriers[slot] && !(thr->barriers[slot] = calloc((size_t)bytes, 1))) {
+        return; /* counted again from the records, as far as they are read again */
+    }
+    for (int b = 0; b < bytes; b++) {
+        unsigned v;
+        if (sscanf(hex + 2 * b, "%2x", &v) == 1) {
+            thr->barriers[slot][b] |= (uint8_t)v;
+        }
+    }
+    for (int b = 0; b < bits && all; b++) {
+        all = (thr->barriers[slot][b / 8] >> (b % 8)) & 1;
+    }
+    if (all && thr->drain[slot] == DRAIN_NONE) {
+        bk_log_info("task %s: every passthrough task's barrier was read before it was opened "
+                    "here (its committed offsets say so): it drains at the next commit",
+                    BK_TASK_NAME(thr->tasks[slot]));
+        thr->drain[slot] = DRAIN_READ;
+    }
+}

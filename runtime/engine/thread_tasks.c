@@ -112,8 +112,8 @@ static int retriable(rd_kafka_resp_err_t err)
 }
 
 int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const char *const *topics,
-                             const int32_t *partitions, int n, int64_t *offs, atomic_int *stop,
-                             char *err, size_t errsize)
+                             const int32_t *partitions, int n, int64_t *offs, char **meta,
+                             atomic_int *stop, char *err, size_t errsize)
 {
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n + 1);
     rd_kafka_resp_err_t kerr;
@@ -136,8 +136,14 @@ int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const char 
         backoff = backoff < 1000 ? backoff * 2 : 1000;
     }
     for (int i = 0; !kerr && i < list->cnt; i++) {
-        int at = (int)(intptr_t)list->elems[i].opaque;
-        offs[at] = list->elems[i].offset >= 0 ? list->elems[i].offset : -1;
+        const rd_kafka_topic_partition_t *e = &list->elems[i];
+        int at = (int)(intptr_t)e->opaque;
+        offs[at] = e->offset >= 0 ? e->offset : -1;
+        if (meta && e->metadata && e->metadata_size > 0 &&
+            (meta[at] = malloc(e->metadata_size + 1)) != NULL) {
+            memcpy(meta[at], e->metadata, e->metadata_size);
+            meta[at][e->metadata_size] = '\0';
+        }
     }
     rd_kafka_topic_partition_list_destroy(list);
     if (kerr) {
@@ -326,7 +332,7 @@ static void *job_main(void *arg)
         from = to;
     }
     if (!consumer || bk_thread_read_committed(thr, consumer, job->tp_topic, job->tp_part, job->ntp,
-                                              job->tp_off, &job->stop, job->err,
+                                              job->tp_off, job->tp_meta, &job->stop, job->err,
                                               sizeof(job->err)) != 0) {
         goto done;
     }
@@ -388,6 +394,10 @@ static void job_free(bk_thread_job_t *job)
     free(job->tp_topic);
     free(job->tp_part);
     free(job->tp_off);
+    for (int i = 0; job->tp_meta && i < job->ntp; i++) {
+        free(job->tp_meta[i]);
+    }
+    free(job->tp_meta);
     free(job->slots);
     free(job);
 }
@@ -413,7 +423,8 @@ static int job_start(bk_thread_t *thr, const int32_t *slots, int n)
     job->tp_topic = calloc((size_t)job->ntp + 1, sizeof(char *));
     job->tp_part = calloc((size_t)job->ntp + 1, sizeof(int32_t));
     job->tp_off = calloc((size_t)job->ntp + 1, sizeof(int64_t));
-    if (!job->tp || !job->tp_topic || !job->tp_part || !job->tp_off) {
+    job->tp_meta = calloc((size_t)job->ntp + 1, sizeof(char *));
+    if (!job->tp || !job->tp_topic || !job->tp_part || !job->tp_off || !job->tp_meta) {
         job_free(job);
         snprintf(thr->err, sizeof(thr->err), "out of memory");
         return -1;
@@ -694,6 +705,17 @@ static int job_finish(bk_thread_t *thr, bk_thread_job_t *job)
     }
     for (int i = 0; i < job->ntp; i++) {
         thr->tp_next[job->tp[i]] = job->tp_off[i]; /* the committed offsets the job read */
+    }
+    /* the barriers its tasks had read, as their commits' metadata says */
+    for (int k = 0; k < job->n; k++) {
+        int s = job->slots[k];
+        for (int j = 0; j < thr->slot_ntps[s]; j++) {
+            for (int i = 0; i < job->ntp; i++) {
+                if (job->tp[i] == thr->slot_tps[s][j] && job->tp_meta[i]) {
+                    bk_thread_moves_restore(thr, s, job->tp_meta[i]);
+                }
+            }
+        }
     }
     assign = rd_kafka_topic_partition_list_new(job->n + 1);
     for (int k = 0; k < job->n; k++) {

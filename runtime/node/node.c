@@ -809,7 +809,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             archive_ask(mn.arch, &mn.crew, mn.running, mn.nrun, mn.due);
         }
         /* a drained checkpoint arrived (or was given up): a task held for it may start */
-        if (bk_drainfetch_poll(mn.fetch) && mn.nheld > 0 &&
+        if (bk_drainfetch_poll(mn.fetch, others(&view, mc.node_id)) && mn.nheld > 0 &&
             start_ready(&mn, &view, NULL, 0) != 0) {
             failed = 1;
             break;

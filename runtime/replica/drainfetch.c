@@ -19,6 +19,9 @@
 #include "replica/sftp.h"
 
 #define MANIFEST_MAX (64u << 20)
+/* A request not answered by then is sent again, to the nodes alive then: a node that
+ * started since (it does not read notes from before its start) or died meanwhile. */
+#define ASK_AGAIN_MS 2000
 
 enum { F_ASKED = 1, F_FETCHING, F_DONE, F_FAILED };
 
@@ -26,9 +29,9 @@ enum { F_ASKED = 1, F_FETCHING, F_DONE, F_FAILED };
 typedef struct want_s {
     bk_task_id_t task;
     int state;
-    char req[320];
+    char req[320], prev[320]; /* the request's id, and the one before (answers still count) */
     int expected, nones; /* answers that may come, "drained-none" ones received */
-    int64_t t0, deadline;
+    int64_t t0, deadline, asked_at;
     char from[BK_MEMBER_MAX_ID + 1], host[256], dir[2048];
     int port;
     pthread_t tid;
@@ -94,7 +97,7 @@ static want_t *find(bk_drainfetch_t *df, bk_task_id_t task)
 static want_t *by_req(bk_drainfetch_t *df, const char *req)
 {
     for (int i = 0; i < df->n; i++) {
-        if (strcmp(df->w[i]->req, req) == 0) {
+        if (strcmp(df->w[i]->req, req) == 0 || strcmp(df->w[i]->prev, req) == 0) {
             return df->w[i];
         }
     }
@@ -110,9 +113,32 @@ static void give_up(want_t *w, const char *why)
                 BK_TASK_NAME(w->task), why);
 }
 
+/* Asks every node (again) under a new request id, expecting npeers answers. 0, or -1
+ * (given up). */
+static int ask(bk_drainfetch_t *df, want_t *w, int npeers)
+{
+    char text[512];
+    if (npeers <= 0) {
+        give_up(w, "no other node runs");
+        return -1;
+    }
+    memcpy(w->prev, w->req, sizeof(w->prev));
+    snprintf(w->req, sizeof(w->req), "%s.%d.d%u", df->node_id, (int)getpid(), ++df->seq);
+    snprintf(text, sizeof(text), "req=%s task=%s", w->req, BK_TASK_NAME(w->task));
+    if (bk_member_note(df->member, NULL, BK_DRAINFETCH_WANT, text) != 0) {
+        give_up(w, "the request could not be queued");
+        return -1;
+    }
+    w->expected = npeers;
+    w->nones = 0;
+    w->asked_at = bk_clock_mono_ms();
+    w->state = F_ASKED;
+    return 0;
+}
+
 int bk_drainfetch_want(bk_drainfetch_t *df, bk_task_id_t task, int npeers)
 {
-    char dir[4096], text[512];
+    char dir[4096];
     want_t *w;
 
     if (bk_drained_find(df->plan, df->conf, task, dir, sizeof(dir))) {
@@ -139,22 +165,11 @@ int bk_drainfetch_want(bk_drainfetch_t *df, bk_task_id_t task, int npeers)
     w->expected = npeers;
     w->t0 = bk_clock_mono_ms();
     w->deadline = w->t0 + bk_conf_int(df->conf, BK_CONF_BOOTSTRAP_TIMEOUT_MS);
-    snprintf(w->req, sizeof(w->req), "%s.%d.d%u", df->node_id, (int)getpid(), ++df->seq);
     if (!df->fetch_on) {
         give_up(w, "ssh_key is not set, so this node fetches nothing over SSH");
         return -1;
     }
-    if (npeers <= 0) {
-        give_up(w, "no other node runs");
-        return -1;
-    }
-    snprintf(text, sizeof(text), "req=%s task=%s", w->req, BK_TASK_NAME(task));
-    if (bk_member_note(df->member, NULL, BK_DRAINFETCH_WANT, text) != 0) {
-        give_up(w, "the request could not be queued");
-        return -1;
-    }
-    w->state = F_ASKED;
-    return 0;
+    return ask(df, w, npeers);
 }
 
 /* -- The holder ----------------------------------------------------------------------- */
@@ -286,7 +301,8 @@ static void on_none(bk_drainfetch_t *df, const bk_member_note_t *n)
     char req[320];
     want_t *w;
     bk_member_note_word(n->text, "req", req, sizeof(req));
-    if ((w = by_req(df, req)) != NULL && w->state == F_ASKED && ++w->nones >= w->expected) {
+    if ((w = by_req(df, req)) != NULL && w->state == F_ASKED && strcmp(w->req, req) == 0 &&
+        ++w->nones >= w->expected) {
         give_up(w, "no node holds it");
     }
 }
@@ -305,7 +321,7 @@ int bk_drainfetch_note(bk_drainfetch_t *df, const bk_member_note_t *note)
     return 1;
 }
 
-int bk_drainfetch_poll(bk_drainfetch_t *df)
+int bk_drainfetch_poll(bk_drainfetch_t *df, int npeers)
 {
     int64_t now = bk_clock_mono_ms();
     int ended = 0;
@@ -326,6 +342,8 @@ int bk_drainfetch_poll(bk_drainfetch_t *df)
         } else if (w->state == F_ASKED && now >= w->deadline) {
             give_up(w, "no node answered within bootstrap_timeout_ms");
             ended = 1;
+        } else if (w->state == F_ASKED && now >= w->asked_at + ASK_AGAIN_MS) {
+            ended |= ask(df, w, npeers) != 0;
         }
     }
     ended |= df->ended; /* given up on a note */

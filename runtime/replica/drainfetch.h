@@ -39,8 +39,9 @@ int bk_drainfetch_want(bk_drainfetch_t *df, bk_task_id_t task, int npeers);
 /* A note of one of the three kinds above: 1 taken, 0 another kind. */
 int bk_drainfetch_note(bk_drainfetch_t *df, const bk_member_note_t *note);
 
-/* Ends finished fetches and requests past their time. 1 when any ended (a task waiting for
- * it may start). */
-int bk_drainfetch_poll(bk_drainfetch_t *df);
+/* Ends finished fetches and requests past bootstrap_timeout_ms, and asks again (npeers
+ * other nodes alive now) for those not answered within 2 s. 1 when any ended (a task
+ * waiting for it may start). */
+int bk_drainfetch_poll(bk_drainfetch_t *df, int npeers);
 
 #endif

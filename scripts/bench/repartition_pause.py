@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""scripts/bench/repartition_pause.py - the pauses of scripts/bench/repartition's online move.
+
+usage: repartition_pause.py BOOTSTRAP TOPIC MOVE_MS WANT
+
+Reads TOPIC (rp-out) whole; the records of the online phase carry, as their value, the wall
+clock (ms) at which beck processed them (BENCH_STAMP=1 in scripts/bench/repartition.lua), and
+as their timestamp the time the steady producer made them. For each key, a pause between two
+consecutive outputs is the gap between their processing beyond the gap between their
+making: how long the key's updates stopped. MOVE_MS is the wall clock when the move was
+asked for: pauses that end after it are the move's, those before are the baseline.
+Prints `<name> <value>` lines:
+  state_pause_ms         the longest pause of any key after the move was asked for
+  state_pause_ms_nomove  the same before it (the app's own jitter: commits, GC)
+  output_gap_ms          the longest time no record at all came out, after the move
+  output_gap_ms_nomove   the same before it
+  stamped                the online phase's outputs read (must be WANT)
+"""
+import sys
+
+from kafka import KafkaConsumer, TopicPartition
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    bootstrap, topic, move_ms, want = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), enable_auto_commit=False,
+                             consumer_timeout_ms=5000)
+    tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+    consumer.assign(tps)
+    consumer.seek_to_beginning(*tps)
+    ends = consumer.end_offsets(tps)
+    per_key = {}
+    times = []
+    done = {tp: consumer.position(tp) >= ends[tp] for tp in tps}
+    while not all(done.values()):
+        batch = consumer.poll(timeout_ms=2000)
+        if not batch:
+            break
+        for tp, records in batch.items():
+            for r in records:
+                if r.value:
+                    processed = int(r.value)
+                    per_key.setdefault(r.key, []).append((r.timestamp, processed))
+                    times.append(processed)
+            done[tp] = consumer.position(tp) >= ends[tp]
+    consumer.close()
+
+    pause = {True: 0, False: 0}
+    for outs in per_key.values():
+        for (c1, p1), (c2, p2) in zip(outs, outs[1:]):
+            after = p2 >= move_ms
+            pause[after] = max(pause[after], (p2 - p1) - (c2 - c1))
+    gap = {True: 0, False: 0}
+    times.sort()
+    for a, b in zip(times, times[1:]):
+        after = b >= move_ms
+        gap[after] = max(gap[after], b - a)
+    print("state_pause_ms %d" % pause[True])
+    print("state_pause_ms_nomove %d" % pause[False])
+    print("output_gap_ms %d" % gap[True])
+    print("output_gap_ms_nomove %d" % gap[False])
+    print("stamped %d" % len(times))
+    if len(times) != want:
+        sys.exit("repartition_pause: %d stamped outputs, %d wanted" % (len(times), want))
+
+
+if __name__ == "__main__":
+    main()
