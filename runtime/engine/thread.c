@@ -27,6 +27,8 @@
 
 /* A fenced thread (thread_txn.c) waits this long for its node to rejoin before it stops. */
 #define FENCED_WAIT_MS 60000
+/* The least time between two commits that a move asks for (thread_moves.c) */
+#define MOVE_COMMIT_GAP_MS 20
 
 /* spec/01-unit/03-ffi_spec.lua checks the same layout from Lua's side. */
 _Static_assert(sizeof(bk_rec_t) == 56, "bk_rec_t layout changed: update the FFI spec");
@@ -491,7 +493,12 @@ static int run_loop(bk_thread_t *thr)
                 break;
             }
         }
-        if (!thr->fenced && (now - last_commit >= thr->commit_interval_ms || thr->snap_wanted)) {
+        /* a move goes at the next commit (a passthrough's switch, a task drained to its
+         * barriers): that commit comes now, not at the interval, as a snapshot's does */
+        if (!thr->fenced &&
+            (now - last_commit >= thr->commit_interval_ms || thr->snap_wanted ||
+             ((thr->moves_soon || atomic_load(&thr->plan->generations) != thr->seen_gens) &&
+              now - last_commit >= MOVE_COMMIT_GAP_MS))) {
             int crc = bk_thread_commit(thr);
             if (crc < 0 && !thr->commit_failed && bk_thread_producer_broken(thr)) {
                 continue; /* nothing committed: redone at the top */
@@ -502,6 +509,9 @@ static int run_loop(bk_thread_t *thr)
             }
             if (crc == 0 && thr->ntasks > 0) {
                 thr->redos = 0;
+            }
+            if (crc == 0) {
+                thr->moves_soon = 0;
             }
             if (crc == 0 && bk_thread_moves_after_commit(thr) != 0) {
                 rc = -1;

@@ -76,6 +76,9 @@ struct bk_thread_s {
     /* How much of the plan the thread's tables and VM follow (bk_thread_follow_plan). */
     int seen_topics, seen_stores, seen_tasks;
     const char *seen_gens;
+    /* a move's step waits for a commit (a barrier read made a task drained): the thread
+     * commits at once instead of at its interval (thread_moves.c) */
+    int moves_soon;
 
     /* Tasks. A slot is the task's index in the app's task table (bk_plan_task_at), so any
      * task can come and go; cap of them. owned lists the live ones. */

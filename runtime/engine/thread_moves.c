@@ -247,7 +247,8 @@ int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t
         all = (thr->barriers[slot][b / 8] >> (b % 8)) & 1;
     }
     if (all && thr->drain[slot] == DRAIN_NONE) {
-        thr->drain[slot] = DRAIN_READ; /* told after the commit that covers it */
+        thr->drain[slot] = DRAIN_READ; /* told after the commit that covers it, soon */
+        thr->moves_soon = 1;
     }
     return 1;
 }
@@ -304,5 +305,6 @@ void bk_thread_moves_restore(bk_thread_t *thr, int slot, const char *meta)
                     "here (its committed offsets say so): it drains at the next commit",
                     BK_TASK_NAME(thr->tasks[slot]));
         thr->drain[slot] = DRAIN_READ;
+        thr->moves_soon = 1;
     }
 }
