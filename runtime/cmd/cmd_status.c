@@ -375,6 +375,13 @@ static void bk_status_print_text(const bk_member_view_t *v, const char *app, con
         printf("(* leader)\n");
     }
 
+    /* repartitioning (docs/repartitioning.md): the moves made, and how many tasks of the
+     * generations they replace have drained to their barriers */
+    if (v->generations[0]) {
+        printf("\nmoves: %s (subtopology=tasks, oldest first); %d task(s) of replaced "
+               "generations drained\n",
+               v->generations, v->ndrained);
+    }
     printf("\ntasks: %d, standby replicas per task: %d\n", v->ntasks, v->k);
     tb.ncols = 5;
     bk_status_cell(&tb, "TASK");
@@ -502,7 +509,13 @@ static void bk_status_print_json(const bk_member_view_t *v, const char *app, con
             "\"epoch\":%" PRIu64 ",\"leader\":",
             v->next_offset, v->log_time, v->session_timeout_ms, v->epoch);
     bk_status_json_peer(out, v, v->leader);
-    fprintf(out, ",\"stable\":%s,\"nodes\":[", v->stable ? "true" : "false");
+    fprintf(out, ",\"stable\":%s,\"moves\":", v->stable ? "true" : "false");
+    bk_status_json_str(out, v->generations);
+    fputs(",\"drained\":[", out);
+    for (int32_t i = 0; i < v->ndrained; i++) {
+        fprintf(out, "%s%d", i ? "," : "", v->drained[i]);
+    }
+    fputs("],\"nodes\":[", out);
     for (int32_t i = 0; i < v->npeers; i++) {
         const bk_member_peer_t *p = &v->peers[i];
         fputs(i ? ",{\"id\":" : "{\"id\":", out);

@@ -124,3 +124,26 @@ int bk_hooks_bootstrap(bk_hooks_t *h, const bk_hooks_bootstrap_t *p)
     lua_setfield(L, -2, "ok");
     return call(h, "on_restore");
 }
+
+int bk_hooks_repartition(bk_hooks_t *h, const bk_hooks_repartition_t *p)
+{
+    lua_State *L;
+    if (!h || !push_hook(h, "on_repartition")) {
+        return 0;
+    }
+    L = h->L;
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, p->phase);
+    lua_setfield(L, -2, "phase");
+    lua_pushinteger(L, p->subtopology);
+    lua_setfield(L, -2, "subtopology");
+    lua_pushinteger(L, p->generation);
+    lua_setfield(L, -2, "generation");
+    lua_pushinteger(L, p->tasks);
+    lua_setfield(L, -2, "tasks");
+    lua_pushinteger(L, p->from_tasks);
+    lua_setfield(L, -2, "from_tasks");
+    lua_pushinteger(L, p->drained);
+    lua_setfield(L, -2, "drained");
+    return call(h, "on_repartition");
+}

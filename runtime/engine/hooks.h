@@ -36,5 +36,15 @@ typedef struct bk_hooks_bootstrap_s {
     int done, ok;
 } bk_hooks_bootstrap_t;
 int bk_hooks_bootstrap(bk_hooks_t *h, const bk_hooks_bootstrap_t *p);
+/* A move's progress (docs/repartitioning.md), to on_repartition with p.phase "moved" (the
+ * move is on the control topic), "drained" (one more task of the generation it replaces
+ * drained) or "complete" (all of them: the new generation alone runs), p.subtopology,
+ * p.generation (the new one), p.tasks (its count), p.from_tasks (the count it replaces),
+ * p.drained (how many of those have drained). */
+typedef struct bk_hooks_repartition_s {
+    const char *phase;
+    int subtopology, generation, tasks, from_tasks, drained;
+} bk_hooks_repartition_t;
+int bk_hooks_repartition(bk_hooks_t *h, const bk_hooks_repartition_t *p);
 
 #endif

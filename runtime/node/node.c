@@ -268,6 +268,7 @@ typedef struct member_node_s {
     /* [cap] what the member was last told it may assign (retire_replaced), of told_tasks */
     uint8_t *assignable;
     int32_t *origin; /* [cap] bk_node_moves_origins: where a new task is best placed */
+    int32_t *told;   /* [plan->cap_subs] bk_node_moves_progress */
     int told_tasks;
     bk_reconcile_actions_t actions; /* apply_view's, kept to spare allocations */
     int nrun, nstand;
@@ -710,6 +711,10 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mn.held = calloc((size_t)mn.cap + 1, sizeof(int32_t));
     mn.assignable = malloc((size_t)mn.cap + 1);
     mn.origin = malloc(((size_t)mn.cap + 1) * sizeof(int32_t));
+    mn.told = malloc(((size_t)plan->cap_subs + 1) * sizeof(int32_t));
+    for (int s = 0; mn.told && s <= plan->cap_subs; s++) {
+        mn.told[s] = -1;
+    }
     if (mn.origin) {
         bk_node_moves_origins(mn.plan, mn.origin, 0, mn.ntasks);
     }
@@ -755,7 +760,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         mc.endpoint = q.endpoint;
     }
     if (!mn.names || !mn.running || !mn.standing || !mn.scratch || !mn.held ||
-        !mn.assignable || !mn.origin || !mn.was_sb ||
+        !mn.assignable || !mn.origin || !mn.told || !mn.was_sb ||
         !mn.due ||
         bk_reconcile_actions_new(&mn.actions, mn.cap) != 0) {
         bk_log_error("cannot join app %s: out of memory", plan->id);
@@ -876,6 +881,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             break;
         }
         retire_replaced(&mn, &view);
+        bk_node_moves_progress(plan, &view, hooks, mn.told);
         if (view.incarnation && view.incarnation != mn.instance) {
             mn.instance = view.incarnation;
             bk_crew_set_instance(&mn.crew, mn.instance);
@@ -920,6 +926,7 @@ done:
     free(mn.held);
     free(mn.assignable);
     free(mn.origin);
+    free(mn.told);
     bk_reconcile_actions_free(&mn.actions);
     free(mn.was_sb);
     free(mn.due);

@@ -166,3 +166,51 @@ void bk_node_moves_origins(const bk_plan_t *plan, int32_t *origin, int from, int
         }
     }
 }
+
+static int drained_of(const bk_member_view_t *view, int first, int n)
+{
+    int d = 0;
+    for (int i = 0; i < view->ndrained; i++) {
+        d += view->drained[i] >= first && view->drained[i] < first + n;
+    }
+    return d;
+}
+
+void bk_node_moves_progress(const bk_plan_t *plan, const bk_member_view_t *view,
+                            bk_hooks_t *hooks, int32_t *told)
+{
+    int nsubs = plan->nsubs;
+    for (int s = 0; s < nsubs; s++) {
+        const bk_plan_sub_t *sub = &plan->subs[s];
+        int r = sub->passthrough || sub->generation < 2
+                    ? -1
+                    : bk_plan_generation_sub(plan, sub->of, sub->generation - 1);
+        int n, d;
+        bk_hooks_repartition_t p;
+        if (r < 0) {
+            continue;
+        }
+        n = plan->subs[r].partitions;
+        d = drained_of(view, bk_plan_first_task(plan, r), n);
+        p = (bk_hooks_repartition_t){"moved", sub->of, sub->generation, sub->partitions, n, d};
+        if (told[s] < 0) {
+            bk_log_info("move of subtopology %d to %d tasks (generation %d, from %d tasks): "
+                        "%d of them drained",
+                        sub->of, sub->partitions, sub->generation, n, d);
+            bk_hooks_repartition(hooks, &p);
+            told[s] = 0;
+        }
+        if (d > told[s]) {
+            p.phase = "drained";
+            bk_hooks_repartition(hooks, &p);
+            if (d == n) {
+                bk_log_info("move of subtopology %d to %d tasks (generation %d) complete: "
+                            "the %d tasks it replaced have drained",
+                            sub->of, sub->partitions, sub->generation, n);
+                p.phase = "complete";
+                bk_hooks_repartition(hooks, &p);
+            }
+            told[s] = d;
+        }
+    }
+}

@@ -10,6 +10,7 @@
 
 #include "base/conf.h"
 #include "cluster/member.h"
+#include "engine/hooks.h"
 #include "engine/plan.h"
 
 /* The kind of `beck repartition`'s note; its text is "sub=S tasks=N". The leader answers
@@ -34,6 +35,13 @@ int bk_node_moves_tasks_of(const bk_plan_t *plan, int sub);
  * one its build takes whole, engine/regroup.h); -1 for the others. The leader places a new
  * task beside its origin (bk_member_set_tasks). */
 void bk_node_moves_origins(const bk_plan_t *plan, int32_t *origin, int from, int to);
+
+/* A move's progress as the view shows it, to the log and to the on_repartition hook
+ * (hooks.h; hooks may be NULL): the move (a new generation), each task of the generation it
+ * replaces that drained, and its end (all drained). told[s] (room for plan->cap_subs, -1
+ * at first) is the drained count last told of generation subtopology s. Main thread. */
+void bk_node_moves_progress(const bk_plan_t *plan, const bk_member_view_t *view,
+                            bk_hooks_t *hooks, int32_t *told);
 
 /* The view's list of moves (generations) is longer than the plan's: the plan grows by them
  * (bk_plan_grow, the topology described again in L) and their topics are made

@@ -11,7 +11,8 @@ local gen = require "spec.fixtures.generations"
 local APP = gen.APP
 
 local function start(bs, id, rack, state)
-  return gen.start(bs, id, rack, { "--tasks", "0=5" }, { state = state })
+  return gen.start(bs, id, rack, { "--tasks", "0=5", "--hooks",
+                                   "spec/fixtures/repartition_hooks.lua" }, { state = state })
 end
 
 local function repartition(bs, sub, n)
@@ -70,6 +71,33 @@ describe("beck repartition", function()
       return not a["0"] and not b["0"] and (a["2"] or 0) + (b["2"] or 0) == 8 and
              cluster.running(nodes.na) + cluster.running(nodes.nb) == 13
     end, 30, 0.2)
+    -- its progress, in each node's log and to its on_repartition hook: the move, each of
+    -- the 5 old tasks drained, the end
+    for _, n in pairs(nodes) do
+      local log = n:log()
+      assert.matches("move of subtopology 0 to 8 tasks %(generation 2%) complete: the 5 tasks "
+                     .. "it replaced have drained", log)
+      assert.matches("hooks: repartition moved sub=0 g=2 tasks=8 from=5 drained=%d", log)
+      assert.matches("hooks: repartition complete sub=0 g=2 tasks=8 from=5 drained=5", log)
+      local last = 0
+      for d in log:gmatch("hooks: repartition drained sub=0 g=2 tasks=8 from=5 drained=(%d)") do
+        assert.is_true(tonumber(d) > last, "drained counts go up")
+        last = tonumber(d)
+      end
+      assert.equal(5, last)
+    end
+    -- and to `beck status`: the moves, and the old tasks drained (text and JSON)
+    st, out, err = helpers.run({ helpers.beck_bin(), "status", "-b", bs, "--app", APP },
+                               { timeout = 30 })
+    assert.equal(0, st, err)
+    assert.matches("moves: 0=8 %(subtopology=tasks, oldest first%); 5 task%(s%) of replaced "
+                   .. "generations drained", out)
+    st, out, err = helpers.run({ helpers.beck_bin(), "status", "-b", bs, "--app", APP, "--json" },
+                               { timeout = 30 })
+    assert.equal(0, st, err)
+    local js = require("cjson").decode(out)
+    assert.equal("0=8", js.moves)
+    assert.same({ 0, 1, 2, 3, 4 }, js.drained)
 
     -- refused by the leader, which says why to the command
     st, _, err = repartition(bs, 1, 3)
