@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,4 +66,30 @@ int bk_drained_find(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t t
     }
     closedir(d);
     return found;
+}
+
+int bk_drained_built(const char *taskdir)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/%s", taskdir, BK_DRAINED_BUILT_FILE);
+    return access(path, F_OK) == 0;
+}
+
+int bk_drained_mark_built(const char *taskdir, const char *text, char *errstr, size_t errstr_size)
+{
+    char path[4200];
+    ssize_t len = (ssize_t)strlen(text);
+    int fd;
+    snprintf(path, sizeof(path), "%s/%s", taskdir, BK_DRAINED_BUILT_FILE);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, text, (size_t)len) != len || fsync(fd) != 0) {
+        snprintf(errstr, errstr_size, "cannot write %.900s: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+        }
+        return -1;
+    }
+    close(fd);
+    bk_fs_sync_dir(taskdir);
+    return 0;
 }

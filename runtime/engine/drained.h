@@ -28,6 +28,14 @@ void bk_drained_root(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t 
 int bk_drained_make(bk_db_t *db, const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t task,
                     char *dir, size_t dir_size, char *errstr, size_t errstr_size);
 
+/* A later generation's task directory holds its state once it was built (from drained
+ * checkpoints or changelogs, engine/thread_build.c) or installed from a snapshot of a built
+ * one (cold bootstrap): a BUILT file says so, with how. bk_drained_built: 1 when dir has
+ * it; bk_drained_mark_built writes it (synced). 0, or -1 with errstr. */
+#define BK_DRAINED_BUILT_FILE "BUILT"
+int bk_drained_built(const char *taskdir);
+int bk_drained_mark_built(const char *taskdir, const char *text, char *errstr, size_t errstr_size);
+
 /* The task's drained checkpoint on this node, whole (its manifest written last): 1 with
  * its directory in dir, 0 when there is none. */
 int bk_drained_find(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t task, char *dir,

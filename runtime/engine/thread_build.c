@@ -30,7 +30,6 @@
 #include "engine/taskdb.h"
 #include "engine/thread_internal.h"
 
-#define BUILT_FILE "BUILT"
 #define FROM_FILE "BUILT-FROM" /* "<p> <p> ...": the partitions step 1 took */
 
 /* The store of subtopology `sub` that copies (or is) the store `root`, -1: none. */
@@ -70,13 +69,11 @@ static int needs_build(bk_thread_job_t *job, int k, char *dir, size_t size)
     bk_thread_t *thr = job->thr;
     const bk_task_id_t task = thr->tasks[job->slots[k]];
     const bk_plan_sub_t *sub = &thr->plan->subs[task.sub];
-    char path[4200];
     if (sub->passthrough || sub->generation < 2) {
         return 0;
     }
     bk_plan_task_dir(thr->plan, thr->conf, task, dir, size);
-    snprintf(path, sizeof(path), "%s/%s", dir, BUILT_FILE);
-    return access(path, F_OK) != 0; /* built before: its own changelog holds the rest */
+    return !bk_drained_built(dir); /* built before: its own changelog holds the rest */
 }
 
 int bk_thread_build_prepare(bk_thread_job_t *job, int k, const char *name)
@@ -302,7 +299,7 @@ int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, cons
     }
     /* durable before it says so: a crash before BUILT builds again from the start */
     if (bk_db_checkpoint(thr->dbs[s], job->err, sizeof(job->err)) != 0 ||
-        write_file(dir, BUILT_FILE, text, job->err, sizeof(job->err)) != 0) {
+        bk_drained_mark_built(dir, text, job->err, sizeof(job->err)) != 0) {
         goto done;
     }
     bk_log_info("task %s: built: %s, in %lld ms", name, text,

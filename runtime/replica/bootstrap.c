@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "engine/drained.h"
 #include "engine/snapshot.h"
 #include "engine/taskdb.h"
 #include "replica/install.h"
@@ -22,6 +23,7 @@
 
 #define MANIFEST_MAX (64u << 20) /* a manifest of BK_MANIFEST_MAX_FILES lines fits */
 #define SWEEP_MS 10000
+#define RETRY_LATER_MS 2000
 
 enum { J_IDLE = 0, J_WANTED, J_REQUESTED, J_FETCHING, J_ENDED };
 /* Tasks one request may name: their snapshot ids fit in one note. */
@@ -38,6 +40,9 @@ typedef struct job_s {
     int ok;
     char err[1024];
     int64_t t0, last_log, hook_at;
+    /* a later generation's replica that failed (its active not built yet): asked for again
+     * then (mono ms), as it has no changelog to fall back on; 0: none */
+    int64_t retry_at;
     _Atomic uint64_t bytes, total;
     struct bk_bootstrap_s *b;
     int32_t task;
@@ -226,7 +231,7 @@ int bk_bootstrap_mode(bk_bootstrap_t *b, int32_t task)
         return BK_BOOTSTRAP_MODE_AUTO;
     }
     state = get_state(b, &b->jobs[task]);
-    if (state == J_REQUESTED || state == J_FETCHING) {
+    if (state == J_REQUESTED || state == J_FETCHING || b->jobs[task].retry_at > 0) {
         return BK_BOOTSTRAP_MODE_BUSY; /* its directory is about to be replaced */
     }
     return b->jobs[task].mode;
@@ -240,6 +245,7 @@ static void drop_job(bk_bootstrap_t *b, int32_t t)
     j->state = J_IDLE;
     j->mode = BK_BOOTSTRAP_MODE_AUTO;
     j->batch = -1;
+    j->retry_at = 0;
     pthread_mutex_unlock(&b->lock);
 }
 
@@ -360,6 +366,14 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
         goto done;
     }
     made = 0; /* it is the task's directory now */
+    if (b->env.plan->subs[b->env.tasks[j->task].sub].generation >= 2) {
+        /* a snapshot of a built task is built: a promotion must not build it again */
+        char how[512];
+        snprintf(how, sizeof(how), "installed from snapshot %.200s of %.100s", m.id, x->from);
+        if (bk_drained_mark_built(taskdir, how, j->err, sizeof(j->err)) != 0) {
+            goto done;
+        }
+    }
     j->bytes = j->total = m.total_bytes;
     j->ok = 1;
     if (b->env.pool) {
@@ -540,13 +554,23 @@ static void hook(bk_bootstrap_t *b, job_t *j, const char *from, int done, int ok
 static void end_job(bk_bootstrap_t *b, int32_t t, int ok, const char *why)
 {
     job_t *j = &b->jobs[t];
+    int later;
     pthread_mutex_lock(&b->lock);
     j->state = J_ENDED;
     j->batch = -1;
     /* after a bootstrap the replica tails what came since its snapshot, however much */
     j->mode = ok ? BK_BOOTSTRAP_MODE_GAP : BK_BOOTSTRAP_MODE_NEVER;
+    later = !ok && b->env.plan->subs[b->env.tasks[t].sub].generation >= 2;
+    if (later) {
+        j->mode = BK_BOOTSTRAP_MODE_AUTO;
+        j->retry_at = bk_clock_mono_ms() + RETRY_LATER_MS;
+    }
     pthread_mutex_unlock(&b->lock);
-    if (!ok) {
+    if (later) {
+        bk_log_warn("bootstrap %s: failed: %s; a later generation's replica has no changelog "
+                    "to start from: asked for again in %d ms",
+                    b->env.names[t], why, RETRY_LATER_MS);
+    } else if (!ok) {
         bk_log_warn("bootstrap %s: failed: %s; the standby restores from the changelog instead",
                     b->env.names[t], why);
     }
@@ -658,6 +682,8 @@ static void drop_served(bk_bootstrap_t *b, served_t *s)
     *s = b->served[--b->nserved];
 }
 
+static void answer(bk_bootstrap_t *b, served_t *s);
+
 static void on_request(bk_bootstrap_t *b, const bk_member_note_t *n)
 {
     char req[128], tasks[BK_MEMBER_NOTE_MAX], text[512];
@@ -696,6 +722,7 @@ static void on_request(bk_bootstrap_t *b, const bk_member_note_t *n)
         s->ntasks++;
     }
     bk_log_info("bootstrap: %s asks for snapshots of %d task(s) (%s)", n->from, s->ntasks, req);
+    answer(b, s); /* at once when none of them is active here (else when they are made) */
 }
 
 /* Answers a served request once every task of it has its snapshot made, or failed. */
@@ -865,6 +892,12 @@ int bk_bootstrap_poll(bk_bootstrap_t *b, const bk_member_view_t *view)
         if (get_state(b, &b->jobs[t]) == J_WANTED && owner >= 0 && owner < view->npeers &&
             view->peers[owner].state == BK_MEMBER_ALIVE) {
             request(b, view, owner);
+        }
+    }
+    for (int32_t t = 0; t < b->env.ntasks; t++) {
+        if (b->jobs[t].retry_at > 0 && now >= b->jobs[t].retry_at) {
+            b->jobs[t].retry_at = 0; /* the next runner hands it over again */
+            restart = 1;
         }
     }
     return restart;

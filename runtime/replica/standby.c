@@ -15,6 +15,7 @@
 #include "engine/changelog.h"
 #include "engine/db.h"
 #include "engine/dbverify.h"
+#include "engine/drained.h"
 #include "engine/kafka.h"
 #include "engine/store.h"
 #include "engine/taskdb.h"
@@ -64,6 +65,7 @@ struct bk_standby_s {
     bk_dbverify_t *scrub;
     int scrub_t; /* the replica being scrubbed */
     char *fresh;   /* [ntasks] 1: no state on disk yet, DB opened only if kept here */
+    char *unbuilt; /* [ntasks] 1: a later generation's task not built here: cold bootstrap */
     item_t *items;
     int nitems;
     int64_t *applied;    /* [ntasks] records applied since the start */
@@ -97,6 +99,7 @@ bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
     sb->opaque = opaque;
     sb->dbs = calloc((size_t)ntasks + 1, sizeof(*sb->dbs));
     sb->fresh = calloc((size_t)ntasks + 1, 1);
+    sb->unbuilt = calloc((size_t)ntasks + 1, 1);
     sb->corrupt = calloc((size_t)ntasks + 1, 1);
     sb->items = calloc((size_t)(ntasks * plan->nstores) + 1, sizeof(*sb->items));
     sb->applied = calloc((size_t)ntasks + 1, sizeof(int64_t));
@@ -161,10 +164,18 @@ static int open_dbs(bk_standby_t *sb)
         }
         if (plan->subs[sb->tasks[t].sub].generation >= 2) {
             /* a later generation's state starts from the generation before it, which its
-             * own changelog does not hold (engine/thread_build.c): no replica is kept yet,
-             * and a promotion builds it as any start does */
-            sb->boot_lag[t] = INT64_C(1) << 40;
-            continue;
+             * own changelog does not hold (engine/thread_build.c): a replica is a snapshot
+             * of its built active's (cold bootstrap), then tails the changelog; without
+             * cold bootstrap none is kept, and a promotion builds it as any start does */
+            char dir[4096];
+            bk_plan_task_dir(plan, sb->conf, sb->tasks[t], dir, sizeof(dir));
+            sb->unbuilt[t] = (char)!bk_drained_built(dir);
+            if (sb->unbuilt[t] &&
+                (!sb->boot_on || sb->boot_mode[t] == BK_BOOTSTRAP_MODE_NEVER ||
+                 sb->boot_mode[t] == BK_BOOTSTRAP_MODE_BUSY)) {
+                sb->boot_lag[t] = INT64_C(1) << 40;
+                continue;
+            }
         }
         if (sb->boot_on && sb->boot_mode[t] == BK_BOOTSTRAP_MODE_BUSY) {
             sb->boot_lag[t] = INT64_C(1) << 40; /* being built elsewhere: far behind */
@@ -176,7 +187,7 @@ static int open_dbs(bk_standby_t *sb)
                     NULL, s, plan->stores[s].changelog, sb->tasks[t].partition, t, 0, 0, -1};
             }
         }
-        sb->fresh[t] = (char)is_fresh(sb, t);
+        sb->fresh[t] = (char)(sb->unbuilt[t] || is_fresh(sb, t));
         if (!sb->fresh[t]) {
             rc = open_db(sb, t, store_of);
         }
@@ -194,6 +205,11 @@ static const char *boot_reason(bk_standby_t *sb, int t, char *why, size_t size)
     int mode = sb->boot_mode[t];
     if (!sb->boot_on || mode == BK_BOOTSTRAP_MODE_NEVER) {
         return NULL;
+    }
+    if (sb->unbuilt[t]) {
+        snprintf(why, size, "a later generation's task: its changelog does not hold the state "
+                            "it was built from");
+        return why;
     }
     for (int i = 0; i < sb->nitems; i++) {
         const item_t *it = &sb->items[i];
@@ -697,6 +713,7 @@ void bk_standby_destroy(bk_standby_t *sb)
     free(sb->ids);
     free(sb->dbs);
     free(sb->fresh);
+    free(sb->unbuilt);
     free(sb->corrupt);
     bk_dbverify_free(sb->scrub);
     free(sb->items);

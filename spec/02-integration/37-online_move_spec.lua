@@ -21,7 +21,8 @@ local states = {}
 
 local function start(bs, id, rack, sshd)
   states[id] = helpers.tmpdir()
-  return gen.start(bs, id, rack, { "--tasks", "0=5", "--ssh-key", sshd.key,
+  return gen.start(bs, id, rack, { "--tasks", "0=5", "--num-standby-replicas", "1",
+                                   "--ssh-key", sshd.key,
                                    "--ssh-known-hosts", sshd.known_hosts, "--ssh-user", sshd.user,
                                    "--ssh-host", "127.0.0.1", "--ssh-port", tostring(sshd.port) },
                    { state = states[id] })
@@ -107,6 +108,17 @@ describe("a subtopology moved to another task count while it runs", function()
     end
     assert.is_true(builds >= 11, "builds: " .. builds)
     assert.is_true(fetched > 0, "no drained checkpoint was fetched from the other node")
+    -- the standby of each task of generation 3 is a snapshot of its built active, fetched
+    -- by cold bootstrap (its changelog alone does not hold the state it was built from)
+    helpers.eventually(function()
+      local seen, n = {}, 0
+      for _, node in pairs(nodes) do
+        for t in node:log():gmatch("bootstrap (3_%d+): installed snapshot") do
+          if not seen[t] then seen[t], n = true, n + 1 end
+        end
+      end
+      return n == 3, n .. " of generation 3's standbys installed"
+    end, 40, 0.3)
     local state_of = {} -- task -> the state directory of the node running it last
     for id, n in pairs(nodes) do
       for _, task in ipairs(cluster.now_of(n).running) do state_of[task] = states[id] end
