@@ -682,8 +682,6 @@ static void drop_served(bk_bootstrap_t *b, served_t *s)
     *s = b->served[--b->nserved];
 }
 
-static void answer(bk_bootstrap_t *b, served_t *s);
-
 static void on_request(bk_bootstrap_t *b, const bk_member_note_t *n)
 {
     char req[128], tasks[BK_MEMBER_NOTE_MAX], text[512];
@@ -722,7 +720,6 @@ static void on_request(bk_bootstrap_t *b, const bk_member_note_t *n)
         s->ntasks++;
     }
     bk_log_info("bootstrap: %s asks for snapshots of %d task(s) (%s)", n->from, s->ntasks, req);
-    answer(b, s); /* at once when none of them is active here (else when they are made) */
 }
 
 /* Answers a served request once every task of it has its snapshot made, or failed. */
