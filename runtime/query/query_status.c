@@ -44,7 +44,7 @@ enum MHD_Result bk_query_readyz(bk_qreq_t *r)
         free(mine);
         return bk_query_error(r, 500, -1, "out of memory");
     }
-    n = bk_route_mine(r->q->env.route, mine);
+    n = bk_route_mine(r->q->env.route, mine, ntasks);
     bk_jbuf_lit(&b, "{\"waiting\":[");
     for (int i = 0; i < n; i++) {
         bk_task_id_t tid = all[mine[i]];
@@ -280,7 +280,7 @@ static void live_metrics(bk_qreq_t *r, bk_jbuf_t *b)
     int ntasks = 0;
     bk_task_id_t *all = bk_plan_tasks(r->q->env.plan, &ntasks);
     int32_t *mine = calloc((size_t)ntasks + 1, sizeof(*mine));
-    int n = mine && all ? bk_route_mine(r->q->env.route, mine) : 0;
+    int n = mine && all ? bk_route_mine(r->q->env.route, mine, ntasks) : 0;
 
     for (size_t f = 0; live && f < sizeof(figs) / sizeof(figs[0]); f++) {
         head(b, figs[f].name, figs[f].type, figs[f].help);

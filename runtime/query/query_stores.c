@@ -12,10 +12,12 @@
 #include "query/query_internal.h"
 #include "query/scanpage.h"
 
+/* A store of the topology by name (a later generation's copy has its name: the topology's own
+ * is the one; its keys are routed to the serving generation's tasks: route.h). */
 static const bk_plan_store_t *find_store(const bk_plan_t *plan, const char *name)
 {
     for (int i = 0; i < plan->nstores; i++) {
-        if (strcmp(plan->stores[i].name, name) == 0) {
+        if (plan->stores[i].of_store < 0 && strcmp(plan->stores[i].name, name) == 0) {
             return &plan->stores[i];
         }
     }
@@ -62,10 +64,16 @@ enum MHD_Result bk_query_stores(bk_qreq_t *r)
 {
     const bk_plan_t *plan = r->q->env.plan;
     bk_jbuf_t b = {0};
+    int w = 0;
     bk_jbuf_lit(&b, "{\"stores\":[");
     for (int i = 0; i < plan->nstores; i++) {
         const bk_plan_store_t *s = &plan->stores[i];
-        bk_jbuf_printf(&b, "%s{\"store\":", i ? "," : "");
+        int sub;
+        if (s->of_store >= 0) {
+            continue; /* a later generation's copy: listed as the store it copies */
+        }
+        sub = bk_route_serving_sub(r->q->env.route, s->sub);
+        bk_jbuf_printf(&b, "%s{\"store\":", w++ ? "," : "");
         bk_jbuf_str(&b, s->name, strlen(s->name));
         bk_jbuf_printf(&b, ",\"kind\":\"%s\",\"logged\":%s,\"changelog\":",
                        s->window ? "window" : "key-value", s->logged ? "true" : "false");
@@ -74,8 +82,9 @@ enum MHD_Result bk_query_stores(bk_qreq_t *r)
         } else {
             bk_jbuf_lit(&b, "null");
         }
-        bk_jbuf_printf(&b, ",\"subtopology\":%d,\"tasks\":%d", s->sub,
-                       plan->subs[s->sub].partitions);
+        /* the tasks serving it now: its latest generation's */
+        bk_jbuf_printf(&b, ",\"subtopology\":%d,\"tasks\":%d,\"serving_subtopology\":%d",
+                       s->sub, plan->subs[sub].partitions, sub);
         bk_jbuf_lit(&b, ",\"key_serde\":");
         if (s->key_serde) {
             bk_jbuf_str(&b, s->key_serde, strlen(s->key_serde));

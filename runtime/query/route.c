@@ -20,24 +20,25 @@ typedef struct {
 struct bk_route_s {
     const bk_plan_t *plan;
     char self[BK_MEMBER_MAX_ID + 1];
-    bk_task_id_t *tasks; /* the app's table */
-    int ntasks;
-    int *first; /* [nsubs] index of a subtopology's first task */
+    /* the app's task table, shared with the plan: it grows with the moves (bk_plan_grow), so
+     * the arrays below are sized by its room (cap) and read up to its count now */
+    const bk_task_id_t *tasks;
+    int cap;
     pthread_mutex_t lock;
     int alone;
     uint64_t epoch;
     node_t *nodes;
     int nnodes;
-    /* [ntasks] the current epoch's active, -1; the node holding the task, which runs it while
+    /* [cap] the current epoch's active, -1; the node holding the task, which runs it while
      * a handoff is in progress. A holder may be stale: views change their version only for
      * changes of their own node's (member_view.c), so a handoff elsewhere does not update
      * this table; a stale holder says 503 and the next target is asked. */
     int32_t *run, *held;
-    int32_t *standby; /* [ntasks * k] */
+    int32_t *standby; /* [cap * k] */
     int k;
     bk_member_progress_t *progress; /* the replicas' progress, as the heartbeats said, by task */
     int32_t nprogress;
-    int32_t *prog_first; /* [ntasks + 1] task t's are [prog_first[t], [t + 1]) */
+    int32_t *prog_first; /* [cap + 1] task t's are [prog_first[t], [t + 1]) */
     int64_t log_time;
 };
 
@@ -47,21 +48,20 @@ bk_route_t *bk_route_new(const bk_plan_t *plan, const char *self_id)
     if (!r) {
         return NULL;
     }
+    int n = 0;
     r->plan = plan;
     snprintf(r->self, sizeof(r->self), "%s", self_id ? self_id : "");
-    r->tasks = bk_plan_tasks(plan, &r->ntasks);
-    r->first = calloc((size_t)plan->nsubs + 1, sizeof(int));
-    r->run = calloc((size_t)r->ntasks + 1, sizeof(int32_t));
-    r->held = calloc((size_t)r->ntasks + 1, sizeof(int32_t));
-    if (!r->tasks || !r->first || !r->run || !r->held) {
+    r->tasks = bk_plan_task_table(plan, &n, &r->cap);
+    if (r->cap < n) {
+        r->cap = n;
+    }
+    r->run = calloc((size_t)r->cap + 1, sizeof(int32_t));
+    r->held = calloc((size_t)r->cap + 1, sizeof(int32_t));
+    if (!r->tasks || !r->run || !r->held) {
         bk_route_destroy(r);
         return NULL;
     }
-    for (int s = 0, n = 0; s < plan->nsubs; s++) {
-        r->first[s] = n;
-        n += plan->subs[s].partitions;
-    }
-    for (int t = 0; t < r->ntasks; t++) {
+    for (int t = 0; t < r->cap; t++) {
         r->run[t] = r->held[t] = -1;
     }
     pthread_mutex_init(&r->lock, NULL);
@@ -73,11 +73,9 @@ void bk_route_destroy(bk_route_t *r)
     if (!r) {
         return;
     }
-    if (r->first && r->run && r->held) {
+    if (r->tasks && r->run && r->held) {
         pthread_mutex_destroy(&r->lock);
     }
-    free(r->tasks);
-    free(r->first);
     free(r->run);
     free(r->held);
     free(r->standby);
@@ -101,10 +99,19 @@ static int by_task(const void *a, const void *b)
                               : (x->peer > y->peer) - (x->peer < y->peer);
 }
 
+/* The tasks of the table now (entries below the count are complete: plan.h). */
+static int table_count(const bk_route_t *r)
+{
+    int n = 0, cap = 0;
+    bk_plan_task_table(r->plan, &n, &cap);
+    return n < r->cap ? n : r->cap;
+}
+
 void bk_route_update(bk_route_t *r, const bk_member_view_t *view)
 {
+    int ntasks = table_count(r);
     node_t *nodes = calloc((size_t)view->npeers + 1, sizeof(*nodes));
-    int32_t *standby = calloc((size_t)r->ntasks * (size_t)view->k + 1, sizeof(int32_t));
+    int32_t *standby = calloc((size_t)r->cap * (size_t)view->k + 1, sizeof(int32_t));
     bk_member_progress_t *progress = calloc((size_t)view->nprogress + 1, sizeof(*progress));
     int32_t *prog_first;
 
@@ -117,13 +124,13 @@ void bk_route_update(bk_route_t *r, const bk_member_view_t *view)
     memcpy(progress, view->progress, (size_t)view->nprogress * sizeof(*progress));
     /* by task (the view's are by peer), so that a task's are found at once */
     qsort(progress, (size_t)view->nprogress, sizeof(*progress), by_task);
-    if (!(prog_first = calloc((size_t)r->ntasks + 2, sizeof(*prog_first)))) {
+    if (!(prog_first = calloc((size_t)r->cap + 2, sizeof(*prog_first)))) {
         free(nodes);
         free(standby);
         free(progress);
         return;
     }
-    for (int32_t i = 0, t = 0; t <= r->ntasks; t++) {
+    for (int32_t i = 0, t = 0; t <= r->cap; t++) {
         while (i < view->nprogress && progress[i].task < t) {
             i++;
         }
@@ -153,8 +160,8 @@ void bk_route_update(bk_route_t *r, const bk_member_view_t *view)
     r->standby = standby;
     r->k = view->k;
     r->epoch = view->epoch;
-    for (int32_t t = 0; t < r->ntasks; t++) {
-        int ok = t < view->ntasks;
+    for (int32_t t = 0; t < r->cap; t++) {
+        int ok = t < ntasks && t < view->ntasks;
         r->run[t] = ok ? view->owner[t] : -1;
         r->held[t] = ok ? view->holder[t] : -1;
         for (int32_t j = 0; j < view->k; j++) {
@@ -165,26 +172,37 @@ void bk_route_update(bk_route_t *r, const bk_member_view_t *view)
     pthread_mutex_unlock(&r->lock);
 }
 
+int bk_route_serving_sub(const bk_route_t *r, int sub)
+{
+    int g = bk_plan_latest_generation(r->plan, sub);
+    int s = g >= 1 ? bk_plan_generation_sub(r->plan, sub, g) : -1;
+    return s >= 0 ? s : sub;
+}
+
 int32_t bk_route_task_of(const bk_route_t *r, int sub, const char *key, size_t klen,
                          bk_task_id_t *id)
 {
-    int n = r->plan->subs[sub].partitions;
-    int p;
+    int s = bk_route_serving_sub(r, sub), n = r->plan->subs[s].partitions, p;
+    int32_t t;
     if (n <= 0) {
         return -1;
     }
-    /* a generation's tasks own key groups by range (the `tasks` setting) */
-    p = r->plan->subs[sub].generation > 0
-            ? bk_hash_group_owner(bk_hash_key_group(key, klen), n)
-            : bk_hash_partition(key, klen, n);
-    *id = (bk_task_id_t){sub, p};
-    return r->first[sub] + p;
+    /* a generation's tasks own key groups by range (the `tasks` setting, the moves) */
+    p = r->plan->subs[s].generation > 0 ? bk_hash_group_owner(bk_hash_key_group(key, klen), n)
+                                        : bk_hash_partition(key, klen, n);
+    t = bk_plan_first_task(r->plan, s) + p;
+    if (t >= table_count(r)) {
+        return -1; /* the task table has not taken the generation's tasks yet */
+    }
+    *id = (bk_task_id_t){s, p};
+    return t;
 }
 
 int bk_route_sub_tasks(const bk_route_t *r, int sub, int32_t *first)
 {
-    *first = r->first[sub];
-    return r->plan->subs[sub].partitions;
+    int s = bk_route_serving_sub(r, sub), n = r->plan->subs[s].partitions;
+    *first = bk_plan_first_task(r->plan, s);
+    return *first + n <= table_count(r) ? n : 0;
 }
 
 bk_task_id_t bk_route_task_id(const bk_route_t *r, int32_t t)
@@ -212,7 +230,7 @@ static void add(bk_route_t *r, int32_t peer, int role, bk_route_target_t *out, i
 int bk_route_targets(bk_route_t *r, int32_t t, int standbys, bk_route_target_t *out, int max)
 {
     int n = 0;
-    if (t < 0 || t >= r->ntasks) {
+    if (t < 0 || t >= table_count(r)) {
         return 0;
     }
     pthread_mutex_lock(&r->lock);
@@ -240,6 +258,7 @@ int bk_route_targets(bk_route_t *r, int32_t t, int standbys, bk_route_target_t *
 
 void bk_route_json(bk_route_t *r, bk_jbuf_t *b)
 {
+    int ntasks = table_count(r);
     pthread_mutex_lock(&r->lock);
     bk_jbuf_printf(b, "{\"epoch\":%llu,\"nodes\":[", (unsigned long long)r->epoch);
     for (int i = 0; i < r->nnodes; i++) {
@@ -254,7 +273,7 @@ void bk_route_json(bk_route_t *r, bk_jbuf_t *b)
                        (long long)(r->log_time - r->nodes[i].last_ts));
     }
     bk_jbuf_lit(b, "],\"tasks\":[");
-    for (int t = 0; t < r->ntasks; t++) {
+    for (int t = 0; t < ntasks; t++) {
         int32_t a = r->alone ? -2 : r->run[t];
         bk_jbuf_printf(b, "%s{\"task\":\"%s\",\"active\":", t ? "," : "",
                        BK_TASK_NAME(r->tasks[t]));
@@ -298,11 +317,11 @@ void bk_route_json(bk_route_t *r, bk_jbuf_t *b)
     pthread_mutex_unlock(&r->lock);
 }
 
-int bk_route_mine(bk_route_t *r, int32_t *out)
+int bk_route_mine(bk_route_t *r, int32_t *out, int max)
 {
-    int n = 0;
+    int n = 0, ntasks = table_count(r);
     pthread_mutex_lock(&r->lock);
-    for (int32_t t = 0; t < r->ntasks; t++) {
+    for (int32_t t = 0; t < ntasks && n < max; t++) {
         int32_t a = r->run[t];
         if (r->alone || (a >= 0 && a < r->nnodes && strcmp(r->nodes[a].id, r->self) == 0)) {
             out[n++] = t;

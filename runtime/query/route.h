@@ -4,8 +4,8 @@
  *
  * A key's task is found the way its records were partitioned: Kafka's murmur2 of the key
  * modulo the partitions of the store's subtopology (its input topics, co-partitioned), or,
- * for a subtopology in a generation of its own (the `tasks` setting), the task owning the
- * key's group; so a store must be keyed by its records' keys (the DSL's aggregations are)
+ * for a subtopology in a generation of its own (the `tasks` setting, a move), the task of
+ * its latest generation owning the key's group; so a store must be keyed by its records' keys (the DSL's aggregations are)
  * for a key to be found.
  * @locality any thread (a mutex guards the table) */
 #ifndef BK_ROUTE_H
@@ -28,11 +28,16 @@ void bk_route_set_alone(bk_route_t *r);
 /* The view's owners, holders, standbys and peers' endpoints; its epoch. */
 void bk_route_update(bk_route_t *r, const bk_member_view_t *view);
 
-/* The task (app's table index, and its id) of `key` in subtopology `sub`; -1 while the
- * subtopology's partition count is not known. */
+/* The subtopology serving queries of `sub`'s stores: that of its latest generation (a
+ * move's new tasks from the moment the move is planned), else `sub` itself. */
+int bk_route_serving_sub(const bk_route_t *r, int sub);
+/* The task (app's table index, and its id) of `key` in a store of subtopology `sub` (a
+ * topology's own: the serving subtopology's task is given); -1 while the subtopology's
+ * partition count is not known. */
 int32_t bk_route_task_of(const bk_route_t *r, int sub, const char *key, size_t klen,
                          bk_task_id_t *id);
-/* The app's tasks of subtopology `sub`: the first's index into *first; their count. */
+/* The app's tasks serving subtopology `sub`'s stores: the first's index into *first; their
+ * count (0 while not known). */
 int bk_route_sub_tasks(const bk_route_t *r, int sub, int32_t *first);
 bk_task_id_t bk_route_task_id(const bk_route_t *r, int32_t t);
 
@@ -53,7 +58,7 @@ int bk_route_targets(bk_route_t *r, int32_t t, int standbys, bk_route_target_t *
 struct bk_jbuf_s;
 void bk_route_json(bk_route_t *r, struct bk_jbuf_s *b);
 /* The tasks this node should run as active (for /readyz): their indices into out (room for
- * every task); their count. */
-int bk_route_mine(bk_route_t *r, int32_t *out);
+ * max); their count. */
+int bk_route_mine(bk_route_t *r, int32_t *out, int max);
 
 #endif

@@ -146,6 +146,30 @@ describe("beck repartition", function()
       seen[r.key] = r.value:match("^(%d+) ")
     end
     for i = 1, 300 do assert.equal("1", seen["k" .. i], "count of k" .. i) end
+    -- a query is routed to the key's task of the latest generation, through either node
+    local cjson = require "cjson"
+    for _, id in ipairs { "na", "nb" } do
+      for _, k in ipairs { "k1", "k2", "k77", "k300" } do
+        local code, got, e = helpers.run({ helpers.beck_bin(), "get", "-b", bs, "--app", APP,
+                                           "--node", id, "counts", k }, { timeout = 30 })
+        assert.equal(0, code, "beck get " .. k .. " through " .. id .. ": " .. e)
+        local js = assert(cjson.decode(got), got)
+        assert.equal("1", js.value, "beck get " .. k)
+        assert.equal("3_" .. gen.owner(k, 3), js.task, "beck get " .. k)
+      end
+    end
+    -- a scan reads the 3 tasks of generation 3: every key, once
+    st, out, err = helpers.run({ helpers.beck_bin(), "scan", "-b", bs, "--app", APP,
+                                 "--node", "nb", "counts", "--limit", "1000" }, { timeout = 30 })
+    assert.equal(0, st, "beck scan: " .. err)
+    local scanned = 0
+    for line in out:gmatch("[^\n]+") do
+      for _, it in ipairs(assert(cjson.decode(line), line).items) do
+        assert.equal("1", it.value, "scan " .. it.key)
+        scanned = scanned + 1
+      end
+    end
+    assert.equal(300, scanned, out:sub(1, 500))
     for id, n in pairs(nodes) do
       local code = n:stop()
       if code ~= 0 then print(id, n:log():sub(-3000)) end
