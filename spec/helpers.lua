@@ -945,6 +945,16 @@ function helpers.metadata(bootstrap, topic, opts)
   return { partitions = res.partitions, leaders = leaders, brokers = res.brokers }
 end
 
+-- ls(dir) -> the names in a directory, sorted ({} when it does not exist).
+function helpers.ls(dir)
+  local st, out = helpers.run({ "ls", "-1A", dir }, { timeout = 10 })
+  local names = {}
+  if st == 0 then
+    for name in out:gmatch("[^\n]+") do names[#names + 1] = name end
+  end
+  return names
+end
+
 -- committed(bootstrap, topic, group) -> table partition -> committed offset
 -- (absent when the group has none), read with OffsetFetch by the outside client.
 function helpers.committed(bootstrap, topic, group, opts)

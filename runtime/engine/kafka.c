@@ -254,6 +254,53 @@ int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int p
     return admin_create(rk, topic, partitions, replication_factor, configs, errstr, errstr_size);
 }
 
+int bk_kafka_purge_topic(rd_kafka_t *rk, const char *topic, int partitions, char *errstr,
+                         size_t errstr_size)
+{
+    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(partitions + 1);
+    rd_kafka_DeleteRecords_t *dr;
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_event_t *ev;
+    int rc = -1;
+
+    for (int p = 0; p < partitions; p++) {
+        rd_kafka_topic_partition_list_add(list, topic, p)->offset = RD_KAFKA_OFFSET_END;
+    }
+    dr = rd_kafka_DeleteRecords_new(list);
+    rd_kafka_DeleteRecords(rk, &dr, 1, NULL, q);
+    ev = rd_kafka_queue_poll(q, 30000);
+    if (!ev) {
+        snprintf(errstr, errstr_size, "topic %s: DeleteRecords timed out", topic);
+    } else if (rd_kafka_event_error(ev) == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+        rc = 0;
+    } else if (rd_kafka_event_error(ev)) {
+        snprintf(errstr, errstr_size, "topic %s: DeleteRecords failed: %s", topic,
+                 rd_kafka_event_error_string(ev));
+    } else {
+        const rd_kafka_topic_partition_list_t *res =
+            rd_kafka_DeleteRecords_result_offsets(rd_kafka_event_DeleteRecords_result(ev));
+        rc = 1;
+        for (int i = 0; res && i < res->cnt; i++) {
+            rd_kafka_resp_err_t e = res->elems[i].err;
+            if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART && rc == 1) {
+                rc = 0;
+            } else if (e) {
+                snprintf(errstr, errstr_size, "topic %s [%d]: cannot delete its records: %s",
+                         topic, (int)res->elems[i].partition, rd_kafka_err2str(e));
+                rc = -1;
+                break;
+            }
+        }
+    }
+    if (ev) {
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_queue_destroy(q);
+    rd_kafka_DeleteRecords_destroy(dr);
+    rd_kafka_topic_partition_list_destroy(list);
+    return rc;
+}
+
 /* The admin call's one result event, or NULL with errstr. */
 static rd_kafka_event_t *admin_result(rd_kafka_queue_t *q, int timeout_ms, const char *what,
                                       const char *topic, char *errstr, size_t errstr_size)

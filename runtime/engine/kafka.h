@@ -64,6 +64,14 @@ int bk_kafka_topic_configs(rd_kafka_t *rk, const char *topic, const char *const 
 int bk_kafka_alter_topic_configs(rd_kafka_t *rk, const char *topic, const char *const *configs,
                                  int timeout_ms, char *errstr, size_t errstr_size);
 
+/* Deletes every record of a topic's partitions 0..partitions-1 (DeleteRecords to their
+ * ends: the broker drops their segments), through the Admin API (real Kafka: the dev broker
+ * has none). The topic stays: librdkafka 2.0's consumers may hang in their destroy after a
+ * topic they read was deleted (its issue #4674). 1: emptied, 0: there is no such topic,
+ * -1 with errstr. */
+int bk_kafka_purge_topic(rd_kafka_t *rk, const char *topic, int partitions, char *errstr,
+                         size_t errstr_size);
+
 int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int partitions,
                           int replication_factor, const char *const *configs, char *errstr,
                           size_t errstr_size);

@@ -1,6 +1,7 @@
 /* plan.c - reads a topology's description out of its Lua VM (cold path). */
 #include "engine/plan.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ void bk_plan_destroy(bk_plan_t *plan)
         free(plan->retired[i]);
     }
     free(plan->retired);
+    free((void *)plan->sub_retired);
     free(plan->task_table);
     free(plan);
 }
@@ -80,6 +82,19 @@ int bk_plan_passthrough_of(const bk_plan_t *plan, int of)
         }
     }
     return -1;
+}
+
+void bk_plan_set_retired(bk_plan_t *plan, int s)
+{
+    if (plan->sub_retired && s >= 0 && s < plan->cap_subs) {
+        atomic_store_explicit(&plan->sub_retired[s], 1, memory_order_release);
+    }
+}
+
+int bk_plan_retired(const bk_plan_t *plan, int s)
+{
+    return plan->sub_retired && s >= 0 && s < plan->cap_subs &&
+           atomic_load_explicit(&plan->sub_retired[s], memory_order_acquire);
 }
 
 int bk_plan_first_task(const bk_plan_t *plan, int s)
@@ -345,6 +360,7 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
 
     n = room(L, plan_idx, "subtopologies", &plan->cap_subs);
     plan->subs = calloc((size_t)plan->cap_subs, sizeof(*plan->subs));
+    plan->sub_retired = calloc((size_t)plan->cap_subs, sizeof(*plan->sub_retired));
     read_subs(L, plan_idx, plan, 0, n);
     plan->nsubs = n;
 

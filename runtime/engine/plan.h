@@ -80,6 +80,9 @@ typedef struct bk_plan_s {
     _Atomic int nstores;
     bk_plan_store_t *stores;
     int cap_topics, cap_subs, cap_stores;
+    /* [cap_subs] a generation retired (every task drained, a later one exists): set by
+     * the node's main thread (bk_plan_set_retired), read by the stream threads */
+    _Atomic unsigned char *sub_retired;
     /* The later generations it describes, "S=N[,S=N...]", NULL: none. A thread starting
      * reads it while the main thread may grow the plan: a replaced list is kept (retired)
      * until the plan is destroyed, never freed under a reader. */
@@ -155,6 +158,10 @@ int bk_plan_generation_sub(const bk_plan_t *plan, int of, int g);
 int bk_plan_latest_generation(const bk_plan_t *plan, int of);
 /* The passthrough subtopology feeding `of`'s generations, -1: none. */
 int bk_plan_passthrough_of(const bk_plan_t *plan, int of);
+/* Generation subtopology s is retired (node_cleanup.h): nothing writes to its topic again,
+ * whose records may be deleted. Set from the main thread, read from any. */
+void bk_plan_set_retired(bk_plan_t *plan, int s);
+int bk_plan_retired(const bk_plan_t *plan, int s);
 /* The index in the app's task table of subtopology s's first task (its tasks follow). */
 int bk_plan_first_task(const bk_plan_t *plan, int s);
 

@@ -2,11 +2,14 @@
 #include "engine/taskdb.h"
 #include "engine/db.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/fs.h"
 
 typedef struct entry_s {
     bk_task_id_t task;
@@ -30,6 +33,10 @@ struct bk_taskdb_pool_s {
     int n, cap;
     served_t **sv;
     int nsv, capsv;
+    /* the tasks whose DB an owner has out (opened, not released): never removed under it */
+    bk_task_id_t *out;
+    int nout, capout;
+    int lost; /* out of memory, a DB taken was not listed: nothing is removed any more */
 };
 
 bk_taskdb_pool_t *bk_taskdb_pool_new(void)
@@ -76,6 +83,7 @@ void bk_taskdb_pool_destroy(bk_taskdb_pool_t *pool)
         free(pool->sv[i]); /* owners that never released (a failed node): nobody reads now */
     }
     free(pool->sv);
+    free(pool->out);
     pthread_cond_destroy(&pool->idle);
     pthread_mutex_destroy(&pool->lock);
     free(pool);
@@ -108,6 +116,79 @@ void bk_taskdb_pool_close(bk_taskdb_pool_t *pool, bk_task_id_t task)
     }
 }
 
+/* An owner took task's DB out / gave it back (pool set). */
+static void took(bk_taskdb_pool_t *pool, bk_task_id_t task)
+{
+    pthread_mutex_lock(&pool->lock);
+    if (pool->nout == pool->capout) {
+        int cap = pool->capout ? pool->capout * 2 : 16;
+        bk_task_id_t *o = realloc(pool->out, (size_t)cap * sizeof(*o));
+        if (!o) {
+            pool->lost = 1;
+            pthread_mutex_unlock(&pool->lock);
+            return;
+        }
+        pool->out = o;
+        pool->capout = cap;
+    }
+    pool->out[pool->nout++] = task;
+    pthread_mutex_unlock(&pool->lock);
+}
+
+static void gave(bk_taskdb_pool_t *pool, bk_task_id_t task)
+{
+    pthread_mutex_lock(&pool->lock);
+    for (int i = 0; i < pool->nout; i++) {
+        if (pool->out[i].sub == task.sub && pool->out[i].partition == task.partition) {
+            pool->out[i] = pool->out[--pool->nout];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pool->lock);
+}
+
+int bk_taskdb_pool_remove(bk_taskdb_pool_t *pool, const bk_plan_t *plan, const bk_conf_t *conf,
+                          bk_task_id_t task, char *errstr, size_t errstr_size)
+{
+    char dir[4096], away[4200];
+    bk_db_t *db = NULL;
+    int busy, rc = 1;
+
+    bk_plan_task_dir(plan, conf, task, dir, sizeof(dir));
+    snprintf(away, sizeof(away), "%s.removing", dir);
+    pthread_mutex_lock(&pool->lock);
+    busy = pool->lost;
+    for (int i = 0; i < pool->nout && !busy; i++) {
+        busy = pool->out[i].sub == task.sub && pool->out[i].partition == task.partition;
+    }
+    if (!busy) {
+        for (int i = 0; i < pool->n; i++) {
+            if (pool->e[i].task.sub == task.sub && pool->e[i].task.partition == task.partition) {
+                db = pool->e[i].db;
+                pool->e[i] = pool->e[--pool->n];
+                break;
+            }
+        }
+        if (db) {
+            bk_db_close(db);
+        }
+        /* renamed under the lock: an open after this makes a new, empty directory */
+        if (rename(dir, away) != 0 && errno != ENOENT) {
+            snprintf(errstr, errstr_size, "%s: %s", dir, strerror(errno));
+            rc = -1;
+        }
+    }
+    pthread_mutex_unlock(&pool->lock);
+    if (busy) {
+        return 0;
+    }
+    if (rc == 1 && bk_fs_rm_tree(away) != 0 && errno != ENOENT) {
+        snprintf(errstr, errstr_size, "%s: %s", away, strerror(errno));
+        rc = -1;
+    }
+    return rc;
+}
+
 bk_db_t *bk_taskdb_open(bk_taskdb_pool_t *pool, const bk_plan_t *plan, const bk_conf_t *conf,
                         bk_task_id_t task, bk_store_t **store_of, int *logged, char *errstr,
                         size_t errstr_size)
@@ -137,6 +218,9 @@ bk_db_t *bk_taskdb_open(bk_taskdb_pool_t *pool, const bk_plan_t *plan, const bk_
         for (int i = 0; db && i < n; i++) {
             store_of[idx[i]] = bk_db_store(db, i);
             *logged += specs[i].logged;
+        }
+        if (db && pool) {
+            took(pool, task);
         }
     }
     free(specs);
@@ -276,6 +360,7 @@ void bk_taskdb_release(bk_taskdb_pool_t *pool, bk_task_id_t task, bk_db_t *db, i
     }
     if (pool) {
         unserve(pool, db);
+        gave(pool, task);
     }
     for (int i = 0; i < bk_db_store_count(db); i++) {
         bk_store_set_changelog(bk_db_store(db, i), NULL, NULL, task.partition);

@@ -27,6 +27,13 @@ void bk_taskdb_pool_keep(bk_taskdb_pool_t *pool, const bk_task_id_t *keep, int n
  * replaced). */
 void bk_taskdb_pool_close(bk_taskdb_pool_t *pool, bk_task_id_t task);
 
+/* Removes task's directory (a retired task's: docs/repartitioning.md, Cleanup) unless an
+ * owner has its DB out (a stream thread, the standby runner): its pooled DB is closed and
+ * the directory renamed away under the pool's lock, then deleted. 1: removed (or there was
+ * none), 0: in use now (try later), -1 with errstr. */
+int bk_taskdb_pool_remove(bk_taskdb_pool_t *pool, const bk_plan_t *plan, const bk_conf_t *conf,
+                          bk_task_id_t task, char *errstr, size_t errstr_size);
+
 /* The DB of task (sub, partition): taken from the pool when it holds it (pool may be NULL),
  * else opened (created as needed) under the task's state directory. store_of (room for
  * plan->cap_stores, the stores the plan may grow to) gets, per plan store, the task's

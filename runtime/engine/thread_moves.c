@@ -198,9 +198,11 @@ int bk_thread_moves_live(bk_thread_t *thr, int slot)
             }
         }
         /* then its own barriers to the generation before (again, if it wrote them
-         * elsewhere before: a drained task ignores them), before anything it forwards */
+         * elsewhere before: a drained task ignores them), before anything it forwards;
+         * not to a retired one: all its tasks drained, and its topic may be deleted */
         g = plan->topics[to].generation;
         if (g > 1 && (from = gen_topic(plan, t, g - 1)) >= 0 &&
+            !bk_plan_retired(plan, plan->topics[from].sub) &&
             write_barriers(thr, slot, t, from) != 0) {
             return -1;
         }

@@ -63,6 +63,20 @@ uint64_t bk_thread_remove_tasks(bk_thread_t *thr, const int32_t *ids, int n)
 
     pthread_mutex_lock(&thr->box_lock);
     for (int i = 0; i < n; i++) {
+        /* an addition not taken yet is taken back: the thread takes removals before
+         * additions, so it would open the task after this removal found nothing to remove
+         * (a task given and taken back by two views in a row, or held and started just
+         * before the view that gave it up) */
+        for (int j = 0; j < thr->nbox_add; j++) {
+            if (thr->box_add[j] == ids[i]) {
+                thr->nbox_add--;
+                memmove(&thr->box_add[j], &thr->box_add[j + 1],
+                        (size_t)(thr->nbox_add - j) * sizeof(thr->box_add[0]));
+                memmove(&thr->box_add_epoch[j], &thr->box_add_epoch[j + 1],
+                        (size_t)(thr->nbox_add - j) * sizeof(thr->box_add_epoch[0]));
+                j--;
+            }
+        }
         if (ids[i] >= 0 && ids[i] < thr->cap && thr->nbox_rm < thr->cap) {
             thr->box_rm[thr->nbox_rm++] = ids[i];
         }

@@ -22,6 +22,7 @@
 #include "engine/crew.h"
 #include "engine/hooks.h"
 #include "engine/taskdb.h"
+#include "node/node_cleanup.h"
 #include "node/node_fence.h"
 #include "node/node_moves.h"
 #include "node/node_queries.h"
@@ -276,6 +277,7 @@ typedef struct member_node_s {
     bk_taskdb_pool_t *pool; /* DBs kept open from one owner (thread, standby) to the next */
     bk_bootstrap_t *boot;   /* cold bootstrap, both sides */
     bk_drainfetch_t *fetch; /* drained checkpoints brought here, and served */
+    bk_node_cleanup_t *cleanup; /* retired generations' directories, topics, checkpoints */
     uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
     bk_standby_t *standby;
     bk_archive_t *arch; /* the snapshot archive, or NULL */
@@ -789,7 +791,8 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         mn.boot = bk_bootstrap_new(&env);
     }
     mn.fetch = bk_drainfetch_new(plan, conf, mn.member, mc.node_id);
-    if (!mn.boot || !mn.fetch) {
+    mn.cleanup = mn.pool ? bk_node_cleanup_new(plan, conf, mn.pool, dev_port) : NULL;
+    if (!mn.boot || !mn.fetch || !mn.cleanup) {
         bk_log_error("cannot join app %s: out of memory", plan->id);
         failed = 1;
         goto done;
@@ -814,6 +817,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             archive_ask(mn.arch, &mn.crew, mn.running, mn.nrun, mn.due);
         }
         /* a drained checkpoint arrived (or was given up): a task held for it may start */
+        bk_node_cleanup_poll(mn.cleanup);
         if (bk_drainfetch_poll(mn.fetch, others(&view, mc.node_id)) && mn.nheld > 0 &&
             start_ready(&mn, &view, NULL, 0) != 0) {
             failed = 1;
@@ -882,6 +886,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         }
         retire_replaced(&mn, &view);
         bk_node_moves_progress(plan, &view, hooks, mn.told);
+        bk_node_cleanup_view(mn.cleanup, &view);
         if (view.incarnation && view.incarnation != mn.instance) {
             mn.instance = view.incarnation;
             bk_crew_set_instance(&mn.crew, mn.instance);
@@ -911,6 +916,7 @@ done:
     bk_archive_destroy(mn.arch); /* before cold bootstrap removes this node's snapshots */
     bk_bootstrap_destroy(mn.boot);
     bk_drainfetch_destroy(mn.fetch);
+    bk_node_cleanup_destroy(mn.cleanup);
     bk_taskdb_pool_destroy(mn.pool);
     bk_node_queries_free(&q);
     bk_log_info("app %s: node %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered",

@@ -38,8 +38,8 @@ describe("beck repartition", function()
      function()
     local broker = helpers.start_broker { topics = { "stamp-in:3", "stamp-out:3" } }
     local bs = broker.bootstrap
-    local sb = helpers.tmpdir()
-    local nodes = { na = start(bs, "na", "a", helpers.tmpdir()), nb = start(bs, "nb", "b", sb) }
+    local sa, sb = helpers.tmpdir(), helpers.tmpdir()
+    local nodes = { na = start(bs, "na", "a", sa), nb = start(bs, "nb", "b", sb) }
     helpers.eventually(function()
       return cluster.running(nodes.na) == 5 and cluster.running(nodes.nb) == 5
     end, 40, 0.2)
@@ -170,6 +170,47 @@ describe("beck repartition", function()
       end
     end
     assert.equal(300, scanned, out:sub(1, 500))
+    -- cleanup (docs/repartitioning.md): generations 1 and 2 are retired, so no node keeps
+    -- their task directories; generation 1's drained checkpoints are gone too (generation 2,
+    -- built from them, has drained), generation 2's stay (a rebuild of generation 3 takes
+    -- them); on real Kafka both generations' topics are emptied
+    helpers.eventually(function()
+      for _, dir in ipairs { sa, sb } do
+        for _, t in ipairs(helpers.ls(dir .. "/" .. APP)) do
+          if t:match("^[02]_%d+$") then return false, dir .. " keeps task " .. t end
+        end
+        for _, t in ipairs(helpers.ls(dir .. "/" .. APP .. "/drained")) do
+          if t:match("^0_%d+$") then return false, dir .. " keeps drained checkpoint " .. t end
+        end
+      end
+      return true
+    end, 20, 0.3)
+    local kept = 0
+    for _, dir in ipairs { sa, sb } do
+      for _, t in ipairs(helpers.ls(dir .. "/" .. APP .. "/drained")) do
+        kept = kept + (t:match("^2_%d+$") and 1 or 0)
+      end
+    end
+    assert.equal(8, kept, "generation 2's drained checkpoints")
+    if helpers.real_kafka() then
+      -- emptied, not deleted (engine/kafka.h says why); generation 3's keeps its records
+      for _, g in ipairs { 1, 2 } do
+        local topic = "stamped-0-repartition-g" .. g
+        helpers.eventually(function()
+          local offs, records = helpers.offsets(bs, topic), 0
+          for _, se in pairs(offs) do records = records + se[2] - se[1] end
+          return records == 0, topic .. " keeps " .. records .. " record(s)"
+        end, 20, 0.5)
+      end
+      local offs, records = helpers.offsets(bs, "stamped-0-repartition-g3"), 0
+      for _, se in pairs(offs) do records = records + se[2] - se[1] end
+      assert.is_true(records >= 300, "generation 3's topic holds " .. records)
+      assert.matches("cleanup: deleted the records of topic stamped%-0%-repartition%-g1",
+                     nodes.na:log() .. nodes.nb:log())
+    else
+      assert.matches("cleanup: topic stamped%-0%-repartition%-g1 of a retired generation keeps "
+                     .. "its records", nodes.na:log())
+    end
     for id, n in pairs(nodes) do
       local code = n:stop()
       if code ~= 0 then print(id, n:log():sub(-3000)) end

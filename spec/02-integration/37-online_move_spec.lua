@@ -100,17 +100,22 @@ describe("a subtopology moved to another task count while it runs", function()
     end
     -- every new task built from drained checkpoints, none by a changelog replay; those of
     -- the other node fetched (the first placement puts new tasks beside the passthroughs)
-    local builds, fetched = 0, 0
-    for _, n in pairs(nodes) do
+    local builds, fetched, where = 0, 0, {}
+    for id, n in pairs(nodes) do
       local log = n:log()
       for what in log:gmatch("task %d_%d+: built: ([^\n]*)") do
         builds = builds + 1
+        where[id] = true
         assert.matches("; %d+ drained checkpoint%(s%), 0 changelog record%(s%) replayed", what)
       end
+      if log:find("task %d_%d+: drained: every passthrough") then where[id] = true end
       for _ in log:gmatch("drained checkpoint fetched from n[ab]") do fetched = fetched + 1 end
     end
     assert.is_true(builds >= 11, "builds: " .. builds)
-    assert.is_true(fetched > 0, "no drained checkpoint was fetched from the other node")
+    -- (when one node drained every old task and built every new one, as the placement by
+    -- origin does when the old tasks ran there, nothing needs a fetch)
+    assert.is_true(fetched > 0 or not (where.na and where.nb),
+                   "no drained checkpoint was fetched from the other node")
     -- the standby of each task of generation 3 is a snapshot of its built active, fetched
     -- by cold bootstrap (its changelog alone does not hold the state it was built from)
     helpers.eventually(function()

@@ -1,0 +1,239 @@
+/* node_cleanup.c - removing retired generations' directories, topics and drained
+ * checkpoints (node_cleanup.h). */
+#include "node/node_cleanup.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/clock.h"
+#include "base/fs.h"
+#include "base/log.h"
+#include "engine/drained.h"
+#include "engine/kafka.h"
+
+#define AGAIN_MS 2000 /* a directory in use is tried again this often */
+
+enum { RETIRED = 1, DIRS_DONE = 2, TOPICS_DONE = 4, DRAINED_DONE = 8 };
+
+struct bk_node_cleanup_s {
+    bk_plan_t *plan;
+    const bk_conf_t *conf;
+    bk_taskdb_pool_t *pool;
+    int dev_port;
+    uint8_t *state; /* [plan->cap_subs] a mask of the above, by subtopology */
+    int pending;    /* something was left to do: poll tries again at again_at (mono) */
+    int64_t again_at;
+};
+
+bk_node_cleanup_t *bk_node_cleanup_new(bk_plan_t *plan, const bk_conf_t *conf,
+                                       bk_taskdb_pool_t *pool, int dev_port)
+{
+    bk_node_cleanup_t *c = calloc(1, sizeof(*c));
+    if (!c || !(c->state = calloc((size_t)plan->cap_subs + 1, 1))) {
+        free(c);
+        return NULL;
+    }
+    c->plan = plan;
+    c->conf = conf;
+    c->pool = pool;
+    c->dev_port = dev_port;
+    return c;
+}
+
+void bk_node_cleanup_destroy(bk_node_cleanup_t *c)
+{
+    if (c) {
+        free(c->state);
+        free(c);
+    }
+}
+
+static int drained(const bk_member_view_t *view, int32_t t)
+{
+    for (int i = 0; i < view->ndrained; i++) {
+        if (view->drained[i] == t) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Subtopology s is a generation (>= 1) with a later one, and each of its tasks drained. */
+static int retired(const bk_plan_t *plan, const bk_member_view_t *view, int s)
+{
+    const bk_plan_sub_t *sub = &plan->subs[s];
+    int first = bk_plan_first_task(plan, s);
+    if (sub->passthrough || sub->generation < 1 ||
+        bk_plan_latest_generation(plan, sub->of) <= sub->generation) {
+        return 0;
+    }
+    for (int p = 0; p < sub->partitions; p++) {
+        if (!drained(view, first + p)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+/* The task directories of generation subtopology s: 1 when all are gone, 0 when one is in
+ * use here now. */
+static int remove_dirs(bk_node_cleanup_t *c, int s)
+{
+    const bk_plan_sub_t *sub = &c->plan->subs[s];
+    int left = 0, removed = 0;
+    for (int p = 0; p < sub->partitions; p++) {
+        bk_task_id_t task = {s, p};
+        char dir[4096], err[512];
+        int had, rc;
+        bk_plan_task_dir(c->plan, c->conf, task, dir, sizeof(dir));
+        had = exists(dir);
+        rc = bk_taskdb_pool_remove(c->pool, c->plan, c->conf, task, err, sizeof(err));
+        if (rc == 0) {
+            left++;
+        } else if (rc < 0) {
+            bk_log_warn("cleanup: task %s of a retired generation: %s: its directory stays",
+                        BK_TASK_NAME(task), err);
+        } else {
+            removed += had;
+        }
+    }
+    if (removed > 0) {
+        bk_log_info("cleanup: generation %d of subtopology %d retired: removed %d task "
+                    "director%s%s",
+                    sub->generation, sub->of, removed, removed == 1 ? "y" : "ies",
+                    left ? " (more once their owners here close them)" : "");
+    }
+    return left == 0;
+}
+
+/* The drained checkpoints of generation subtopology s's tasks. */
+static void remove_drained(bk_node_cleanup_t *c, int s)
+{
+    const bk_plan_sub_t *sub = &c->plan->subs[s];
+    int removed = 0;
+    for (int p = 0; p < sub->partitions; p++) {
+        bk_task_id_t task = {s, p};
+        char root[4096];
+        bk_drained_root(c->plan, c->conf, task, root, sizeof(root));
+        if (!exists(root)) {
+            continue;
+        }
+        if (bk_fs_rm_tree(root) != 0 && errno != ENOENT) {
+            bk_log_warn("cleanup: %s: %s: it stays", root, strerror(errno));
+        } else {
+            removed++;
+        }
+    }
+    if (removed > 0) {
+        bk_log_info("cleanup: generation %d of subtopology %d: removed %d drained "
+                    "checkpoint(s): the generation after it has drained too",
+                    sub->generation, sub->of, removed);
+    }
+}
+
+/* The input topics of generation subtopology s (its `-repartition-g<N>`), emptied on real
+ * Kafka: their records are deleted, the topics stay (kafka.h says why). */
+static void purge_topics(bk_node_cleanup_t *c, int s)
+{
+    const bk_plan_t *plan = c->plan;
+    const bk_plan_sub_t *sub = &plan->subs[s];
+    rd_kafka_t *admin = NULL;
+    char err[1024];
+
+    for (int i = 0; i < sub->ntopics; i++) {
+        const bk_plan_topic_t *t = &plan->topics[sub->topics[i]];
+        int rc;
+        if (!t->internal || t->generation != sub->generation || t->generation < 1) {
+            continue;
+        }
+        if (c->dev_port > 0) {
+            bk_log_info("cleanup: topic %s of a retired generation keeps its records: the dev "
+                        "broker cannot delete them",
+                        t->name);
+            continue;
+        }
+        if (!admin && !(admin = bk_kafka_new(c->conf, BK_KAFKA_ADMIN, "beck-cleanup", NULL, NULL,
+                                             err, sizeof(err)))) {
+            bk_log_warn("cleanup: topic %s stays: %s", t->name, err);
+            return;
+        }
+        rc = bk_kafka_purge_topic(admin, t->name, t->partitions, err, sizeof(err));
+        if (rc < 0) {
+            bk_log_warn("cleanup: %s: its records stay", err);
+        } else if (rc > 0) {
+            bk_log_info("cleanup: deleted the records of topic %s: generation %d of "
+                        "subtopology %d is retired",
+                        t->name, sub->generation, sub->of);
+        }
+    }
+    if (admin) {
+        rd_kafka_destroy(admin);
+    }
+}
+
+static void work(bk_node_cleanup_t *c)
+{
+    const bk_plan_t *plan = c->plan;
+    int nsubs = plan->nsubs;
+    c->pending = 0;
+    for (int s = 0; s < nsubs; s++) {
+        uint8_t *st = &c->state[s];
+        const bk_plan_sub_t *sub = &plan->subs[s];
+        int next;
+        if (!(*st & RETIRED)) {
+            continue;
+        }
+        if (!(*st & DIRS_DONE)) {
+            if (remove_dirs(c, s)) {
+                *st |= DIRS_DONE;
+            } else {
+                c->pending = 1;
+            }
+        }
+        if (!(*st & TOPICS_DONE)) {
+            purge_topics(c, s);
+            *st |= TOPICS_DONE;
+        }
+        next = bk_plan_generation_sub(plan, sub->of, sub->generation + 1);
+        if (!(*st & DRAINED_DONE) && next >= 0 && (c->state[next] & RETIRED)) {
+            remove_drained(c, s);
+            *st |= DRAINED_DONE;
+        }
+    }
+    c->again_at = bk_clock_mono_ms() + AGAIN_MS;
+}
+
+void bk_node_cleanup_view(bk_node_cleanup_t *c, const bk_member_view_t *view)
+{
+    int nsubs, more = 0;
+    if (!c || view->lost) {
+        return;
+    }
+    nsubs = c->plan->nsubs;
+    for (int s = 0; s < nsubs; s++) {
+        if (!(c->state[s] & RETIRED) && retired(c->plan, view, s)) {
+            c->state[s] |= RETIRED;
+            bk_plan_set_retired(c->plan, s); /* no passthrough writes there any more */
+            more = 1;
+        }
+    }
+    if (more) {
+        work(c);
+    }
+}
+
+void bk_node_cleanup_poll(bk_node_cleanup_t *c)
+{
+    if (c && c->pending && bk_clock_mono_ms() >= c->again_at) {
+        work(c);
+    }
+}

@@ -1,0 +1,37 @@
+/* node_cleanup.h - removing what a finished move left behind (docs/repartitioning.md,
+ * Cleanup). A generation is *retired* once a later one exists and every one of its tasks
+ * has drained (the view's drained list): nothing runs it again. Then on every node:
+ * - its tasks' directories go (their state lives on in the drained checkpoints and the
+ *   changelogs), each once no owner here has its DB out (bk_taskdb_pool_remove);
+ * - its input topic, the generation's `-repartition-g<N>`, is emptied on real Kafka (its
+ *   records deleted; the topic stays: engine/kafka.h says why); every node does it once
+ *   per run (idempotent, and one that started after the move may have made it again);
+ * - once the generation after it is retired too, its drained checkpoints go: every task of
+ *   that later generation was built and has drained, so no build reads them again.
+ * Its changelogs stay: a task built again without a drained checkpoint replays them. The
+ * plan marks it retired first (bk_plan_set_retired): a passthrough task going live writes
+ * no barrier to it.
+ * Main thread. */
+#ifndef BK_NODE_CLEANUP_H
+#define BK_NODE_CLEANUP_H
+
+#include "base/conf.h"
+#include "cluster/member.h"
+#include "engine/plan.h"
+#include "engine/taskdb.h"
+
+typedef struct bk_node_cleanup_s bk_node_cleanup_t;
+
+/* dev_port: the dev broker's control port (no records are deleted there), 0 on real Kafka.
+ * NULL without memory. */
+bk_node_cleanup_t *bk_node_cleanup_new(bk_plan_t *plan, const bk_conf_t *conf,
+                                       bk_taskdb_pool_t *pool, int dev_port);
+void bk_node_cleanup_destroy(bk_node_cleanup_t *c);
+
+/* After each view the node applied (its plan grown by the view's moves): the generations
+ * it retires are cleaned now, what is still in use is tried again by bk_node_cleanup_poll. */
+void bk_node_cleanup_view(bk_node_cleanup_t *c, const bk_member_view_t *view);
+/* Every turn of the node's loop: a directory in use is tried again every 2 s. */
+void bk_node_cleanup_poll(bk_node_cleanup_t *c);
+
+#endif
