@@ -284,3 +284,71 @@ int bk_changelog_flush(bk_store_t *st, char *errstr, size_t errstr_size)
     rocksdb_writebatch_clear(st->restore_batch);
     return 0;
 }
+
+int bk_changelog_write_base(bk_store_t *st, char **cursor, size_t *curlen, int max,
+                            int64_t *written, int *done)
+{
+    rocksdb_iterator_t *it;
+    int n = 0, rc = BK_FFI_OK;
+    char *err = NULL;
+
+    *done = 0;
+    if (!st->logged || !st->changelog) {
+        *done = 1;
+        return BK_FFI_OK;
+    }
+    it = rocksdb_create_iterator_cf(st->db->rdb, st->db->ropts, st->cf);
+    if (*cursor) {
+        size_t kl;
+        const char *k;
+        rocksdb_iter_seek(it, *cursor, *curlen);
+        if (rocksdb_iter_valid(it) && (k = rocksdb_iter_key(it, &kl)) && kl == *curlen &&
+            memcmp(k, *cursor, kl) == 0) {
+            rocksdb_iter_next(it); /* written in the slice before */
+        }
+    } else {
+        rocksdb_iter_seek_to_first(it);
+    }
+    for (; rocksdb_iter_valid(it) && n < max; rocksdb_iter_next(it), n++) {
+        size_t kl, vl;
+        const char *k = rocksdb_iter_key(it, &kl), *v = rocksdb_iter_value(it, &vl);
+        if (kl <= KG_BYTES) {
+            continue;
+        }
+        /* the record the store wrote: its key without the group, a TTL value at its time */
+        rc = st->ttl_ms > 0 && vl >= BK_TTL_BYTES
+                 ? bk_store_log_write(st, k + KG_BYTES, kl - KG_BYTES, v + BK_TTL_BYTES,
+                                      vl - BK_TTL_BYTES, bk_ttl_time(v))
+                 : bk_store_log_write(st, k + KG_BYTES, kl - KG_BYTES, v, vl, 0);
+        if (rc != BK_FFI_OK) {
+            break;
+        }
+        (*written)++;
+        if (kl > *curlen || !*cursor) {
+            char *c = realloc(*cursor, kl);
+            if (!c) {
+                snprintf(st->err, sizeof(st->err), "store %s: out of memory", st->name);
+                rc = BK_FFI_ERR;
+                break;
+            }
+            *cursor = c;
+        }
+        memcpy(*cursor, k, kl);
+        *curlen = kl;
+    }
+    if (rc == BK_FFI_OK) {
+        rocksdb_iter_get_error(it, &err);
+        if (err) {
+            snprintf(st->err, sizeof(st->err), "store %s: reading it: %s", st->name, err);
+            free(err);
+            rc = BK_FFI_ERR;
+        } else if (!rocksdb_iter_valid(it)) {
+            *done = 1;
+            free(*cursor);
+            *cursor = NULL;
+            *curlen = 0;
+        }
+    }
+    rocksdb_iter_destroy(it);
+    return rc;
+}

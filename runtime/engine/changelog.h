@@ -31,6 +31,17 @@ int bk_changelog_flush(bk_store_t *st, char *errstr, size_t errstr_size);
  * so that its own changelog is replayed from its start on top of what was built. */
 void bk_changelog_rebase(bk_store_t *st);
 
+/* Sealing a later generation's task (docs/repartitioning.md, Cleanup): the store's whole
+ * state written to its changelog, a slice at a time, each entry as the record the store
+ * wrote for it (its key without the group, a TTL value at its write time), so that the
+ * changelog alone holds the state the task was built from. From after *cursor (a disk key,
+ * *curlen bytes; NULL: the start), at most max entries; *cursor is then the last one
+ * written (malloc'd), or NULL with *done = 1 at the end. Read from the DB: call it when
+ * the store has no write pending (right after a commit). *written counts the records.
+ * BK_FFI_OK, or BK_FFI_ERR with the message in the store's error. */
+int bk_changelog_write_base(bk_store_t *st, char **cursor, size_t *curlen, int max,
+                            int64_t *written, int *done);
+
 /* Records read after the last marker, not applied yet. */
 int64_t bk_changelog_pending(const bk_store_t *st);
 /* At the end of a takeover's restore: the pending records are the previous owner's writes

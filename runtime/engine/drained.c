@@ -68,19 +68,30 @@ int bk_drained_find(const bk_plan_t *plan, const bk_conf_t *conf, bk_task_id_t t
     return found;
 }
 
-int bk_drained_built(const char *taskdir)
+int bk_drained_marked(const char *taskdir, const char *name)
 {
     char path[4200];
-    snprintf(path, sizeof(path), "%s/%s", taskdir, BK_DRAINED_BUILT_FILE);
+    snprintf(path, sizeof(path), "%s/%s", taskdir, name);
     return access(path, F_OK) == 0;
+}
+
+int bk_drained_built(const char *taskdir)
+{
+    return bk_drained_marked(taskdir, BK_DRAINED_BUILT_FILE);
 }
 
 int bk_drained_mark_built(const char *taskdir, const char *text, char *errstr, size_t errstr_size)
 {
+    return bk_drained_mark(taskdir, BK_DRAINED_BUILT_FILE, text, errstr, errstr_size);
+}
+
+int bk_drained_mark(const char *taskdir, const char *name, const char *text, char *errstr,
+                    size_t errstr_size)
+{
     char path[4200];
     ssize_t len = (ssize_t)strlen(text);
     int fd;
-    snprintf(path, sizeof(path), "%s/%s", taskdir, BK_DRAINED_BUILT_FILE);
+    snprintf(path, sizeof(path), "%s/%s", taskdir, name);
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || write(fd, text, (size_t)len) != len || fsync(fd) != 0) {
         snprintf(errstr, errstr_size, "cannot write %.900s: %s", path, strerror(errno));

@@ -35,6 +35,10 @@ int bk_drained_make(bk_db_t *db, const bk_plan_t *plan, const bk_conf_t *conf, b
 #define BK_DRAINED_BUILT_FILE "BUILT"
 int bk_drained_built(const char *taskdir);
 int bk_drained_mark_built(const char *taskdir, const char *text, char *errstr, size_t errstr_size);
+/* The same for any such mark file `name` in a task directory (SEALED: thread_seal.c). */
+int bk_drained_marked(const char *taskdir, const char *name);
+int bk_drained_mark(const char *taskdir, const char *name, const char *text, char *errstr,
+                    size_t errstr_size);
 
 /* The task's drained checkpoint on this node, whole (its manifest written last): 1 with
  * its directory in dir, 0 when there is none. */

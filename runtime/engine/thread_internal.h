@@ -177,6 +177,13 @@ struct bk_thread_s {
     uint8_t **barriers; /* [cap] a replaced generation's task: the barriers it read, a bit
                          * per (passthrough input, passthrough task); NULL: none */
     uint8_t *drain;     /* [cap] DRAIN_*: every barrier read, then told */
+    /* Sealing (thread_seal.c), by slot: SEAL_*, the plan store being written, the last
+     * disk key written of it, the records written */
+    uint8_t *seal;
+    int *seal_store;
+    char **seal_cursor;
+    size_t *seal_curlen;
+    int64_t *seal_written;
     bk_thread_drained_cb drained; /* bk_thread_set_drained */
     void *drained_opaque;
 };
@@ -201,6 +208,20 @@ int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t
  * a node killed between the commit and its drained record did not). */
 char *bk_thread_moves_meta(const bk_thread_t *thr, int slot);
 void bk_thread_moves_restore(bk_thread_t *thr, int slot, const char *meta);
+/* Sealing (thread_seal.c): tables (init 0 or -1; free), a slot that leaves, a committed
+ * metadata read when the task opens ("beck.sealed": sealed where it ran before), a task
+ * going live (a built one not sealed starts writing its state to its changelogs), what
+ * follows a commit (a slice of each task writing, the seal of each whose last slice it
+ * covered; 0 or -1 with thr->err), and whether a slot's task is sealed (its commits say
+ * so). */
+#define BK_THREAD_SEALED_META "beck.sealed"
+int bk_thread_seal_init(bk_thread_t *thr);
+void bk_thread_seal_free(bk_thread_t *thr);
+void bk_thread_seal_forget(bk_thread_t *thr, int slot);
+void bk_thread_seal_restore(bk_thread_t *thr, int slot, const char *meta);
+void bk_thread_seal_live(bk_thread_t *thr, int slot);
+int bk_thread_seal_after_commit(bk_thread_t *thr);
+int bk_thread_seal_done(const bk_thread_t *thr, int slot);
 /* A later generation's task of an opening job, built once (thread_build.c): before its DB
  * opens, from the drained checkpoints on this node of the generation before; then, its DB
  * open, the rest from their changelogs. 0, or -1 with job->err. */

@@ -24,7 +24,7 @@ int bk_thread_moves_init(bk_thread_t *thr)
     thr->pass_target = malloc((size_t)thr->plan->cap_topics * sizeof(int));
     thr->barriers = calloc((size_t)thr->cap + 1, sizeof(*thr->barriers));
     thr->drain = calloc((size_t)thr->cap + 1, 1);
-    if (!thr->pass_target || !thr->barriers || !thr->drain) {
+    if (!thr->pass_target || !thr->barriers || !thr->drain || bk_thread_seal_init(thr) != 0) {
         return -1;
     }
     for (int t = 0; t < thr->plan->cap_topics; t++) {
@@ -41,6 +41,7 @@ void bk_thread_moves_free(bk_thread_t *thr)
     free(thr->barriers);
     free(thr->drain);
     free(thr->pass_target);
+    bk_thread_seal_free(thr);
 }
 
 void bk_thread_moves_forget(bk_thread_t *thr, int slot)
@@ -48,6 +49,7 @@ void bk_thread_moves_forget(bk_thread_t *thr, int slot)
     free(thr->barriers[slot]);
     thr->barriers[slot] = NULL;
     thr->drain[slot] = DRAIN_NONE;
+    bk_thread_seal_forget(thr, slot);
 }
 
 /* Where input topic t of a passthrough (k-th of its subtopology's) goes in generation g of
@@ -169,7 +171,7 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
             }
         }
     }
-    return 0;
+    return bk_thread_seal_after_commit(thr);
 }
 
 int bk_thread_moves_live(bk_thread_t *thr, int slot)
@@ -269,15 +271,25 @@ static int barrier_bits(const bk_thread_t *thr, int slot)
 char *bk_thread_moves_meta(const bk_thread_t *thr, int slot)
 {
     int bits = barrier_bits(thr, slot), bytes = (bits + 7) / 8;
+    int barriers = thr->barriers[slot] && bits > 0, sealed = bk_thread_seal_done(thr, slot);
     char *meta;
-    size_t len;
-    if (!thr->barriers[slot] || bits == 0 ||
-        !(meta = malloc(sizeof(META_PREFIX) + 2 * (size_t)bytes))) {
+    size_t len = 0;
+    /* "beck.barriers=<hex>", "beck.sealed", or both with ';' between */
+    if ((!barriers && !sealed) ||
+        !(meta = malloc(sizeof(META_PREFIX) + 2 * (size_t)bytes + sizeof(BK_THREAD_SEALED_META) +
+                        1))) {
         return NULL;
     }
-    len = (size_t)snprintf(meta, sizeof(META_PREFIX), "%s", META_PREFIX);
-    for (int b = 0; b < bytes; b++) {
-        len += (size_t)snprintf(meta + len, 3, "%02x", thr->barriers[slot][b]);
+    meta[0] = '\0';
+    if (barriers) {
+        len = (size_t)snprintf(meta, sizeof(META_PREFIX), "%s", META_PREFIX);
+        for (int b = 0; b < bytes; b++) {
+            len += (size_t)snprintf(meta + len, 3, "%02x", thr->barriers[slot][b]);
+        }
+    }
+    if (sealed) {
+        snprintf(meta + len, sizeof(BK_THREAD_SEALED_META) + 1, "%s%s", barriers ? ";" : "",
+                 BK_THREAD_SEALED_META);
     }
     return meta;
 }
@@ -286,8 +298,9 @@ void bk_thread_moves_restore(bk_thread_t *thr, int slot, const char *meta)
 {
     int bits = barrier_bits(thr, slot), bytes = (bits + 7) / 8, all = 1;
     const char *hex;
+    bk_thread_seal_restore(thr, slot, meta);
     if (bits == 0 || strncmp(meta, META_PREFIX, strlen(META_PREFIX)) != 0 ||
-        strlen(hex = meta + strlen(META_PREFIX)) != 2 * (size_t)bytes) {
+        strcspn(hex = meta + strlen(META_PREFIX), ";") != 2 * (size_t)bytes) {
         return; /* not ours, or of another passthrough count */
     }
     if (!thr->barriers[slot] && !(thr->barriers[slot] = calloc((size_t)bytes, 1))) {

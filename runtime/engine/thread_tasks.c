@@ -654,6 +654,7 @@ static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *
             thr->tp_next[tp] >= 0 ? thr->tp_next[tp] : RD_KAFKA_OFFSET_INVALID;
     }
     /* a passthrough's barriers come before anything it forwards */
+    bk_thread_seal_live(thr, slot);
     if (bk_thread_moves_live(thr, slot) != 0) {
         return -1;
     }

@@ -1,5 +1,6 @@
 /* node_cleanup.c - removing retired generations' directories, topics and drained
  * checkpoints (node_cleanup.h). */
+#define _GNU_SOURCE /* memmem */
 #include "node/node_cleanup.h"
 
 #include <errno.h>
@@ -16,7 +17,9 @@
 
 #define AGAIN_MS 2000 /* a directory in use is tried again this often */
 
-enum { RETIRED = 1, DIRS_DONE = 2, TOPICS_DONE = 4, DRAINED_DONE = 8 };
+enum { RETIRED = 1, DIRS_DONE = 2, TOPICS_DONE = 4, DRAINED_DONE = 8, LOGS_DONE = 16, SEALED = 32 };
+
+#define SEALED_META "beck.sealed" /* engine/thread_internal.h: a sealed task's commits */
 
 struct bk_node_cleanup_s {
     bk_plan_t *plan;
@@ -26,6 +29,8 @@ struct bk_node_cleanup_s {
     uint8_t *state; /* [plan->cap_subs] a mask of the above, by subtopology */
     int pending;    /* something was left to do: poll tries again at again_at (mono) */
     int64_t again_at;
+    rd_kafka_t *admin;    /* made when first needed */
+    rd_kafka_t *consumer; /* of the app's group: its committed offsets' metadata */
 };
 
 bk_node_cleanup_t *bk_node_cleanup_new(bk_plan_t *plan, const bk_conf_t *conf,
@@ -46,6 +51,13 @@ bk_node_cleanup_t *bk_node_cleanup_new(bk_plan_t *plan, const bk_conf_t *conf,
 void bk_node_cleanup_destroy(bk_node_cleanup_t *c)
 {
     if (c) {
+        if (c->consumer) {
+            rd_kafka_consumer_close(c->consumer);
+            rd_kafka_destroy(c->consumer);
+        }
+        if (c->admin) {
+            rd_kafka_destroy(c->admin);
+        }
         free(c->state);
         free(c);
     }
@@ -140,18 +152,60 @@ static void remove_drained(bk_node_cleanup_t *c, int s)
     }
 }
 
+static rd_kafka_t *admin_of(bk_node_cleanup_t *c)
+{
+    char err[1024];
+    if (!c->admin &&
+        !(c->admin = bk_kafka_new(c->conf, BK_KAFKA_ADMIN, "beck-cleanup", NULL, NULL, err,
+                                  sizeof(err)))) {
+        bk_log_warn("cleanup: no admin client: %s", err);
+    }
+    return c->admin;
+}
+
+/* Empties a topic of `partitions` partitions (kafka.h); `why` ends the log line. A compacted
+ * one (a changelog) refuses DeleteRecords ("policy violation"): it is made compact,delete
+ * for the call, then compact again. */
+static void purge(bk_node_cleanup_t *c, const char *topic, int partitions, int compacted,
+                  const char *why)
+{
+    static const char *const both[] = {"cleanup.policy", "compact,delete", NULL};
+    static const char *const compact[] = {"cleanup.policy", "compact", NULL};
+    char err[1024];
+    rd_kafka_t *admin = admin_of(c);
+    int rc = -1;
+    if (admin && compacted &&
+        bk_kafka_alter_topic_configs(admin, topic, both, 30000, err, sizeof(err)) != 0) {
+        bk_log_warn("cleanup: %s: its records stay", err);
+        return;
+    }
+    if (admin) {
+        rc = bk_kafka_purge_topic(admin, topic, partitions, err, sizeof(err));
+    }
+    if (admin && compacted) {
+        char err2[1024];
+        if (bk_kafka_alter_topic_configs(admin, topic, compact, 30000, err2, sizeof(err2)) != 0) {
+            bk_log_warn("cleanup: %s: it stays compact,delete", err2);
+        }
+    }
+    if (rc < 0 && admin) {
+        bk_log_warn("cleanup: %s: its records stay", err);
+    } else if (rc > 0) {
+        bk_log_info("cleanup: deleted the records of topic %s: %s", topic, why);
+    }
+}
+
 /* The input topics of generation subtopology s (its `-repartition-g<N>`), emptied on real
  * Kafka: their records are deleted, the topics stay (kafka.h says why). */
 static void purge_topics(bk_node_cleanup_t *c, int s)
 {
     const bk_plan_t *plan = c->plan;
     const bk_plan_sub_t *sub = &plan->subs[s];
-    rd_kafka_t *admin = NULL;
-    char err[1024];
-
+    char why[128];
+    snprintf(why, sizeof(why), "generation %d of subtopology %d is retired", sub->generation,
+             sub->of);
     for (int i = 0; i < sub->ntopics; i++) {
         const bk_plan_topic_t *t = &plan->topics[sub->topics[i]];
-        int rc;
         if (!t->internal || t->generation != sub->generation || t->generation < 1) {
             continue;
         }
@@ -161,22 +215,77 @@ static void purge_topics(bk_node_cleanup_t *c, int s)
                         t->name);
             continue;
         }
-        if (!admin && !(admin = bk_kafka_new(c->conf, BK_KAFKA_ADMIN, "beck-cleanup", NULL, NULL,
-                                             err, sizeof(err)))) {
-            bk_log_warn("cleanup: topic %s stays: %s", t->name, err);
-            return;
-        }
-        rc = bk_kafka_purge_topic(admin, t->name, t->partitions, err, sizeof(err));
-        if (rc < 0) {
-            bk_log_warn("cleanup: %s: its records stay", err);
-        } else if (rc > 0) {
-            bk_log_info("cleanup: deleted the records of topic %s: generation %d of "
-                        "subtopology %d is retired",
-                        t->name, sub->generation, sub->of);
+        purge(c, t->name, t->partitions, 0, why);
+    }
+}
+
+/* Every task of generation subtopology m (a built one, >= 2) sealed, as the metadata of its
+ * input offsets' commits says (engine/thread_seal.c). */
+static int all_sealed(bk_node_cleanup_t *c, int m)
+{
+    const bk_plan_t *plan = c->plan;
+    const bk_plan_sub_t *sub = &plan->subs[m];
+    rd_kafka_topic_partition_list_t *list;
+    char err[1024];
+    int sealed = 1;
+
+    if (c->state[m] & SEALED) {
+        return 1;
+    }
+    if (sub->generation < 2 || sub->ntopics < 1) {
+        return 0;
+    }
+    if (!c->consumer && !(c->consumer = bk_kafka_new(c->conf, BK_KAFKA_CONSUMER, "beck-cleanup",
+                                                     NULL, NULL, err, sizeof(err)))) {
+        bk_log_warn("cleanup: no consumer to read the app's commits: %s", err);
+        return 0;
+    }
+    list = rd_kafka_topic_partition_list_new(sub->partitions + 1);
+    for (int p = 0; p < sub->partitions; p++) {
+        rd_kafka_topic_partition_list_add(list, plan->topics[sub->topics[0]].name, p);
+    }
+    if (rd_kafka_committed(c->consumer, list, 5000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        sealed = 0;
+    }
+    for (int i = 0; sealed && i < list->cnt; i++) {
+        const rd_kafka_topic_partition_t *e = &list->elems[i];
+        sealed = !e->err && e->metadata && e->metadata_size > 0 &&
+                 memmem(e->metadata, e->metadata_size, SEALED_META, strlen(SEALED_META));
+    }
+    rd_kafka_topic_partition_list_destroy(list);
+    if (sealed) {
+        c->state[m] |= SEALED;
+    }
+    return sealed;
+}
+
+/* A generation after s's of the same subtopology whose tasks are all sealed, or -1. */
+static int sealed_after(bk_node_cleanup_t *c, int s)
+{
+    const bk_plan_sub_t *sub = &c->plan->subs[s];
+    int latest = bk_plan_latest_generation(c->plan, sub->of);
+    for (int g = latest; g > sub->generation; g--) {
+        int m = bk_plan_generation_sub(c->plan, sub->of, g);
+        if (m >= 0 && all_sealed(c, m)) {
+            return m;
         }
     }
-    if (admin) {
-        rd_kafka_destroy(admin);
+    return -1;
+}
+
+/* The changelogs of generation subtopology s's stores, emptied: generation m after it is
+ * sealed, so no task restores or is built from them again. */
+static void purge_changelogs(bk_node_cleanup_t *c, int s, int m)
+{
+    const bk_plan_t *plan = c->plan;
+    char why[160];
+    snprintf(why, sizeof(why), "generation %d of subtopology %d is sealed (its changelogs hold "
+             "its whole state)", plan->subs[m].generation, plan->subs[m].of);
+    for (int i = 0; i < plan->nstores; i++) {
+        const bk_plan_store_t *st = &plan->stores[i];
+        if (st->sub == s && st->logged && st->changelog) {
+            purge(c, st->changelog, plan->subs[s].partitions, 1, why);
+        }
     }
 }
 
@@ -207,6 +316,19 @@ static void work(bk_node_cleanup_t *c)
         if (!(*st & DRAINED_DONE) && next >= 0 && (c->state[next] & RETIRED)) {
             remove_drained(c, s);
             *st |= DRAINED_DONE;
+        }
+        /* its changelogs (and drained checkpoints): once a later generation is sealed */
+        if (!(*st & LOGS_DONE) && c->dev_port == 0) {
+            int m = sealed_after(c, s);
+            if (m < 0) {
+                c->pending = 1;
+                continue;
+            }
+            purge_changelogs(c, s, m);
+            if (!(*st & DRAINED_DONE)) {
+                remove_drained(c, s);
+            }
+            *st |= LOGS_DONE | DRAINED_DONE;
         }
     }
     c->again_at = bk_clock_mono_ms() + AGAIN_MS;

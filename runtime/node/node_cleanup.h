@@ -7,8 +7,10 @@
  *   records deleted; the topic stays: engine/kafka.h says why); every node does it once
  *   per run (idempotent, and one that started after the move may have made it again);
  * - once the generation after it is retired too, its drained checkpoints go: every task of
- *   that later generation was built and has drained, so no build reads them again.
- * Its changelogs stay: a task built again without a drained checkpoint replays them. The
+ *   that later generation was built and has drained, so no build reads them again;
+ * - on real Kafka, once every task of a later generation is sealed (its commits' metadata
+ *   says so: engine/thread_seal.c), its changelogs are emptied too (and its drained
+ *   checkpoints go): no task restores or is built from them again. The
  * plan marks it retired first (bk_plan_set_retired): a passthrough task going live writes
  * no barrier to it.
  * Main thread. */

@@ -127,6 +127,26 @@ describe("a subtopology moved to another task count while it runs", function()
       end
       return n == 3, n .. " of generation 3's standbys installed"
     end, 40, 0.3)
+    -- each task of generation 3 seals: its changelog gets its whole state; then on real
+    -- Kafka the changelogs of generations 1 and 2 are emptied (nothing restores from them)
+    helpers.eventually(function()
+      local seen, n = {}, 0
+      for _, node in pairs(nodes) do
+        for t in node:log():gmatch("task (3_%d+): sealed: its changelogs hold") do
+          if not seen[t] then seen[t], n = true, n + 1 end
+        end
+      end
+      return n == 3, n .. " of generation 3's tasks sealed"
+    end, 40, 0.3)
+    if helpers.real_kafka() then
+      for _, topic in ipairs { "stamped-counts-changelog-g1", "stamped-counts-changelog-g2" } do
+        helpers.eventually(function()
+          local records = 0
+          for _, se in pairs(helpers.offsets(bs, topic)) do records = records + se[2] - se[1] end
+          return records == 0, topic .. " keeps " .. records .. " record(s)"
+        end, 30, 0.5)
+      end
+    end
     local state_of = {} -- task -> the state directory of the node running it last
     for id, n in pairs(nodes) do
       for _, task in ipairs(cluster.now_of(n).running) do state_of[task] = states[id] end
@@ -148,5 +168,29 @@ describe("a subtopology moved to another task count while it runs", function()
       stored = stored + n
     end
     assert.equal(KEYS, stored)
+
+    -- both nodes start again on empty disks: generation 3 is restored from its own
+    -- changelogs (on Kafka the only ones left with records), and counts on from 7
+    nodes = { na = start(bs, "na", "a", sshd), nb = start(bs, "nb", "b", sshd) }
+    helpers.eventually(function()
+      return cluster.running(nodes.na) + cluster.running(nodes.nb) == 8
+    end, 60, 0.3)
+    helpers.produce(bs, "stamp-in", round()) -- round 8
+    helpers.eventually(function()
+      local n = cluster.committed_total(bs, "stamp-in", APP)
+      return n == total + KEYS, string.format("%d of stamp-in's %d records committed", n,
+                                              total + KEYS)
+    end, 90, 0.5)
+    local last = {}
+    helpers.eventually(function()
+      local list = helpers.consume(bs, "stamp-out", { timeout = 30 })
+      if #list < total + KEYS then return false, #list .. " outputs" end
+      for _, r in ipairs(list) do last[r.key] = tonumber(r.value:match("^(%d+) ")) end
+      return true
+    end, 60, 1)
+    for i = 1, KEYS do assert.equal(8, last["k" .. i], "count of k" .. i .. " after a restart") end
+    for id, n in pairs(nodes) do
+      assert.equal(0, n:stop(), id .. ": " .. n:log():sub(-2000))
+    end
   end)
 end)

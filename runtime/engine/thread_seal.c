@@ -1,0 +1,171 @@
+/* thread_seal.c - sealing a later generation's task (docs/repartitioning.md, Cleanup): once
+ * built, the task writes its whole state to its own changelogs, a slice after each commit,
+ * so that they alone hold it and the generations before it can go. The commit after the
+ * last slice makes the records durable: the task is then sealed, which its directory
+ * (SEALED) and the metadata of its input offsets' commits ("beck.sealed") say, for the
+ * node that opens it next and for the nodes' cleanup. Stream thread only.
+ *
+ * Why a slice read from the DB right after a commit is right: the stores have no write
+ * pending then (the cache flushed, the batches written), so each entry written is the
+ * value of the key's newest changelog record at that moment, and any later write of the
+ * key comes after it in the changelog. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/ffi.h"
+#include "base/log.h"
+#include "base/task.h"
+#include "engine/changelog.h"
+#include "engine/drained.h"
+#include "engine/thread_internal.h"
+
+/* Entries written after a commit, over the thread's tasks: the thread's other work waits
+ * meanwhile (~20-40 ms), and a task of 1 M keys seals over 50 commits, in the background of
+ * its processing: nothing waits for a seal but the cleanup of older generations. */
+#define BUDGET 20000
+#define SEALED_FILE "SEALED"
+
+enum { SEAL_NONE = 0, SEAL_WRITING, SEAL_WRITTEN, SEAL_DONE };
+
+int bk_thread_seal_init(bk_thread_t *thr)
+{
+    thr->seal = calloc((size_t)thr->cap + 1, 1);
+    thr->seal_store = calloc((size_t)thr->cap + 1, sizeof(int));
+    thr->seal_cursor = calloc((size_t)thr->cap + 1, sizeof(char *));
+    thr->seal_curlen = calloc((size_t)thr->cap + 1, sizeof(size_t));
+    thr->seal_written = calloc((size_t)thr->cap + 1, sizeof(int64_t));
+    return thr->seal && thr->seal_store && thr->seal_cursor && thr->seal_curlen &&
+                   thr->seal_written
+               ? 0
+               : -1;
+}
+
+void bk_thread_seal_free(bk_thread_t *thr)
+{
+    for (int s = 0; thr->seal_cursor && s < thr->cap; s++) {
+        free(thr->seal_cursor[s]);
+    }
+    free(thr->seal);
+    free(thr->seal_store);
+    free(thr->seal_cursor);
+    free(thr->seal_curlen);
+    free(thr->seal_written);
+}
+
+void bk_thread_seal_forget(bk_thread_t *thr, int slot)
+{
+    if (!thr->seal) {
+        return;
+    }
+    thr->seal[slot] = SEAL_NONE;
+    thr->seal_store[slot] = 0;
+    free(thr->seal_cursor[slot]);
+    thr->seal_cursor[slot] = NULL;
+    thr->seal_curlen[slot] = 0;
+    thr->seal_written[slot] = 0;
+}
+
+void bk_thread_seal_restore(bk_thread_t *thr, int slot, const char *meta)
+{
+    if (strstr(meta, BK_THREAD_SEALED_META)) {
+        thr->seal[slot] = SEAL_DONE;
+    }
+}
+
+int bk_thread_seal_done(const bk_thread_t *thr, int slot)
+{
+    return thr->seal && thr->seal[slot] == SEAL_DONE;
+}
+
+static void task_dir(const bk_thread_t *thr, int slot, char *buf, size_t size)
+{
+    bk_plan_task_dir(thr->plan, thr->conf, thr->tasks[slot], buf, size);
+}
+
+void bk_thread_seal_live(bk_thread_t *thr, int slot)
+{
+    const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[slot].sub];
+    char dir[4096], err[512];
+    if (sub->passthrough || sub->generation < 2 || !thr->dbs[slot]) {
+        return; /* only a built task's changelogs lack the state it started from */
+    }
+    task_dir(thr, slot, dir, sizeof(dir));
+    if (thr->seal[slot] == SEAL_DONE || bk_drained_marked(dir, SEALED_FILE)) {
+        /* sealed before (here, or where its commits come from) */
+        if (thr->seal[slot] != SEAL_DONE &&
+            bk_drained_mark(dir, SEALED_FILE, "sealed\n", err, sizeof(err)) != 0) {
+            bk_log_warn("task %s: %s", BK_TASK_NAME(thr->tasks[slot]), err);
+        }
+        thr->seal[slot] = SEAL_DONE;
+        return;
+    }
+    thr->seal[slot] = SEAL_WRITING;
+    thr->seal_store[slot] = 0;
+}
+
+/* The commit covered the last slice: sealed. Its input offsets are committed again with
+ * the metadata at the next commit. */
+static void sealed(bk_thread_t *thr, int slot)
+{
+    char dir[4096], err[512], text[64];
+    task_dir(thr, slot, dir, sizeof(dir));
+    snprintf(text, sizeof(text), "sealed: %lld record(s)\n", (long long)thr->seal_written[slot]);
+    if (bk_drained_mark(dir, SEALED_FILE, text, err, sizeof(err)) != 0) {
+        bk_log_warn("task %s: %s", BK_TASK_NAME(thr->tasks[slot]), err);
+    }
+    thr->seal[slot] = SEAL_DONE;
+    for (int j = 0; j < thr->slot_ntps[slot]; j++) {
+        int i = thr->slot_tps[slot][j];
+        if (thr->tp_next[i] >= 0) {
+            thr->tp_dirty[i] = 1;
+        }
+    }
+    bk_log_info("task %s: sealed: its changelogs hold its whole state (%lld record(s) "
+                "written): the generations before it are no longer needed to restore it",
+                BK_TASK_NAME(thr->tasks[slot]), (long long)thr->seal_written[slot]);
+}
+
+/* A slice of slot's stores, at most *left entries (taken from it): 0, or -1 with thr->err. */
+static int slice(bk_thread_t *thr, int slot, int *left_io)
+{
+    const bk_plan_t *plan = thr->plan;
+    int left = *left_io;
+    while (thr->seal_store[slot] < plan->nstores && left > 0) {
+        bk_store_t *st = thr->store_of[slot][thr->seal_store[slot]];
+        int64_t before = thr->seal_written[slot];
+        int done = 1;
+        if (st && bk_changelog_write_base(st, &thr->seal_cursor[slot], &thr->seal_curlen[slot],
+                                          left, &thr->seal_written[slot], &done) != BK_FFI_OK) {
+            snprintf(thr->err, sizeof(thr->err), "task %s: sealing: %s",
+                     BK_TASK_NAME(thr->tasks[slot]), bk_ffi_store_error(st));
+            return -1;
+        }
+        left -= (int)(thr->seal_written[slot] - before);
+        if (done) {
+            thr->seal_store[slot]++;
+        }
+    }
+    if (thr->seal_store[slot] >= plan->nstores) {
+        thr->seal[slot] = SEAL_WRITTEN; /* durable at the next commit */
+    }
+    *left_io = left;
+    return 0;
+}
+
+int bk_thread_seal_after_commit(bk_thread_t *thr)
+{
+    int left = BUDGET;
+    for (int i = 0; i < thr->ntasks; i++) {
+        int s = thr->owned[i];
+        if (thr->slot_state[s] != SLOT_LIVE) {
+            continue;
+        }
+        if (thr->seal[s] == SEAL_WRITTEN) {
+            sealed(thr, s);
+        } else if (thr->seal[s] == SEAL_WRITING && left > 0 && slice(thr, s, &left) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
