@@ -66,7 +66,8 @@ static void setup(void)
     for (int i = 0; plan && i < plan->nsubs; i++) {
         plan->subs[i].partitions = 4; /* as a start learns them from the broker */
     }
-    if (!plan || !(route = bk_route_new(plan, "fuzz"))) {
+    /* the app's task table, as a start makes it once the partitions are known */
+    if (!plan || bk_plan_make_task_table(plan) != 0 || !(route = bk_route_new(plan, "fuzz"))) {
         fprintf(stderr, "http fuzz: no plan: %s\n", plan ? "out of memory" : err);
         abort();
     }

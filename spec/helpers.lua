@@ -985,6 +985,25 @@ function helpers.offsets(bootstrap, topic, opts)
   return t
 end
 
+-- records(bootstrap, topic) -> how many records the topic holds (high watermark minus log
+-- start offset, summed over its partitions).
+function helpers.records(bootstrap, topic)
+  local n = 0
+  for _, se in pairs(helpers.offsets(bootstrap, topic)) do n = n + se[2] - se[1] end
+  return n
+end
+
+-- wait_empty(bootstrap, topics, timeout) waits until each topic holds no record (its records
+-- deleted: DeleteRecords to its end).
+function helpers.wait_empty(bootstrap, topics, timeout)
+  for _, topic in ipairs(topics) do
+    helpers.eventually(function()
+      local n = helpers.records(bootstrap, topic)
+      return n == 0, topic .. " keeps " .. n .. " record(s)"
+    end, timeout or 30, 0.5)
+  end
+end
+
 -- configs(bootstrap, topic) -> table name -> value of a topic's configs (real Kafka).
 function helpers.configs(bootstrap, topic)
   local out, err = client({ "configs", bootstrap, topic }, {})
