@@ -24,6 +24,11 @@
 #define MANIFEST_MAX (64u << 20) /* a manifest of BK_MANIFEST_MAX_FILES lines fits */
 #define SWEEP_MS 10000
 #define RETRY_LATER_MS 2000
+#define NO_SNAPSHOT "no snapshot could be made"
+/* An active that answers it has no snapshot of a task (it gave the task up as the view
+ * changed: a join moves tasks while a joiner asks) is asked again, through the next view's
+ * active, this many times before the replica restores from its changelog instead. */
+#define MOVED_RETRIES 2
 
 enum { J_IDLE = 0, J_WANTED, J_REQUESTED, J_FETCHING, J_ENDED };
 /* Tasks one request may name: their snapshot ids fit in one note. */
@@ -43,6 +48,7 @@ typedef struct job_s {
     /* a later generation's replica that failed (its active not built yet): asked for again
      * then (mono ms), as it has no changelog to fall back on; 0: none */
     int64_t retry_at;
+    int moved_retries; /* asked again as its active had none (MOVED_RETRIES) */
     _Atomic uint64_t bytes, total;
     struct bk_bootstrap_s *b;
     int32_t task;
@@ -246,6 +252,7 @@ static void drop_job(bk_bootstrap_t *b, int32_t t)
     j->mode = BK_BOOTSTRAP_MODE_AUTO;
     j->batch = -1;
     j->retry_at = 0;
+    j->moved_retries = 0;
     pthread_mutex_unlock(&b->lock);
 }
 
@@ -554,19 +561,27 @@ static void hook(bk_bootstrap_t *b, job_t *j, const char *from, int done, int ok
 static void end_job(bk_bootstrap_t *b, int32_t t, int ok, const char *why)
 {
     job_t *j = &b->jobs[t];
-    int later;
+    int later, moved;
     pthread_mutex_lock(&b->lock);
     j->state = J_ENDED;
     j->batch = -1;
     /* after a bootstrap the replica tails what came since its snapshot, however much */
     j->mode = ok ? BK_BOOTSTRAP_MODE_GAP : BK_BOOTSTRAP_MODE_NEVER;
     later = !ok && b->env.plan->subs[b->env.tasks[t].sub].generation >= 2;
-    if (later) {
+    moved = !ok && !later && why && strstr(why, NO_SNAPSHOT) && j->moved_retries < MOVED_RETRIES;
+    if (later || moved) {
         j->mode = BK_BOOTSTRAP_MODE_AUTO;
         j->retry_at = bk_clock_mono_ms() + RETRY_LATER_MS;
+        j->moved_retries += moved;
+    } else {
+        j->moved_retries = 0;
     }
     pthread_mutex_unlock(&b->lock);
-    if (later) {
+    if (moved) {
+        bk_log_info("bootstrap %s: no snapshot (%s): its active may have just given it up; "
+                    "asked again in %d ms, of the active then",
+                    b->env.names[t], why, RETRY_LATER_MS);
+    } else if (later) {
         bk_log_warn("bootstrap %s: failed: %s; a later generation's replica has no changelog "
                     "to start from: asked for again in %d ms",
                     b->env.names[t], why, RETRY_LATER_MS);
@@ -756,7 +771,7 @@ static void answer(bk_bootstrap_t *b, served_t *s)
     if (made == 0 || len >= (int)sizeof(text) ||
         bk_member_note(b->env.member, s->to, "snapshot-ready", text) != 0) {
         snprintf(text, sizeof(text), "req=%s why=%s", s->req,
-                 made == 0 ? "no snapshot could be made (see the active's log)"
+                 made == 0 ? NO_SNAPSHOT " (see the active's log)"
                            : "the answer does not fit in a note");
         bk_member_note(b->env.member, s->to, "snapshot-failed", text);
         drop_served(b, s);

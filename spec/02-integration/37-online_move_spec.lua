@@ -64,6 +64,12 @@ describe("a subtopology moved to another task count while it runs", function()
     -- the old tasks drain, the new ones are built and start
     helpers.eventually(function() return gen.built(nodes, 2) == 8 end, 60, 0.3)
     helpers.produce(bs, "stamp-in", round()) -- round 4: generation 2 alone
+    -- (forwarded before the next move: a record the passthrough reads after its switch goes
+    -- to generation 3)
+    helpers.eventually(function()
+      local n = cluster.committed_total(bs, "stamp-in", APP)
+      return n == 4 * KEYS, string.format("%d of stamp-in's %d records committed", n, 4 * KEYS)
+    end, 60, 0.3)
 
     move_while_writing(bs, 3) -- rounds 5 and 6
     helpers.eventually(function() return gen.built(nodes, 3) == 3 end, 60, 0.3)
