@@ -336,7 +336,7 @@ end
 
 -- The `generations` list, "S=N[,S=N...]" in the order the moves were made: each entry is
 -- the next generation of subtopology S, with N tasks ({ { s = S + 1, n = N }, ... }).
-local function parse_generations(spec, nsubs, tasks)
+local function parse_generations(spec, nsubs)
   local out = {}
   if spec == nil or spec == "" then return out end
   for item in (spec .. ","):gmatch("([^,]*),") do
@@ -345,11 +345,6 @@ local function parse_generations(spec, nsubs, tasks)
     if not s or s >= nsubs or n < 1 or n > KEY_GROUPS then
       error(string.format("generations: '%s' is not S=N (a subtopology of 0 to %d and a " ..
                           "task count of 1 to %d)", item, nsubs - 1, KEY_GROUPS), 0)
-    end
-    if not tasks[s + 1] then
-      error(string.format("generations: subtopology %d has no generation 1 (the tasks " ..
-                          "setting): a move from its input's partitions is not built yet",
-                          s), 0)
     end
     out[#out + 1] = { s = s + 1, n = n }
   end
@@ -363,6 +358,11 @@ end
 -- <id>-<S>-repartition-g<N> (one per source topic, as generation 1), owns key groups by
 -- range over its task count, and its stores (copies of the subtopology's, `of_store`)
 -- log to <id>-<store>-changelog-g<N>.
+-- A subtopology without a generation of its own (generation 0: it reads its input by input
+-- partition) moves to generation 1 the same way, and gains then the passthrough that a
+-- `tasks` setting gives at start (appended before generation 1, with its task count): its
+-- input topics are read by the passthrough from then on, and generation 0's tasks drain
+-- at the offsets they had processed when they heard of the move.
 local function add_later_generations(plan, id, gens, topic)
   local last = {}
   for _, sub in ipairs(plan.subtopologies) do
@@ -371,8 +371,18 @@ local function add_later_generations(plan, id, gens, topic)
   local nstores = #plan.stores
   for _, e in ipairs(gens) do
     local base = plan.subtopologies[e.s]
-    local g = last[e.s] + 1
+    local g = (last[e.s] or 0) + 1
     last[e.s] = g
+    if g == 1 then
+      local pass = { index = #plan.subtopologies + 1, topics = {}, sources = {},
+                     passthrough = true, of = e.s, tasks = e.n }
+      plan.subtopologies[pass.index] = pass
+      base.inputs = {}
+      for k, ti in ipairs(base.topics) do
+        pass.topics[k] = ti
+        base.inputs[k] = plan.topics[ti].name
+      end
+    end
     local sub = { index = #plan.subtopologies + 1, topics = {}, sources = base.sources,
                   tasks = e.n, generation = g, of = e.s, gen_topic = {} }
     plan.subtopologies[sub.index] = sub
@@ -381,6 +391,12 @@ local function add_later_generations(plan, id, gens, topic)
                                        plan.topics[ti].source_node)
       sub.topics[k] = gi
       sub.gen_topic[base.inputs[k]] = name
+      if g == 1 then
+        -- the input is the passthrough's now (C follows: bk_plan_grow)
+        local input = plan.topics[ti]
+        input.sub, input.pass_to = sub.index - 1, gi
+        plan.gen_topic[input.name] = name
+      end
     end
     for i = 1, nstores do
       local st = plan.stores[i]
@@ -497,7 +513,7 @@ function App:describe(opts)
   else
     local nsubs = #subs
     local tasks = parse_tasks(self.config.tasks, nsubs)
-    local gens = parse_generations(self.config.generations, nsubs, tasks)
+    local gens = parse_generations(self.config.generations, nsubs)
     add_generations(plan, self.config.id, tasks, topic)
     add_later_generations(plan, self.config.id, gens, topic)
     self._plan = plan

@@ -8,6 +8,7 @@
 
 #include <lauxlib.h>
 
+#include "base/hash.h"
 #include "engine/store.h"
 #include "engine/vm.h"
 
@@ -58,7 +59,37 @@ int bk_plan_generation_sub(const bk_plan_t *plan, int of, int g)
             return s;
         }
     }
+    if (g == 0 && of >= 0 && of < nsubs && !plan->subs[of].passthrough &&
+        plan->subs[of].generation == 0) {
+        return of;
+    }
     return -1;
+}
+
+int bk_plan_prev_generation(const bk_plan_t *plan, int s)
+{
+    const bk_plan_sub_t *sub = &plan->subs[s];
+    if (sub->passthrough || sub->generation < 1 || s == sub->of) {
+        return -1; /* generation 1 of the `tasks` setting is the topology's own: no move */
+    }
+    return bk_plan_generation_sub(plan, sub->of, sub->generation - 1);
+}
+
+void bk_plan_task_groups(const bk_plan_t *plan, int s, int p, int *lo, int *hi)
+{
+    if (plan->subs[s].generation < 1) {
+        *lo = 0;
+        *hi = BK_HASH_KEY_GROUPS;
+        return;
+    }
+    bk_hash_group_range(p, plan->subs[s].partitions, lo, hi);
+}
+
+int bk_plan_gen0_moved(const bk_plan_t *plan, int s)
+{
+    const bk_plan_sub_t *sub = &plan->subs[s];
+    return !sub->passthrough && sub->generation == 0 && sub->of == s &&
+           bk_plan_latest_generation(plan, s) >= 1;
 }
 
 int bk_plan_latest_generation(const bk_plan_t *plan, int of)
@@ -430,6 +461,27 @@ static int tasks_fit(lua_State *L, int plan_idx, const bk_plan_t *plan, int ns)
     return n <= plan->cap_task_table;
 }
 
+/* The inputs that a move from generation 0 gave to the passthrough it added (app.lua): the
+ * topics the plan had whose reader changed in the description. `sub` first, then pass_to:
+ * a stream thread that sees pass_to sees the passthrough (plan.h). */
+static void handover_inputs(lua_State *L, int plan_idx, bk_plan_t *plan)
+{
+    int n = plan->ntopics;
+    lua_getfield(L, plan_idx, "topics");
+    for (int i = 0; i < n; i++) {
+        bk_plan_topic_t *t = &plan->topics[i];
+        int pass_to;
+        lua_rawgeti(L, -1, i + 1);
+        pass_to = field_int(L, -1, "pass_to", 0) - 1;
+        if (t->source && pass_to >= 0 && t->pass_to < 0) {
+            atomic_store(&t->sub, field_int(L, -1, "sub", 0) - 1);
+            atomic_store(&t->pass_to, pass_to);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
 int bk_plan_grow(bk_plan_t *plan, const bk_conf_t *conf, lua_State *L, const char *generations,
                  char *errstr, size_t errstr_size)
 {
@@ -467,7 +519,9 @@ int bk_plan_grow(bk_plan_t *plan, const bk_conf_t *conf, lua_State *L, const cha
     read_subs(L, plan_idx, plan, plan->nsubs, ns);
     for (int i = plan->nsubs; i < ns; i++) {
         bk_plan_sub_t *sub = &plan->subs[i];
-        sub->partitions = sub->ntopics ? plan->topics[sub->topics[0]].want : 0;
+        sub->partitions = sub->passthrough ? sub->want
+                          : sub->ntopics   ? plan->topics[sub->topics[0]].want
+                                           : 0;
     }
     read_stores(L, plan_idx, plan, plan->nstores, nst);
     /* stores, then topics, then subtopologies and tasks, then the list: a reader that
@@ -487,6 +541,7 @@ int bk_plan_grow(bk_plan_t *plan, const bk_conf_t *conf, lua_State *L, const cha
         plan->retired = r;
         plan->nstores = nst;
         plan->ntopics = nt;
+        handover_inputs(L, plan_idx, plan);
         if (plan->task_table) {
             int n = plan->ntask_table;
             for (int s = plan->nsubs; s < ns; s++) {

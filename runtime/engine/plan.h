@@ -18,14 +18,17 @@ typedef struct bk_plan_topic_s {
     char *name;
     int source;     /* read by a source node */
     int sink;       /* written by a sink node */
-    int sub;        /* subtopology reading it (0-based), -1 for sink-only topics */
+    /* subtopology reading it (0-based), -1 for sink-only topics. A move from generation 0
+     * (bk_plan_grow) gives an input to the passthrough it gains: `sub` is written before
+     * pass_to, and a reader that sees pass_to >= 0 sees the passthrough in `sub`. */
+    _Atomic int sub;
     int internal;   /* owned by the app (repartition): created on any cluster */
     int want;       /* partitions asked for by the topology, 0: derive */
     int partitions; /* from the cluster's metadata, 0 until known */
     int keygroups;  /* a generation's topic: records go to the partition owning their key's
                        group (bk_hash_group_owner), not murmur2's */
-    int pass_to;    /* read by a passthrough subtopology: the topic its records are forwarded
-                       to as they are (the generation's), else -1 */
+    _Atomic int pass_to; /* read by a passthrough subtopology: the topic its records are
+                            forwarded to as they are (generation 1's), else -1 */
     int generation; /* a generation's topic: which (1, 2, ...), else 0 */
 } bk_plan_topic_t;
 
@@ -152,10 +155,21 @@ void bk_plan_snapshot_dir(const bk_plan_t *plan, const bk_conf_t *conf, char *bu
 /* Generations (docs/repartitioning.md). `of` is a topology's own subtopology; its
  * generation g >= 1 is a subtopology of the plan (generation 1: `of` itself, with the
  * `tasks` setting; later ones appended by bk_plan_grow). */
-/* The subtopology running generation g of `of`, -1: none. */
+/* The subtopology running generation g of `of`, -1: none. Generation 0 is `of` itself while
+ * it reads its input by input partition (no `tasks` setting). */
 int bk_plan_generation_sub(const bk_plan_t *plan, int of, int g);
 /* The latest generation of `of` (0: it has none of its own). */
 int bk_plan_latest_generation(const bk_plan_t *plan, int of);
+/* The generation before subtopology s's, whose tasks s's are built from by a move, -1:
+ * none (s is no generation, or its generation started empty: generation 1 of the `tasks`
+ * setting). */
+int bk_plan_prev_generation(const bk_plan_t *plan, int s);
+/* The key groups [*lo, *hi) that task p of subtopology s may hold: its range in a
+ * generation >= 1, every group in generation 0 (by input partition). */
+void bk_plan_task_groups(const bk_plan_t *plan, int s, int p, int *lo, int *hi);
+/* Subtopology s is generation 0 of its own and a later generation exists: its tasks drain
+ * at once (engine/thread_moves.c), the passthrough reads its input. */
+int bk_plan_gen0_moved(const bk_plan_t *plan, int s);
 /* The passthrough subtopology feeding `of`'s generations, -1: none. */
 int bk_plan_passthrough_of(const bk_plan_t *plan, int of);
 /* Generation subtopology s is retired (node_cleanup.h): nothing writes to its topic again,

@@ -176,7 +176,7 @@ static int fill_batch(bk_thread_t *thr, int n)
     int j = 0;
     for (int i = 0; i < n; i++) {
         rd_kafka_message_t *m = thr->msgs[i];
-        int t, tp;
+        int t, tp, slot;
         bk_rec_t *rec;
         if (m->err) {
             bk_log_warn("consumer: %s [%d]: %s", m->rkt ? rd_kafka_topic_name(m->rkt) : "-",
@@ -203,7 +203,14 @@ static int fill_batch(bk_thread_t *thr, int n)
                 continue;
             }
         }
-        if (thr->plan->topics[t].pass_to >= 0) {
+        slot = thr->task_of[t][m->partition];
+        if (thr->drain[slot] && thr->plan->subs[thr->tasks[slot].sub].generation == 0) {
+            /* generation 0 of a moved subtopology, past the offsets it drains at: the
+             * passthrough reads on from its committed offset (thread_moves.c) */
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        if (thr->plan->subs[thr->tasks[slot].sub].passthrough) {
             int rc = pass_on(thr, m, t, tp);
             rd_kafka_message_destroy(m);
             if (rc != 0) {
@@ -216,7 +223,7 @@ static int fill_batch(bk_thread_t *thr, int n)
         rec->key_len = (int32_t)m->key_len;
         rec->value = m->payload;
         rec->value_len = (int32_t)m->len;
-        rec->task = thr->task_of[t][m->partition];
+        rec->task = slot;
         rec->topic = t;
         rec->partition = m->partition;
         rec->offset = m->offset;

@@ -68,8 +68,7 @@ static int needs_build(bk_thread_job_t *job, int k, char *dir, size_t size)
 {
     bk_thread_t *thr = job->thr;
     const bk_task_id_t task = thr->tasks[job->slots[k]];
-    const bk_plan_sub_t *sub = &thr->plan->subs[task.sub];
-    if (sub->passthrough || sub->generation < 2) {
+    if (bk_plan_prev_generation(thr->plan, task.sub) < 0) {
         return 0;
     }
     bk_plan_task_dir(thr->plan, thr->conf, task, dir, size);
@@ -98,7 +97,7 @@ int bk_thread_build_prepare(bk_thread_job_t *job, int k, const char *name)
                  name, dir, strerror(errno));
         return -1;
     }
-    prev = bk_plan_generation_sub(plan, sub->of, sub->generation - 1);
+    prev = bk_plan_prev_generation(plan, task.sub);
     if (prev < 0) {
         return 0; /* bk_thread_build_slot says what is wrong */
     }
@@ -114,7 +113,7 @@ int bk_thread_build_prepare(bk_thread_job_t *job, int k, const char *name)
     for (int p = 0; p < np; p++) {
         int plo, phi;
         char src[4096];
-        bk_hash_group_range(p, np, &plo, &phi);
+        bk_plan_task_groups(plan, prev, p, &plo, &phi);
         if (phi <= lo || plo >= hi ||
             !bk_drained_find(plan, thr->conf, (bk_task_id_t){prev, p}, src, sizeof(src))) {
             continue;
@@ -191,8 +190,8 @@ static void count_applied(void *opaque, const bk_restore_progress_t *p)
  * generation g's tasks whose ranges overlap it, one task at a time (a store settles its
  * records by the markers of one changelog partition, changelog.h). Names them in text. */
 static int replay_generation(bk_thread_job_t *job, rd_kafka_t *consumer, int s, const char *name,
-                             int gsub, int lo, int hi, bk_restore_item_t *items, char *text,
-                             size_t size, size_t *tlen, int64_t *applied)
+                             int gsub, int only, int lo, int hi, bk_restore_item_t *items,
+                             char *text, size_t size, size_t *tlen, int64_t *applied)
 {
     bk_thread_t *thr = job->thr;
     const bk_plan_t *plan = thr->plan;
@@ -200,8 +199,8 @@ static int replay_generation(bk_thread_job_t *job, rd_kafka_t *consumer, int s, 
     for (int p = 0; p < np; p++) {
         int plo, phi, n = 0;
         int64_t got = 0;
-        bk_hash_group_range(p, np, &plo, &phi);
-        if (phi <= lo || plo >= hi) {
+        bk_plan_task_groups(plan, gsub, p, &plo, &phi);
+        if (phi <= lo || plo >= hi || (only >= 0 && p != only)) {
             continue;
         }
         for (int i = 0; i < plan->nstores; i++) {
@@ -245,7 +244,7 @@ int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, cons
     if (!thr->dbs[s] || !needs_build(job, k, dir, sizeof(dir))) {
         return 0;
     }
-    prev = bk_plan_generation_sub(plan, sub->of, sub->generation - 1);
+    prev = bk_plan_prev_generation(plan, task.sub);
     if (prev < 0) {
         snprintf(job->err, sizeof(job->err), "task %s: subtopology %d has no generation %d",
                  name, sub->of, sub->generation - 1);
@@ -269,21 +268,26 @@ int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, cons
      * writes of one generation all come before the next one's) */
     for (int p = 0; p < np; p++) {
         int plo, phi, rlo, rhi;
-        bk_hash_group_range(p, np, &plo, &phi);
+        bk_plan_task_groups(plan, prev, p, &plo, &phi);
         rlo = plo > lo ? plo : lo;
         rhi = phi < hi ? phi : hi;
         if (rlo >= rhi || taken[p]) {
             continue;
         }
-        for (int g = 1; g < sub->generation; g++) {
+        /* from generation 0 when there is one (a move from input partitions): every
+         * partition of its changelogs may hold keys of these groups, but when it is the
+         * generation before, those of the other tasks are in their checkpoints or come in
+         * their own turn: its task p's alone */
+        for (int g = bk_plan_generation_sub(plan, sub->of, 0) >= 0 ? 0 : 1; g < sub->generation;
+             g++) {
             int gsub = bk_plan_generation_sub(plan, sub->of, g);
             if (gsub < 0) {
                 snprintf(job->err, sizeof(job->err),
                          "task %s: subtopology %d has no generation %d", name, sub->of, g);
                 goto done;
             }
-            if (replay_generation(job, consumer, s, name, gsub, rlo, rhi, items, text,
-                                  sizeof(text), &tlen, &applied) != 0) {
+            if (replay_generation(job, consumer, s, name, gsub, gsub == prev && g == 0 ? p : -1,
+                                  rlo, rhi, items, text, sizeof(text), &tlen, &applied) != 0) {
                 goto done;
             }
         }

@@ -125,6 +125,21 @@ static int newest(const bk_plan_t *plan, int t)
     return to >= 0 ? to : plan->topics[t].pass_to;
 }
 
+/* Task `slot` of generation 0 of a subtopology that moved (bk_plan_gen0_moved) stops: its
+ * input is the passthrough's from the offsets it committed, it processes nothing more and
+ * drains at the next commit (it has no barriers to wait for: it reads the input itself). */
+static void gen0_stop(bk_thread_t *thr, int slot)
+{
+    if (thr->drain[slot] != DRAIN_NONE || !bk_plan_gen0_moved(thr->plan, thr->tasks[slot].sub)) {
+        return;
+    }
+    bk_log_info("task %s: subtopology %d moved to generation 1: it stops at the offsets it "
+                "committed, from which the passthrough reads on, and drains",
+                BK_TASK_NAME(thr->tasks[slot]), thr->tasks[slot].sub);
+    thr->drain[slot] = DRAIN_READ;
+    thr->moves_soon = 1;
+}
+
 int bk_thread_moves_after_commit(bk_thread_t *thr)
 {
     const bk_plan_t *plan = thr->plan;
@@ -155,9 +170,15 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
         if (thr->drain[s] == DRAIN_READ) {
             char dir[4096], err[1024];
             thr->drain[s] = DRAIN_TOLD;
-            bk_log_info("task %s: drained: every passthrough task's barrier read and what came "
-                        "before committed",
-                        BK_TASK_NAME(thr->tasks[s]));
+            if (plan->subs[thr->tasks[s].sub].generation == 0) {
+                bk_log_info("task %s: drained: what it processed of its input before the move "
+                            "is committed",
+                            BK_TASK_NAME(thr->tasks[s]));
+            } else {
+                bk_log_info("task %s: drained: every passthrough task's barrier read and what "
+                            "came before committed",
+                            BK_TASK_NAME(thr->tasks[s]));
+            }
             /* its state as handed over, for the next generation's tasks built on this node;
              * without it they replay changelogs instead */
             if (thr->dbs[s] && bk_drained_make(thr->dbs[s], plan, thr->conf, thr->tasks[s], dir,
@@ -171,6 +192,11 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
             }
         }
     }
+    /* generation 0 of a subtopology that moved: what it processed is committed, nothing
+     * more is (thread.c drops its records); it drains at the next commit */
+    for (int i = 0; i < thr->ntasks; i++) {
+        gen0_stop(thr, thr->owned[i]);
+    }
     return bk_thread_seal_after_commit(thr);
 }
 
@@ -179,6 +205,7 @@ int bk_thread_moves_live(bk_thread_t *thr, int slot)
     const bk_plan_t *plan = thr->plan;
     const bk_plan_sub_t *sub = &plan->subs[thr->tasks[slot].sub];
     if (!sub->passthrough) {
+        gen0_stop(thr, slot); /* opened after the move: before it processes anything */
         return 0;
     }
     if (bk_thread_follow_plan(thr) != 0) {

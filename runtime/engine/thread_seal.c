@@ -85,9 +85,8 @@ static void task_dir(const bk_thread_t *thr, int slot, char *buf, size_t size)
 
 void bk_thread_seal_live(bk_thread_t *thr, int slot)
 {
-    const bk_plan_sub_t *sub = &thr->plan->subs[thr->tasks[slot].sub];
     char dir[4096], err[512];
-    if (sub->passthrough || sub->generation < 2 || !thr->dbs[slot]) {
+    if (bk_plan_prev_generation(thr->plan, thr->tasks[slot].sub) < 0 || !thr->dbs[slot]) {
         return; /* only a built task's changelogs lack the state it started from */
     }
     task_dir(thr, slot, dir, sizeof(dir));

@@ -428,6 +428,32 @@ static int others(const bk_member_view_t *view, const char *self)
     return n;
 }
 
+/* A passthrough task added by a move from generation 0 reads the inputs that generation 0's
+ * tasks read: from the offsets they committed, so once each of them has drained (it
+ * processes nothing after) and none of them is open here (one stream thread cannot read a
+ * partition for two tasks). */
+static int pass_ready(const member_node_t *mn, const bk_member_view_t *view, bk_task_id_t t)
+{
+    const bk_plan_t *plan = mn->plan;
+    int of = plan->subs[t.sub].of, first, n;
+    if (plan->subs[of].generation != 0) {
+        return 1;
+    }
+    first = bk_plan_first_task(plan, of);
+    n = plan->subs[of].partitions;
+    for (int p = 0; p < n; p++) {
+        if (!in_sorted(view->drained, view->ndrained, first + p)) {
+            return 0;
+        }
+    }
+    for (int j = 0; j < mn->nrun; j++) {
+        if (mn->running[j] >= first && mn->running[j] < first + n) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* A later generation's task starts from the state of the generation before it
  * (engine/thread_build.c): only once each task of that generation whose key groups overlap
  * its own has drained (read every passthrough's barrier and committed what came before),
@@ -439,10 +465,10 @@ static int build_ready(const member_node_t *mn, const bk_member_view_t *view, in
     const bk_task_id_t t = mn->tasks[task];
     const bk_plan_sub_t *sub = &plan->subs[t.sub];
     int prev, first, n, lo, hi, here = 1;
-    if (sub->passthrough || sub->generation < 2) {
-        return 1;
+    if (sub->passthrough) {
+        return pass_ready(mn, view, t);
     }
-    prev = bk_plan_generation_sub(plan, sub->of, sub->generation - 1);
+    prev = bk_plan_prev_generation(plan, t.sub);
     if (prev < 0) {
         return 1;
     }
@@ -451,14 +477,14 @@ static int build_ready(const member_node_t *mn, const bk_member_view_t *view, in
     bk_hash_group_range(t.partition, sub->partitions, &lo, &hi);
     for (int p = 0; p < n; p++) {
         int plo, phi;
-        bk_hash_group_range(p, n, &plo, &phi);
+        bk_plan_task_groups(plan, prev, p, &plo, &phi);
         if (phi > lo && plo < hi && !in_sorted(view->drained, view->ndrained, first + p)) {
             return 0;
         }
     }
     for (int p = 0; p < n; p++) { /* every one asked for at once */
         int plo, phi;
-        bk_hash_group_range(p, n, &plo, &phi);
+        bk_plan_task_groups(plan, prev, p, &plo, &phi);
         if (phi > lo && plo < hi &&
             bk_drainfetch_want(mn->fetch, (bk_task_id_t){prev, p},
                                others(view, bk_conf_str(mn->conf, BK_CONF_NODE_ID))) == 0) {
@@ -483,9 +509,11 @@ static int start_ready(member_node_t *mn, const bk_member_view_t *view, const in
             mine = mn->running[j] == t;
         }
         if (mine && build_ready(mn, view, t)) {
-            bk_log_info("task %s: the tasks it is built from have drained, their checkpoints "
-                        "are here: starting it",
-                        mn->names[t]);
+            bk_log_info("task %s: %s", mn->names[t],
+                        mn->plan->subs[mn->tasks[t].sub].passthrough
+                            ? "generation 0's tasks have drained: starting it"
+                            : "the tasks it is built from have drained, their checkpoints are "
+                              "here: starting it");
             go[ngo++] = t;
         } else if (mine) {
             mn->held[kept++] = t;
@@ -495,6 +523,11 @@ static int start_ready(member_node_t *mn, const bk_member_view_t *view, const in
     for (int i = 0; i < n; i++) {
         if (build_ready(mn, view, ids[i])) {
             go[ngo++] = ids[i];
+        } else if (mn->plan->subs[mn->tasks[ids[i]].sub].passthrough) {
+            bk_log_info("task %s: waits until generation 0's tasks have drained and closed "
+                        "here: it reads their input on from the offsets they committed",
+                        mn->names[ids[i]]);
+            mn->held[mn->nheld++] = ids[i];
         } else {
             bk_log_info("task %s: waits until the tasks of the generation before that it is "
                         "built from have drained and their checkpoints are here",
@@ -652,7 +685,7 @@ static void retire_replaced(member_node_t *mn, const bk_member_view_t *view)
     int nsubs = plan->nsubs, changed = mn->told_tasks != mn->ntasks, first = 0;
     for (int s = 0; s < nsubs; s++) {
         const bk_plan_sub_t *sub = &plan->subs[s];
-        int done = !sub->passthrough && sub->generation >= 1 &&
+        int done = !sub->passthrough && (sub->generation >= 1 || sub->of == s) &&
                    bk_plan_latest_generation(plan, sub->of) > sub->generation;
         for (int p = 0; done && p < sub->partitions; p++) {
             done = in_sorted(view->drained, view->ndrained, first + p);

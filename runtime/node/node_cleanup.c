@@ -73,12 +73,13 @@ static int drained(const bk_member_view_t *view, int32_t t)
     return 0;
 }
 
-/* Subtopology s is a generation (>= 1) with a later one, and each of its tasks drained. */
+/* Subtopology s is a generation (0: the topology's own, by input partition) with a later one,
+ * and each of its tasks drained. */
 static int retired(const bk_plan_t *plan, const bk_member_view_t *view, int s)
 {
     const bk_plan_sub_t *sub = &plan->subs[s];
     int first = bk_plan_first_task(plan, s);
-    if (sub->passthrough || sub->generation < 1 ||
+    if (sub->passthrough || (sub->generation < 1 && sub->of != s) ||
         bk_plan_latest_generation(plan, sub->of) <= sub->generation) {
         return 0;
     }
@@ -219,7 +220,7 @@ static void purge_topics(bk_node_cleanup_t *c, int s)
     }
 }
 
-/* Every task of generation subtopology m (a built one, >= 2) sealed, as the metadata of its
+/* Every task of generation subtopology m (one built by a move) sealed, as the metadata of its
  * input offsets' commits says (engine/thread_seal.c). */
 static int all_sealed(bk_node_cleanup_t *c, int m)
 {
@@ -232,7 +233,7 @@ static int all_sealed(bk_node_cleanup_t *c, int m)
     if (c->state[m] & SEALED) {
         return 1;
     }
-    if (sub->generation < 2 || sub->ntopics < 1) {
+    if (bk_plan_prev_generation(plan, m) < 0 || sub->ntopics < 1) {
         return 0;
     }
     if (!c->consumer && !(c->consumer = bk_kafka_new(c->conf, BK_KAFKA_CONSUMER, "beck-cleanup",

@@ -49,7 +49,7 @@ static int under_way(const bk_plan_t *plan, const bk_member_view_t *view, int su
                      size_t size)
 {
     int g = bk_plan_latest_generation(plan, sub), prev, first, n, drained = 0;
-    if (g < 2 || (prev = bk_plan_generation_sub(plan, sub, g - 1)) < 0) {
+    if (g < 1 || (prev = bk_plan_prev_generation(plan, bk_plan_generation_sub(plan, sub, g))) < 0) {
         return 0;
     }
     first = bk_plan_first_task(plan, prev);
@@ -70,7 +70,7 @@ void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
                            const bk_member_view_t *view, const bk_member_note_t *note)
 {
     long sub = word_int(note->text, "sub"), tasks = word_int(note->text, "tasks");
-    int now, ntasks, cap;
+    int now, ntasks, cap, gen0;
     char why[512] = "";
 
     if (!view->is_leader) {
@@ -78,6 +78,12 @@ void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
     }
     bk_plan_task_table(plan, &ntasks, &cap);
     now = sub >= 0 && sub < plan->nsubs ? bk_node_moves_tasks_of(plan, (int)sub) : 0;
+    /* generation 0 (by input partition) moves to generation 1, with as many tasks too:
+     * then its keys are owned by key group and its input may grow */
+    gen0 = now == 0 && sub >= 0 && sub < plan->nsubs;
+    if (gen0) {
+        now = plan->subs[sub].partitions;
+    }
     if (sub < 0 || tasks < 0) {
         snprintf(why, sizeof(why), "'%.200s' is not \"sub=S tasks=N\"", note->text);
     } else if (sub >= plan->nsubs || plan->subs[sub].of != sub || plan->subs[sub].passthrough ||
@@ -85,14 +91,9 @@ void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
         snprintf(why, sizeof(why), "the topology has no subtopology %ld (beck describe lists "
                                    "them)",
                  sub);
-    } else if (now == 0) {
-        snprintf(why, sizeof(why), "subtopology %ld reads its input by partition; only a "
-                                   "subtopology given a task count of its own (the `tasks` "
-                                   "setting) moves (docs/repartitioning.md)",
-                 sub);
     } else if (tasks < 1 || tasks > MAX_TASKS) {
         snprintf(why, sizeof(why), "%ld tasks: 1 to %d can be run", tasks, MAX_TASKS);
-    } else if (tasks == now) {
+    } else if (tasks == now && !gen0) {
         snprintf(why, sizeof(why), "subtopology %ld runs %d tasks already", sub, now);
     } else if (under_way(plan, view, (int)sub, why, sizeof(why))) {
         /* one move of a subtopology at a time: its passthrough writes barriers to the
@@ -143,18 +144,22 @@ void bk_node_moves_origins(const bk_plan_t *plan, int32_t *origin, int from, int
     const bk_task_id_t *table = bk_plan_task_table(plan, &n, &cap);
     for (int t = from; t < to; t++) {
         const bk_plan_sub_t *sub = t < n ? &plan->subs[table[t].sub] : NULL;
-        int prev = sub && !sub->passthrough && sub->generation >= 2
-                       ? bk_plan_generation_sub(plan, sub->of, sub->generation - 1)
-                       : -1;
-        int lo, hi, best = -1, most = 0;
+        int prev = sub ? bk_plan_prev_generation(plan, table[t].sub) : -1;
+        int lo, hi, best = -1, most = 0, np;
         origin[t] = -1;
         if (prev < 0) {
             continue;
         }
+        np = plan->subs[prev].partitions;
         bk_hash_group_range(table[t].partition, sub->partitions, &lo, &hi);
-        for (int p = 0; p < plan->subs[prev].partitions; p++) {
+        if (plan->subs[prev].generation == 0 && np > 0) {
+            /* every task of generation 0 may hold keys of every group: spread */
+            origin[t] = bk_plan_first_task(plan, prev) + table[t].partition % np;
+            continue;
+        }
+        for (int p = 0; p < np; p++) {
             int plo, phi, over;
-            bk_hash_group_range(p, plan->subs[prev].partitions, &plo, &phi);
+            bk_hash_group_range(p, np, &plo, &phi);
             over = (phi < hi ? phi : hi) - (plo > lo ? plo : lo);
             if (over > most) {
                 most = over;
@@ -182,9 +187,7 @@ void bk_node_moves_progress(const bk_plan_t *plan, const bk_member_view_t *view,
     int nsubs = plan->nsubs;
     for (int s = 0; s < nsubs; s++) {
         const bk_plan_sub_t *sub = &plan->subs[s];
-        int r = sub->passthrough || sub->generation < 2
-                    ? -1
-                    : bk_plan_generation_sub(plan, sub->of, sub->generation - 1);
+        int r = bk_plan_prev_generation(plan, s);
         int n, d;
         bk_hooks_repartition_t p;
         if (r < 0) {

@@ -373,7 +373,7 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
         goto done;
     }
     made = 0; /* it is the task's directory now */
-    if (b->env.plan->subs[b->env.tasks[j->task].sub].generation >= 2) {
+    if (bk_plan_prev_generation(b->env.plan, b->env.tasks[j->task].sub) >= 0) {
         /* a snapshot of a built task is built: a promotion must not build it again */
         char how[512];
         snprintf(how, sizeof(how), "installed from snapshot %.200s of %.100s", m.id, x->from);
@@ -567,7 +567,7 @@ static void end_job(bk_bootstrap_t *b, int32_t t, int ok, const char *why)
     j->batch = -1;
     /* after a bootstrap the replica tails what came since its snapshot, however much */
     j->mode = ok ? BK_BOOTSTRAP_MODE_GAP : BK_BOOTSTRAP_MODE_NEVER;
-    later = !ok && b->env.plan->subs[b->env.tasks[t].sub].generation >= 2;
+    later = !ok && bk_plan_prev_generation(b->env.plan, b->env.tasks[t].sub) >= 0;
     moved = !ok && !later && why && strstr(why, NO_SNAPSHOT) && j->moved_retries < MOVED_RETRIES;
     if (later || moved) {
         j->mode = BK_BOOTSTRAP_MODE_AUTO;

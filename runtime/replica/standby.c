@@ -162,7 +162,7 @@ static int open_dbs(bk_standby_t *sb)
         if (logged == 0) {
             continue; /* stateless or unlogged: nothing to keep warm */
         }
-        if (plan->subs[sb->tasks[t].sub].generation >= 2) {
+        if (bk_plan_prev_generation(plan, sb->tasks[t].sub) >= 0) {
             /* a later generation's state starts from the generation before it, which its
              * own changelog does not hold (engine/thread_build.c): a replica is a snapshot
              * of its built active's (cold bootstrap), then tails the changelog; without

@@ -130,10 +130,16 @@ describe("beck.app", function()
     assert.has_error(function() plan_of("0=2", "1=3") end,
                      "generations: '1=3' is not S=N (a subtopology of 0 to 0 and a task count " ..
                      "of 1 to 4096)")
-    assert.has_error(function() plan_of(nil, "0=3") end,
-                     "generations: subtopology 0 has no generation 1 (the tasks setting): a " ..
-                     "move from its input's partitions is not built yet")
     assert.equal(3, #plan_of("0=2", "0=3").subtopologies)
+    -- from generation 0 (no `tasks`): the move adds the passthrough and generation 1, and
+    -- the input is the passthrough's
+    local moved = plan_of(nil, "0=3")
+    assert.equal(3, #moved.subtopologies)
+    assert.is_true(moved.subtopologies[2].passthrough)
+    assert.equal(3, moved.subtopologies[2].tasks)
+    assert.equal(1, moved.subtopologies[3].generation)
+    assert.equal(2, moved.topics[moved.topic_index["in-a"]].sub)
+    assert.equal("t13-0-repartition-g1", moved.gen_topic["in-a"])
   end)
 
   it("says what is wrong with the tasks setting", function()

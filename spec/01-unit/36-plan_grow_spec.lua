@@ -60,14 +60,36 @@ describe("a plan grown by later generations", function()
                  "3_0 3_1 3_2 3_3 3_4", only(after, "tasks")[1])
   end)
 
-  it("refuses a list that does not extend the plan's, and one from generation 0", function()
+  it("moves a subtopology read by input partition to generation 1 with a passthrough",
+     function()
+    local before = assert(grown(nil, {}))
+    local after = assert(grown(nil, { "0=6", "0=6,0=3" }))
+    -- the input is handed to the passthrough (subtopology 1), which forwards to generation
+    -- 1's topic; generation 0 (subtopology 0) keeps its index, topics and store
+    local bt, at = only(before, "topic"), only(after, "topic")
+    assert.equal("topic 0 stamp-in sub=0 generation=0 partitions=0 pass_to=-1", bt[1])
+    assert.equal("topic 0 stamp-in sub=1 generation=0 partitions=0 pass_to=2", at[1])
+    assert.same({
+      "topic 2 stamped-0-repartition-g1 sub=2 generation=1 partitions=6 pass_to=-1",
+      "topic 3 stamped-0-repartition-g2 sub=3 generation=2 partitions=3 pass_to=-1",
+    }, { at[3], at[4] })
+    local bs, as = only(before, "sub"), only(after, "sub")
+    for i, l in ipairs(bs) do assert.equal(l, as[i]) end
+    assert.same({ "sub 1 of=0 generation=0 partitions=6 topics=0",
+                  "sub 2 of=0 generation=1 partitions=6 topics=2",
+                  "sub 3 of=0 generation=2 partitions=3 topics=3" },
+                { as[#bs + 1], as[#bs + 2], as[#bs + 3] })
+    assert.same({ "store 0 counts sub=0 changelog=stamped-counts-changelog of_store=-1",
+                  "store 1 counts sub=2 changelog=stamped-counts-changelog-g1 of_store=0",
+                  "store 2 counts sub=3 changelog=stamped-counts-changelog-g2 of_store=0" },
+                only(after, "store"))
+  end)
+
+  it("refuses a list that does not extend the plan's", function()
     local _, err = grown("0=8", { "0=12", "0=5" })
     assert.equal("generations 0=5 do not extend the plan's (0=12)", err)
     _, err = grown("0=8", { "0=12", "0=120" })
     assert.equal("generations 0=120 do not extend the plan's (0=12)", err)
-    _, err = grown(nil, { "0=12" })
-    assert.equal("generations: subtopology 0 has no generation 1 (the tasks setting): a move " ..
-                 "from its input's partitions is not built yet", err)
     assert.truthy(grown("0=8", { "0=12", "0=12" })) -- nothing new: nothing added
   end)
 
