@@ -21,8 +21,9 @@ static void usage(FILE *out)
             "usage: beck repartition -b BROKERS --app ID --subtopology S --partitions N\n"
             "                        [--timeout-ms MS] [-X k=v]...\n\n"
             "Asks the running app ID to move subtopology S to N tasks while it runs\n"
-            "(docs/repartitioning.md). S must have a task count of its own (the `tasks`\n"
-            "setting); N is 1 to 4096, more or fewer than now. The request is a note on\n"
+            "(docs/repartitioning.md); N is 1 to 4096, more or fewer than now. A subtopology\n"
+            "that reads its input by input partition moves to key groups (N may equal its\n"
+            "partition count). The request is a note on\n"
             "<ID>-control; the app's leader checks it and writes the move there, which this\n"
             "command waits for (--timeout-ms, default 30000). Exits 0 once the move is on the\n"
             "control topic, 1 when the leader did not take it in time (its log says why).\n");

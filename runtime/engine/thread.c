@@ -204,6 +204,12 @@ static int fill_batch(bk_thread_t *thr, int n)
             }
         }
         slot = thr->task_of[t][m->partition];
+        if (thr->keycheck[slot] && m->key && m->key_len > 0 &&
+            bk_hash_partition(m->key, m->key_len,
+                              thr->plan->subs[thr->tasks[slot].sub].partitions) !=
+                m->partition) {
+            bk_thread_moves_foreign(thr, slot, t, m);
+        }
         if (thr->drain[slot] && thr->plan->subs[thr->tasks[slot].sub].generation == 0) {
             /* generation 0 of a moved subtopology, past the offsets it drains at: the
              * passthrough reads on from its committed offset (thread_moves.c) */

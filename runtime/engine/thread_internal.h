@@ -177,6 +177,8 @@ struct bk_thread_s {
     uint8_t **barriers; /* [cap] a replaced generation's task: the barriers it read, a bit
                          * per (passthrough input, passthrough task); NULL: none */
     uint8_t *drain;     /* [cap] DRAIN_*: every barrier read, then told */
+    uint8_t *keycheck;  /* [cap] a stateful task of generation 0: each record's key is
+                         * checked against its partition (an input that grew) */
     /* Sealing (thread_seal.c), by slot: SEAL_*, the plan store being written, the last
      * disk key written of it, the records written */
     uint8_t *seal;
@@ -201,6 +203,11 @@ void bk_thread_moves_forget(bk_thread_t *thr, int slot);
 int bk_thread_moves_after_commit(bk_thread_t *thr);
 int bk_thread_moves_live(bk_thread_t *thr, int slot);
 int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t);
+/* Record m of task `slot` (generation 0, keycheck) has a key that murmur2 puts in another
+ * of the subtopology's partitions: when its input topic t grew, the task stops before it
+ * (its key's state is another task's) until the move to generation 1; else the input is
+ * not partitioned by murmur2 and its keys are checked no more. */
+void bk_thread_moves_foreign(bk_thread_t *thr, int slot, int t, const rd_kafka_message_t *m);
 /* The barriers slot's task has read, as the metadata of its input offsets' commits
  * ("beck.barriers=<hex>", malloc'd), so that whoever opens the task next knows them: NULL
  * when it has read none. And back: a committed metadata read when the task opens (a task

@@ -13,18 +13,23 @@
 #include "base/log.h"
 #include "base/task.h"
 #include "engine/drained.h"
+#include "engine/kafka.h"
 #include "engine/thread_internal.h"
 
 #define BARRIER_HEADER "beck.barrier"
 
-enum { DRAIN_NONE = 0, DRAIN_READ, DRAIN_TOLD };
+/* DRAIN_HELD: generation 0 stopped at a record of its grown input that is another task's
+ * (bk_thread_moves_foreign), until the move */
+enum { DRAIN_NONE = 0, DRAIN_READ, DRAIN_TOLD, DRAIN_HELD };
 
 int bk_thread_moves_init(bk_thread_t *thr)
 {
     thr->pass_target = malloc((size_t)thr->plan->cap_topics * sizeof(int));
     thr->barriers = calloc((size_t)thr->cap + 1, sizeof(*thr->barriers));
     thr->drain = calloc((size_t)thr->cap + 1, 1);
-    if (!thr->pass_target || !thr->barriers || !thr->drain || bk_thread_seal_init(thr) != 0) {
+    thr->keycheck = calloc((size_t)thr->cap + 1, 1);
+    if (!thr->pass_target || !thr->barriers || !thr->drain || !thr->keycheck ||
+        bk_thread_seal_init(thr) != 0) {
         return -1;
     }
     for (int t = 0; t < thr->plan->cap_topics; t++) {
@@ -40,6 +45,7 @@ void bk_thread_moves_free(bk_thread_t *thr)
     }
     free(thr->barriers);
     free(thr->drain);
+    free(thr->keycheck);
     free(thr->pass_target);
     bk_thread_seal_free(thr);
 }
@@ -49,6 +55,7 @@ void bk_thread_moves_forget(bk_thread_t *thr, int slot)
     free(thr->barriers[slot]);
     thr->barriers[slot] = NULL;
     thr->drain[slot] = DRAIN_NONE;
+    thr->keycheck[slot] = 0;
     bk_thread_seal_forget(thr, slot);
 }
 
@@ -130,7 +137,8 @@ static int newest(const bk_plan_t *plan, int t)
  * drains at the next commit (it has no barriers to wait for: it reads the input itself). */
 static void gen0_stop(bk_thread_t *thr, int slot)
 {
-    if (thr->drain[slot] != DRAIN_NONE || !bk_plan_gen0_moved(thr->plan, thr->tasks[slot].sub)) {
+    if ((thr->drain[slot] != DRAIN_NONE && thr->drain[slot] != DRAIN_HELD) ||
+        !bk_plan_gen0_moved(thr->plan, thr->tasks[slot].sub)) {
         return;
     }
     bk_log_info("task %s: subtopology %d moved to generation 1: it stops at the offsets it "
@@ -205,6 +213,12 @@ int bk_thread_moves_live(bk_thread_t *thr, int slot)
     const bk_plan_t *plan = thr->plan;
     const bk_plan_sub_t *sub = &plan->subs[thr->tasks[slot].sub];
     if (!sub->passthrough) {
+        int stores = 0;
+        for (int i = 0; i < plan->nstores; i++) {
+            stores += plan->stores[i].sub == thr->tasks[slot].sub;
+        }
+        /* by input partition, with state: a grown input puts its keys elsewhere */
+        thr->keycheck[slot] = sub->generation == 0 && stores > 0;
         gen0_stop(thr, slot); /* opened after the move: before it processes anything */
         return 0;
     }
@@ -237,6 +251,38 @@ int bk_thread_moves_live(bk_thread_t *thr, int slot)
         }
     }
     return 0;
+}
+
+void bk_thread_moves_foreign(bk_thread_t *thr, int slot, int t, const rd_kafka_message_t *m)
+{
+    const bk_plan_t *plan = thr->plan;
+    const char *name = plan->topics[t].name;
+    int was = plan->subs[thr->tasks[slot].sub].partitions, now = thr->parts[t];
+    char err[256];
+    thr->keycheck[slot] = 0;
+    if (now <= was && bk_kafka_partitions(thr->consumer, &name, 1, &now, 2000, err,
+                                          sizeof(err)) != 0) {
+        now = was; /* not known: as if it had not grown */
+    }
+    if (now <= was) {
+        bk_log_warn("task %s: %s [%d] offset %lld has a key that murmur2 puts in another "
+                    "partition: the topic's producer partitions otherwise, so a growth of it "
+                    "could not be followed exactly (keys are checked no more)",
+                    BK_TASK_NAME(thr->tasks[slot]), name, (int)m->partition,
+                    (long long)m->offset);
+        return;
+    }
+    /* written after the growth, by a producer that partitions by murmur2 over the new
+     * count: its key's state is another task's. Nothing from here on is processed; the
+     * passthrough reads it after the move to generation 1 (node/node_growth.c). */
+    bk_log_info("task %s: stops at %s [%d] offset %lld, a key of another task's: the topic "
+                "grew from %d to %d partitions; the passthrough reads on from here once "
+                "subtopology %d moves to generation 1",
+                BK_TASK_NAME(thr->tasks[slot]), name, (int)m->partition, (long long)m->offset,
+                was, now, thr->tasks[slot].sub);
+    if (thr->drain[slot] == DRAIN_NONE) {
+        thr->drain[slot] = DRAIN_HELD;
+    }
 }
 
 int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t)

@@ -1122,15 +1122,17 @@ int bk_thread_check_inputs(bk_thread_t *thr)
         }
         if (!sub->passthrough) {
             /* by input partition: its tasks would not hold the state of the keys that
-             * now land on the new partitions. Nothing is read there, nor lost. */
+             * now land on the new partitions. Nothing is read there, nor lost, until a
+             * cluster's leader moves it to generation 1 (node/node_growth.c): then the
+             * passthrough reads them. */
             if (thr->index == 0) {
-                bk_log_error("input topic %s grew from %d to %d partitions: subtopology %d "
-                             "reads it by input partition and cannot follow; partitions %d "
-                             "to %d are not read (their records wait in Kafka). A "
-                             "subtopology given its own task count (`tasks`) follows its "
-                             "input's growth (docs/repartitioning.md)",
-                             plan->topics[t].name, old, grown, plan->topics[t].sub, old,
-                             grown - 1);
+                bk_log_warn("input topic %s grew from %d to %d partitions: subtopology %d "
+                            "reads it by input partition; partitions %d to %d are read once "
+                            "it moves to generation 1, by key group (a cluster app's leader "
+                            "moves it; their records wait in Kafka meanwhile: "
+                            "docs/repartitioning.md)",
+                            plan->topics[t].name, old, grown, plan->topics[t].sub, old,
+                            grown - 1);
             }
             continue;
         }

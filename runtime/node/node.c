@@ -23,6 +23,7 @@
 #include "engine/hooks.h"
 #include "engine/taskdb.h"
 #include "node/node_cleanup.h"
+#include "node/node_growth.h"
 #include "node/node_fence.h"
 #include "node/node_moves.h"
 #include "node/node_queries.h"
@@ -278,6 +279,7 @@ typedef struct member_node_s {
     bk_bootstrap_t *boot;   /* cold bootstrap, both sides */
     bk_drainfetch_t *fetch; /* drained checkpoints brought here, and served */
     bk_node_cleanup_t *cleanup; /* retired generations' directories, topics, checkpoints */
+    bk_node_growth_t *growth;   /* inputs grown under generation 0: moved (the leader) */
     uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
     bk_standby_t *standby;
     bk_archive_t *arch; /* the snapshot archive, or NULL */
@@ -825,6 +827,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     }
     mn.fetch = bk_drainfetch_new(plan, conf, mn.member, mc.node_id);
     mn.cleanup = mn.pool ? bk_node_cleanup_new(plan, conf, mn.pool, dev_port) : NULL;
+    mn.growth = bk_node_growth_new(plan, conf);
     if (!mn.boot || !mn.fetch || !mn.cleanup) {
         bk_log_error("cannot join app %s: out of memory", plan->id);
         failed = 1;
@@ -851,6 +854,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         }
         /* a drained checkpoint arrived (or was given up): a task held for it may start */
         bk_node_cleanup_poll(mn.cleanup);
+        bk_node_growth_poll(mn.growth, mn.member, &view);
         if (bk_drainfetch_poll(mn.fetch, others(&view, mc.node_id)) && mn.nheld > 0 &&
             start_ready(&mn, &view, NULL, 0) != 0) {
             failed = 1;
@@ -950,6 +954,7 @@ done:
     bk_bootstrap_destroy(mn.boot);
     bk_drainfetch_destroy(mn.fetch);
     bk_node_cleanup_destroy(mn.cleanup);
+    bk_node_growth_destroy(mn.growth);
     bk_taskdb_pool_destroy(mn.pool);
     bk_node_queries_free(&q);
     bk_log_info("app %s: node %s stopped%s: %llu in, %llu out, %llu skipped, %llu dead-lettered",

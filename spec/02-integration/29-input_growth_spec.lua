@@ -6,7 +6,9 @@
 -- rounds of the same keys, which then land on other partitions: the passthrough tasks take
 -- the new partitions from their start, every key's state stays with the task owning its key
 -- group, and each key is counted 1, 2, 3 in order, exactly. Kafka Streams stops here. A
--- second app reading the same input by input partition (no `tasks`) says it cannot follow.
+-- second app reading the same input by input partition (no `tasks`: generation 0, 6 tasks)
+-- follows too: its leader moves it to generation 1 with its 6 tasks (node/node_growth.c),
+-- whose passthrough reads the new partitions, and its counts are exact as well.
 local helpers = require "spec.helpers"
 local cluster = require "spec.fixtures.cluster"
 local gen = require "spec.fixtures.generations"
@@ -80,7 +82,30 @@ describe("an input topic that grows", function()
     end
     for i = 1, KEYS do assert.equal(3, seen["k" .. i], "final count of k" .. i) end
 
-    assert.matches("input topic stamp%-in grew from 6 to 10 partitions: subtopology 0 reads " ..
-                   "it by input partition and cannot follow", plain:log())
+    -- the app read by input partition: moved to generation 1 (subtopology 2, 6 tasks, fed
+    -- by the passthrough, subtopology 1) and every key counted 1, 2, 3, each once; what
+    -- came after the move by the task of generation 1 owning the key's group
+    assert.matches("input topic stamp%-in grew from 6 to 10 partitions: subtopology 0, which " ..
+                   "reads it by input partition, moves to generation 1 with its 6 tasks",
+                   plain:log())
+    helpers.eventually(function()
+      return cluster.committed_total(bs, "stamp-in", "stamped0") == 3 * KEYS
+    end, 60, 0.3)
+    local counts, outputs = {}, 0
+    for _, r in ipairs(helpers.consume(bs, "stamp-out0", { timeout = 60 })) do
+      local n, task = r.value:match("^(%d+) %d+ %d+ %S+ (%S+)$")
+      n = tonumber(n)
+      outputs = outputs + 1
+      assert.equal((counts[r.key] or 0) + 1, n, "count of " .. r.key .. " (plain app)")
+      counts[r.key] = n
+      if task:sub(1, 2) == "2_" then
+        assert.equal("2_" .. gen.owner(r.key, 6), task, "generation 1's task of " .. r.key)
+      else
+        assert.matches("^0_[0-5]$", task)
+      end
+    end
+    assert.equal(3 * KEYS, outputs, "outputs of the plain app (none missing or repeated)")
+    for i = 1, KEYS do assert.equal(3, counts["k" .. i], "final count of k" .. i .. " (plain)") end
+    assert.equal(0, plain:stop(), plain:log():sub(-2000))
   end)
 end)
