@@ -85,6 +85,17 @@ void bk_plan_task_groups(const bk_plan_t *plan, int s, int p, int *lo, int *hi)
     bk_hash_group_range(p, plan->subs[s].partitions, lo, hi);
 }
 
+int bk_plan_sub_logged(const bk_plan_t *plan, int s)
+{
+    int nstores = plan->nstores;
+    for (int i = 0; i < nstores; i++) {
+        if (plan->stores[i].sub == s && plan->stores[i].logged) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int bk_plan_gen0_moved(const bk_plan_t *plan, int s)
 {
     const bk_plan_sub_t *sub = &plan->subs[s];

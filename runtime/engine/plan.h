@@ -170,6 +170,9 @@ void bk_plan_task_groups(const bk_plan_t *plan, int s, int p, int *lo, int *hi);
 /* Subtopology s is generation 0 of its own and a later generation exists: its tasks drain
  * at once (engine/thread_moves.c), the passthrough reads its input. */
 int bk_plan_gen0_moved(const bk_plan_t *plan, int s);
+/* Subtopology s keeps state in a changelog (a logged store): what a move carries over, and
+ * what fixes a generation 0's task count when its input grows (engine/topics.c). */
+int bk_plan_sub_logged(const bk_plan_t *plan, int s);
 /* The passthrough subtopology feeding `of`'s generations, -1: none. */
 int bk_plan_passthrough_of(const bk_plan_t *plan, int of);
 /* Generation subtopology s is retired (node_cleanup.h): nothing writes to its topic again,

@@ -213,12 +213,9 @@ int bk_thread_moves_live(bk_thread_t *thr, int slot)
     const bk_plan_t *plan = thr->plan;
     const bk_plan_sub_t *sub = &plan->subs[thr->tasks[slot].sub];
     if (!sub->passthrough) {
-        int stores = 0;
-        for (int i = 0; i < plan->nstores; i++) {
-            stores += plan->stores[i].sub == thr->tasks[slot].sub;
-        }
-        /* by input partition, with state: a grown input puts its keys elsewhere */
-        thr->keycheck[slot] = sub->generation == 0 && stores > 0;
+        /* by input partition, with state: a grown input puts its keys elsewhere (the
+         * leader moves it: node/node_growth.c) */
+        thr->keycheck[slot] = sub->generation == 0 && bk_plan_sub_logged(plan, thr->tasks[slot].sub);
         gen0_stop(thr, slot); /* opened after the move: before it processes anything */
         return 0;
     }

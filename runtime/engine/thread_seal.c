@@ -116,9 +116,12 @@ static void sealed(bk_thread_t *thr, int slot)
     thr->seal[slot] = SEAL_DONE;
     for (int j = 0; j < thr->slot_ntps[slot]; j++) {
         int i = thr->slot_tps[slot][j];
-        if (thr->tp_next[i] >= 0) {
-            thr->tp_dirty[i] = 1;
+        /* a partition it has read nothing of, never committed, gets offset 0 (where its
+         * next owner would start anyway): the cleanup sees the seal on every partition */
+        if (thr->tp_next[i] < 0) {
+            thr->tp_next[i] = 0;
         }
+        thr->tp_dirty[i] = 1;
     }
     bk_log_info("task %s: sealed: its changelogs hold its whole state (%lld record(s) "
                 "written): the generations before it are no longer needed to restore it",

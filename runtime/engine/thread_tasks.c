@@ -1125,12 +1125,19 @@ int bk_thread_check_inputs(bk_thread_t *thr)
              * now land on the new partitions. Nothing is read there, nor lost, until a
              * cluster's leader moves it to generation 1 (node/node_growth.c): then the
              * passthrough reads them. */
-            if (thr->index == 0) {
+            if (thr->index == 0 && bk_plan_sub_logged(plan, plan->topics[t].sub)) {
                 bk_log_warn("input topic %s grew from %d to %d partitions: subtopology %d "
                             "reads it by input partition; partitions %d to %d are read once "
                             "it moves to generation 1, by key group (a cluster app's leader "
                             "moves it; their records wait in Kafka meanwhile: "
                             "docs/repartitioning.md)",
+                            plan->topics[t].name, old, grown, plan->topics[t].sub, old,
+                            grown - 1);
+            } else if (thr->index == 0) {
+                bk_log_warn("input topic %s grew from %d to %d partitions: subtopology %d "
+                            "reads it by input partition and keeps no changelog; partitions "
+                            "%d to %d are read once the app starts again with as many tasks "
+                            "(their records wait in Kafka meanwhile)",
                             plan->topics[t].name, old, grown, plan->topics[t].sub, old,
                             grown - 1);
             }

@@ -148,6 +148,38 @@ static int ensure_changelogs(const bk_plan_t *plan, const bk_conf_t *conf, rd_ka
     return 0;
 }
 
+/* A subtopology read by input partition (generation 0) whose input grew while the app was
+ * down: its state has the width its changelogs have, and its tasks keep it (a key's state
+ * is in the task of its partition under that count). The new partitions are read once it
+ * moves to generation 1 (node/node_growth.c), as when it grows under a running app. */
+static int pin_to_state(bk_plan_t *plan, rd_kafka_t *rk, int s, char *err, size_t errsz)
+{
+    bk_plan_sub_t *sub = &plan->subs[s];
+    if (sub->passthrough || sub->generation != 0) {
+        return 0;
+    }
+    for (int i = 0; i < plan->nstores; i++) {
+        const bk_plan_store_t *st = &plan->stores[i];
+        int have = 0;
+        if (st->sub != s || !st->logged) {
+            continue;
+        }
+        if (read_counts(rk, (const char **)&st->changelog, 1, &have, err, errsz) != 0) {
+            return -1;
+        }
+        if (have > 0 && have < sub->partitions) {
+            bk_log_warn("subtopology %d reads %s, which has %d partitions now, by input "
+                        "partition, and its state is in %d (changelog %s): it runs %d tasks, "
+                        "and partitions %d to %d are read once it moves to generation 1",
+                        s, plan->topics[sub->topics[0]].name, sub->partitions, have,
+                        st->changelog, have, have, sub->partitions - 1);
+            sub->partitions = have;
+        }
+        return 0;
+    }
+    return 0;
+}
+
 /* Finds every topic's partition count, creating what the app may create:
  * sinks and the dead-letter topic always, sources only on a dev broker (on a
  * real cluster the input is someone else's to create). */
@@ -255,6 +287,9 @@ int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, int
         if (sub->want > 0) {
             sub->partitions = sub->want; /* a passthrough: its inputs' widths do not matter */
             continue;
+        }
+        if (pin_to_state(plan, rk, s, err, errsz) != 0) {
+            goto done;
         }
         for (int j = 1; j < sub->ntopics; j++) {
             const bk_plan_topic_t *a = &plan->topics[sub->topics[0]];

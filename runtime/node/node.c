@@ -692,6 +692,10 @@ static void retire_replaced(member_node_t *mn, const bk_member_view_t *view)
         for (int p = 0; done && p < sub->partitions; p++) {
             done = in_sorted(view->drained, view->ndrained, first + p);
         }
+        if (done) {
+            /* no passthrough writes there any more; the cleanup removes what it left */
+            bk_plan_set_retired(mn->plan, s);
+        }
         for (int p = 0; p < sub->partitions && first + p < mn->ntasks; p++) {
             changed |= mn->assignable[first + p] != !done;
             mn->assignable[first + p] = (uint8_t)!done;

@@ -63,34 +63,6 @@ void bk_node_cleanup_destroy(bk_node_cleanup_t *c)
     }
 }
 
-static int drained(const bk_member_view_t *view, int32_t t)
-{
-    for (int i = 0; i < view->ndrained; i++) {
-        if (view->drained[i] == t) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Subtopology s is a generation (0: the topology's own, by input partition) with a later one,
- * and each of its tasks drained. */
-static int retired(const bk_plan_t *plan, const bk_member_view_t *view, int s)
-{
-    const bk_plan_sub_t *sub = &plan->subs[s];
-    int first = bk_plan_first_task(plan, s);
-    if (sub->passthrough || (sub->generation < 1 && sub->of != s) ||
-        bk_plan_latest_generation(plan, sub->of) <= sub->generation) {
-        return 0;
-    }
-    for (int p = 0; p < sub->partitions; p++) {
-        if (!drained(view, first + p)) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 static int exists(const char *path)
 {
     struct stat st;
@@ -343,9 +315,9 @@ void bk_node_cleanup_view(bk_node_cleanup_t *c, const bk_member_view_t *view)
     }
     nsubs = c->plan->nsubs;
     for (int s = 0; s < nsubs; s++) {
-        if (!(c->state[s] & RETIRED) && retired(c->plan, view, s)) {
+        /* retired by the node as it applied the view (node.c, retire_replaced) */
+        if (!(c->state[s] & RETIRED) && bk_plan_retired(c->plan, s)) {
             c->state[s] |= RETIRED;
-            bk_plan_set_retired(c->plan, s); /* no passthrough writes there any more */
             more = 1;
         }
     }

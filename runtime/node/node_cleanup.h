@@ -10,9 +10,10 @@
  *   that later generation was built and has drained, so no build reads them again;
  * - on real Kafka, once every task of a later generation is sealed (its commits' metadata
  *   says so: engine/thread_seal.c), its changelogs are emptied too (and its drained
- *   checkpoints go): no task restores or is built from them again. The
- * plan marks it retired first (bk_plan_set_retired): a passthrough task going live writes
- * no barrier to it.
+ *   checkpoints go): no task restores or is built from them again.
+ * The node marks it retired in the plan as it applies the view (node.c, retire_replaced:
+ * bk_plan_set_retired, so that a passthrough task going live writes no barrier to it);
+ * the cleanup follows the plan's marks. Generation 0's input is the user's: never emptied.
  * Main thread. */
 #ifndef BK_NODE_CLEANUP_H
 #define BK_NODE_CLEANUP_H
@@ -30,8 +31,9 @@ bk_node_cleanup_t *bk_node_cleanup_new(bk_plan_t *plan, const bk_conf_t *conf,
                                        bk_taskdb_pool_t *pool, int dev_port);
 void bk_node_cleanup_destroy(bk_node_cleanup_t *c);
 
-/* After each view the node applied (its plan grown by the view's moves): the generations
- * it retires are cleaned now, what is still in use is tried again by bk_node_cleanup_poll. */
+/* After each view the node applied (its plan grown by the view's moves, its generations
+ * retired): those newly retired are cleaned now, what is still in use is tried again by
+ * bk_node_cleanup_poll. */
 void bk_node_cleanup_view(bk_node_cleanup_t *c, const bk_member_view_t *view);
 /* Every turn of the node's loop: a directory in use is tried again every 2 s. */
 void bk_node_cleanup_poll(bk_node_cleanup_t *c);

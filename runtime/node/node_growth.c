@@ -86,8 +86,11 @@ void bk_node_growth_poll(bk_node_growth_t *g, bk_member_t *member, const bk_memb
         const bk_plan_sub_t *sub = &plan->subs[s];
         const char *name = NULL;
         int now;
+        /* (one without a changelog takes its input's width at its next start: its task
+         * count would not be the same on every node) */
         if (sub->passthrough || sub->generation != 0 || sub->of != s ||
-            bk_plan_latest_generation(plan, s) > 0 || g->asked[s] == view->ngenerations) {
+            !bk_plan_sub_logged(plan, s) || bk_plan_latest_generation(plan, s) > 0 ||
+            g->asked[s] == view->ngenerations) {
             continue;
         }
         if (!g->rk && !(g->rk = bk_kafka_new(g->conf, BK_KAFKA_ADMIN, "beck-growth", NULL, NULL,

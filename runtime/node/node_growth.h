@@ -1,5 +1,6 @@
-/* node_growth.h - an input that grows under a subtopology read by input partition
- * (docs/repartitioning.md, Input that grows). Such a subtopology's tasks own the keys that
+/* node_growth.h - an input that grows under a subtopology read by input partition, with a
+ * changelog (docs/repartitioning.md, Input that grows). Such a subtopology's tasks own the
+ * keys that
  * Kafka's partitioner put in their partition: once its input has more partitions, a key's
  * new records may land where another task (or none) reads them, away from its state. So the
  * leader moves it to generation 1 with the task count it has, as `beck repartition` would:

@@ -368,8 +368,14 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
     made = 1;
     bk_log_info("bootstrap %s: fetching snapshot %s from %s (%s:%d): %d file(s), %.1f MB", name,
                 m.id, x->from, x->host, x->port, m.nfiles, (double)m.total_bytes / 1e6);
-    if (bk_sftp_session_fetch(ss, dir, &m, local, progress, j, j->err, sizeof(j->err)) != 0 ||
-        bk_install_snapshot(&m, local, taskdir, j->err, sizeof(j->err)) != 0) {
+    if (bk_sftp_session_fetch(ss, dir, &m, local, progress, j, j->err, sizeof(j->err)) != 0) {
+        goto done;
+    }
+    /* a DB of the task kept open in the pool is of the directory replaced now: closed */
+    if (b->env.pool) {
+        bk_taskdb_pool_close(b->env.pool, b->env.tasks[j->task]);
+    }
+    if (bk_install_snapshot(&m, local, taskdir, j->err, sizeof(j->err)) != 0) {
         goto done;
     }
     made = 0; /* it is the task's directory now */
@@ -387,8 +393,10 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
         bk_store_t **store_of = calloc((size_t)b->env.plan->cap_stores + 1, sizeof(*store_of));
         char err[512];
         int logged;
-        bk_db_t *db = store_of ? bk_taskdb_open(NULL, b->env.plan, conf, b->env.tasks[j->task],
-                                                store_of, &logged, err, sizeof(err))
+        /* opened through the pool, so that the pool counts it out until it is back */
+        bk_db_t *db = store_of ? bk_taskdb_open(b->env.pool, b->env.plan, conf,
+                                                b->env.tasks[j->task], store_of, &logged, err,
+                                                sizeof(err))
                                : NULL;
         /* a failure here is the standby runner's to report when it opens it itself */
         bk_taskdb_release(b->env.pool, b->env.tasks[j->task], db, 1);

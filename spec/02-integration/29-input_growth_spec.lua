@@ -107,5 +107,29 @@ describe("an input topic that grows", function()
     assert.equal(3 * KEYS, outputs, "outputs of the plain app (none missing or repeated)")
     for i = 1, KEYS do assert.equal(3, counts["k" .. i], "final count of k" .. i .. " (plain)") end
     assert.equal(0, plain:stop(), plain:log():sub(-2000))
+
+    -- it grows again while the plain app is down: started again, generation 0 keeps the
+    -- width of its changelog (6 tasks, as the other nodes' task tables and the moves
+    -- expect), and the passthrough reads the two new partitions too
+    assert(helpers.kafka_client({ "grow", bs, "stamp-in", "12" }))
+    plain = start(bs, "nc", "c", { "--id", "stamped0" }, { STAMP_OUT = "stamp-out0" })
+    helpers.eventually(function() return cluster.running(plain) == 12 end, 60, 0.3)
+    assert.matches("subtopology 0 reads stamp%-in, which has 12 partitions now, by input " ..
+                   "partition, and its state is in 6", plain:log())
+    local records = {}
+    for i = 1, KEYS do records[i] = { "k" .. i, "r4" } end
+    helpers.produce(bs, "stamp-in", records, { timeout = 60 })
+    helpers.eventually(function()
+      return cluster.committed_total(bs, "stamp-in", "stamped0") == 4 * KEYS
+    end, 60, 0.3)
+    local last = {}
+    helpers.eventually(function()
+      local list = helpers.consume(bs, "stamp-out0", { timeout = 60 })
+      if #list < 4 * KEYS then return false, #list .. " outputs" end
+      for _, r in ipairs(list) do last[r.key] = tonumber(r.value:match("^(%d+) ")) end
+      return true
+    end, 60, 1)
+    for i = 1, KEYS do assert.equal(4, last["k" .. i], "count of k" .. i .. " after a restart") end
+    assert.equal(0, plain:stop(), plain:log():sub(-2000))
   end)
 end)

@@ -131,6 +131,16 @@ describe("beck repartition", function()
     local first = log:find("epoch %d+: running [1-9]")
     assert.is_truthy(first and grew < first, "it took tasks before it followed the moves")
 
+    if helpers.real_kafka() then
+      -- generation 3 seals before it has read a record (its partitions committed at offset
+      -- 0 with the seal): the cleanup sees it and empties the older changelogs
+      helpers.eventually(function()
+        local all = nodes.na:log() .. nodes.nb:log()
+        return all:find("cleanup: deleted the records of topic stamped-counts-changelog-g2: " ..
+                        "generation 3 of subtopology 0 is sealed", 1, true) ~= nil
+      end, 30, 0.3)
+    end
+
     -- the newest generation counts, every key once per record
     local records = {}
     for i = 1, 300 do records[#records + 1] = { "k" .. i, "r" } end

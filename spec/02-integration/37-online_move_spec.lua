@@ -62,7 +62,9 @@ describe("a subtopology moved to another task count while it runs", function()
 
     move_while_writing(bs, 8) -- rounds 2 and 3
     -- the old tasks drain, the new ones are built and start
-    helpers.eventually(function() return gen.built(nodes, 2) == 8 end, 60, 0.3)
+    helpers.eventually(function()
+      return gen.built(nodes, 2) == 8, gen.moves_state(nodes)
+    end, 60, 0.3)
     helpers.produce(bs, "stamp-in", round()) -- round 4: generation 2 alone
     -- (forwarded before the next move: a record the passthrough reads after its switch goes
     -- to generation 3)
@@ -72,7 +74,9 @@ describe("a subtopology moved to another task count while it runs", function()
     end, 60, 0.3)
 
     move_while_writing(bs, 3) -- rounds 5 and 6
-    helpers.eventually(function() return gen.built(nodes, 3) == 3 end, 60, 0.3)
+    helpers.eventually(function()
+      return gen.built(nodes, 3) == 3, gen.moves_state(nodes)
+    end, 60, 0.3)
     helpers.produce(bs, "stamp-in", round()) -- round 7: generation 3 alone
     local total = 7 * KEYS
     helpers.eventually(function()

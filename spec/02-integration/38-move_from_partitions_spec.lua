@@ -65,7 +65,9 @@ describe("a subtopology read by input partition moved to task counts of its own"
     move_while_writing(bs, 6) -- rounds 2 and 3
     -- generation 0's tasks drain, generation 1's (subtopology 2, fed by the passthrough,
     -- subtopology 1) are built and start
-    helpers.eventually(function() return gen.built(nodes, 2) == 6 end, 60, 0.3)
+    helpers.eventually(function()
+      return gen.built(nodes, 2) == 6, gen.moves_state(nodes)
+    end, 60, 0.3)
     helpers.produce(bs, "stamp-in", round()) -- round 4: generation 1 alone
     -- (forwarded before the next move: a record the passthrough reads after its switch goes
     -- to generation 3)
@@ -75,7 +77,9 @@ describe("a subtopology read by input partition moved to task counts of its own"
     end, 60, 0.3)
 
     move_while_writing(bs, 3) -- rounds 5 and 6
-    helpers.eventually(function() return gen.built(nodes, 3) == 3 end, 60, 0.3)
+    helpers.eventually(function()
+      return gen.built(nodes, 3) == 3, gen.moves_state(nodes)
+    end, 60, 0.3)
     helpers.produce(bs, "stamp-in", round()) -- round 7: generation 3 alone
     local total = 7 * KEYS
     helpers.eventually(function()
