@@ -3,7 +3,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "engine/brokerwatch.h"
 #include "devbroker/devctl.h"
@@ -185,6 +187,35 @@ int bk_kafka_partitions(rd_kafka_t *rk, const char **topics, int n, int *counts,
     }
     rd_kafka_metadata_destroy(md);
     return 0;
+}
+
+int bk_kafka_wait_leaders(rd_kafka_t *rk, const char *topic, int timeout_ms)
+{
+    int64_t t0 = bk_clock_mono_ms();
+    for (;;) {
+        const struct rd_kafka_metadata *md;
+        int ready = 0;
+        if (rd_kafka_metadata(rk, 1, NULL, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            for (int j = 0; j < md->topic_cnt; j++) {
+                const struct rd_kafka_metadata_topic *t = &md->topics[j];
+                if (strcmp(t->topic, topic) != 0 || t->err || t->partition_cnt == 0) {
+                    continue;
+                }
+                ready = 1;
+                for (int p = 0; p < t->partition_cnt; p++) {
+                    ready &= !t->partitions[p].err && t->partitions[p].leader >= 0;
+                }
+            }
+            rd_kafka_metadata_destroy(md);
+        }
+        if (ready) {
+            return (int)(bk_clock_mono_ms() - t0);
+        }
+        if (bk_clock_mono_ms() - t0 >= timeout_ms) {
+            return -1;
+        }
+        usleep(50 * 1000);
+    }
 }
 
 static int admin_create(rd_kafka_t *rk, const char *topic, int partitions, int rf,

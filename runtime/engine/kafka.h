@@ -38,6 +38,11 @@ int bk_kafka_dev_broker(void);
 int bk_kafka_partitions(rd_kafka_t *rk, const char **topics, int n, int *counts, int timeout_ms,
                         char *errstr, size_t errstr_size);
 
+/* Waits until every partition of `topic` has a leader in the cluster's metadata (a topic
+ * just made has none for a while: a producer's records to it wait that long). The ms it
+ * took, or -1 after timeout_ms. */
+int bk_kafka_wait_leaders(rd_kafka_t *rk, const char *topic, int timeout_ms);
+
 /* The start (lo) and end (hi) offsets of n partitions (topics[i], partitions[i]), in two
  * batched requests (ListOffsets, earliest and latest) instead of two per partition: a task
  * restore asks for every changelog partition of its tasks at once. 0, or an error code. */

@@ -41,6 +41,7 @@ void bk_plan_destroy(bk_plan_t *plan)
     }
     free(plan->retired);
     free((void *)plan->sub_retired);
+    free((void *)plan->topic_ready);
     free(plan->task_table);
     free(plan);
 }
@@ -137,6 +138,20 @@ int bk_plan_retired(const bk_plan_t *plan, int s)
 {
     return plan->sub_retired && s >= 0 && s < plan->cap_subs &&
            atomic_load_explicit(&plan->sub_retired[s], memory_order_acquire);
+}
+
+void bk_plan_set_ready(bk_plan_t *plan, int from, int to)
+{
+    for (int t = from; plan->topic_ready && t < to && t < plan->cap_topics; t++) {
+        atomic_store_explicit(&plan->topic_ready[t], 1, memory_order_release);
+    }
+    atomic_fetch_add(&plan->nready, 1);
+}
+
+int bk_plan_topic_ready(const bk_plan_t *plan, int t)
+{
+    return plan->topic_ready && t >= 0 && t < plan->cap_topics &&
+           atomic_load_explicit(&plan->topic_ready[t], memory_order_acquire);
 }
 
 int bk_plan_first_task(const bk_plan_t *plan, int s)
@@ -397,8 +412,10 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
 
     n = room(L, plan_idx, "topics", &plan->cap_topics);
     plan->topics = calloc((size_t)plan->cap_topics, sizeof(*plan->topics));
+    plan->topic_ready = calloc((size_t)plan->cap_topics, sizeof(*plan->topic_ready));
     read_topics(L, plan_idx, plan, 0, n);
     plan->ntopics = n;
+    bk_plan_set_ready(plan, 0, n); /* made or found before any thread runs (topics.c) */
 
     n = room(L, plan_idx, "subtopologies", &plan->cap_subs);
     plan->subs = calloc((size_t)plan->cap_subs, sizeof(*plan->subs));

@@ -86,6 +86,13 @@ typedef struct bk_plan_s {
     /* [cap_subs] a generation retired (every task drained, a later one exists): set by
      * the node's main thread (bk_plan_set_retired), read by the stream threads */
     _Atomic unsigned char *sub_retired;
+    /* [cap_topics] the topic exists on the cluster (bk_plan_set_ready): those loaded at
+     * once, a later generation's once the node made it. A passthrough switches to a
+     * generation's topic only then: a producer to a topic still being made waits, and
+     * with it the thread's next commit and everything the thread runs. nready counts the
+     * calls, so a thread sees a change. */
+    _Atomic unsigned char *topic_ready;
+    _Atomic int nready;
     /* The later generations it describes, "S=N[,S=N...]", NULL: none. A thread starting
      * reads it while the main thread may grow the plan: a replaced list is kept (retired)
      * until the plan is destroyed, never freed under a reader. */
@@ -179,6 +186,9 @@ int bk_plan_passthrough_of(const bk_plan_t *plan, int of);
  * whose records may be deleted. Set from the main thread, read from any. */
 void bk_plan_set_retired(bk_plan_t *plan, int s);
 int bk_plan_retired(const bk_plan_t *plan, int s);
+/* Topics [from, to) exist on the cluster now (main thread); whether topic t does (any). */
+void bk_plan_set_ready(bk_plan_t *plan, int from, int to);
+int bk_plan_topic_ready(const bk_plan_t *plan, int t);
 /* The index in the app's task table of subtopology s's first task (its tasks follow). */
 int bk_plan_first_task(const bk_plan_t *plan, int s);
 

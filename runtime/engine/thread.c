@@ -29,6 +29,8 @@
 #define FENCED_WAIT_MS 60000
 /* The least time between two commits that a move asks for (thread_moves.c) */
 #define MOVE_COMMIT_GAP_MS 20
+/* while a seal is under way, its slices come after commits this far apart (thread_seal.c) */
+#define SEAL_COMMIT_MS 250
 
 /* spec/01-unit/03-ffi_spec.lua checks the same layout from Lua's side. */
 _Static_assert(sizeof(bk_rec_t) == 56, "bk_rec_t layout changed: update the FFI spec");
@@ -510,8 +512,10 @@ static int run_loop(bk_thread_t *thr)
          * barriers): that commit comes now, not at the interval, as a snapshot's does */
         if (!thr->fenced &&
             (now - last_commit >= thr->commit_interval_ms || thr->snap_wanted ||
-             ((thr->moves_soon || atomic_load(&thr->plan->generations) != thr->seen_gens) &&
-              now - last_commit >= MOVE_COMMIT_GAP_MS))) {
+             ((thr->moves_soon || atomic_load(&thr->plan->generations) != thr->seen_gens ||
+               atomic_load(&thr->plan->nready) != thr->seen_ready) &&
+              now - last_commit >= MOVE_COMMIT_GAP_MS) ||
+             (thr->seal_soon && now - last_commit >= SEAL_COMMIT_MS))) {
             int crc = bk_thread_commit(thr);
             if (crc < 0 && !thr->commit_failed && bk_thread_producer_broken(thr)) {
                 continue; /* nothing committed: redone at the top */

@@ -273,6 +273,8 @@ static int commit_exactly_once(bk_thread_t *thr, const int32_t *slots, int nslot
     return 0;
 }
 
+#define SLOW_COMMIT_MS 250 /* a commit this long is logged */
+
 static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots, int release)
 {
     int64_t t0 = bk_clock_mono_ms(), t1 = t0, t2 = t0;
@@ -299,6 +301,13 @@ static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots, int 
     thr->commit_took[0] = t1 - t0;
     thr->commit_took[1] = bk_clock_mono_ms() - t2;
     thr->commit_took[2] = t2 - t1;
+    if (bk_clock_mono_ms() - t0 >= SLOW_COMMIT_MS) {
+        /* everything this thread runs waited for it: said, with where the time went */
+        bk_log_info("%s: a commit took %lld ms (outputs flushed in %lld, offsets in %lld, "
+                    "stores in %lld)",
+                    thr->name, (long long)(bk_clock_mono_ms() - t0), (long long)(t1 - t0),
+                    (long long)(t2 - t1), (long long)(bk_clock_mono_ms() - t2));
+    }
     if (thr->live && thr->index < thr->live->nthreads) {
         bk_livestats_thread_t *ls = &thr->live->thread[thr->index];
         int64_t took = bk_clock_mono_ms() - t0;

@@ -76,6 +76,7 @@ struct bk_thread_s {
     /* How much of the plan the thread's tables and VM follow (bk_thread_follow_plan). */
     int seen_topics, seen_stores, seen_tasks;
     const char *seen_gens;
+    int seen_ready; /* the plan's nready at the last moves_after_commit */
     /* a move's step waits for a commit (a barrier read made a task drained): the thread
      * commits at once instead of at its interval (thread_moves.c) */
     int moves_soon;
@@ -181,6 +182,7 @@ struct bk_thread_s {
                          * checked against its partition (an input that grew) */
     /* Sealing (thread_seal.c), by slot: SEAL_*, the plan store being written, the last
      * disk key written of it, the records written */
+    int seal_soon; /* a seal is under way: the thread commits every SEAL_COMMIT_MS */
     uint8_t *seal;
     int *seal_store;
     char **seal_cursor;

@@ -124,12 +124,18 @@ static int write_barriers(bk_thread_t *thr, int slot, int t, int topic)
     return 0;
 }
 
-/* The newest generation's topic for passthrough input t. */
+/* The newest generation's topic for passthrough input t that exists on the cluster (a move
+ * just made may not have its topic yet: the switch waits for it, bk_plan_set_ready). */
 static int newest(const bk_plan_t *plan, int t)
 {
     const bk_plan_sub_t *pass = &plan->subs[plan->topics[t].sub];
-    int to = gen_topic(plan, t, bk_plan_latest_generation(plan, pass->of));
-    return to >= 0 ? to : plan->topics[t].pass_to;
+    for (int g = bk_plan_latest_generation(plan, pass->of); g > 1; g--) {
+        int to = gen_topic(plan, t, g);
+        if (to >= 0 && bk_plan_topic_ready(plan, to)) {
+            return to;
+        }
+    }
+    return plan->topics[t].pass_to;
 }
 
 /* Task `slot` of generation 0 of a subtopology that moved (bk_plan_gen0_moved) stops: its
@@ -152,9 +158,20 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
 {
     const bk_plan_t *plan = thr->plan;
 
+    int ready = atomic_load(&plan->nready); /* before newest() reads the marks */
     if (bk_thread_follow_plan(thr) != 0) {
         return -1;
     }
+    if (ready != thr->seen_ready && thr->producer) {
+        /* a move's topics were made: the producer learns them now, in one request, rather
+         * than at its next metadata refresh, which its records to them (and this thread's
+         * next commit, which flushes them) would wait for: 0.7 s on Kafka */
+        const struct rd_kafka_metadata *md;
+        if (rd_kafka_metadata(thr->producer, 1, NULL, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            rd_kafka_metadata_destroy(md);
+        }
+    }
+    thr->seen_ready = ready;
     /* passthroughs: what came before the commit is in the old generation; a barrier there
      * from each task, then everything to the new one */
     for (int t = 0; t < thr->seen_topics; t++) {

@@ -126,6 +126,7 @@ void bk_thread_build_tables(bk_thread_t *thr)
     bk_plan_task_table(plan, &ntasks, &cap);
     thr->seen_tasks = ntasks;
     thr->seen_gens = plan->generations;
+    thr->seen_ready = atomic_load(&plan->nready);
     for (int t = 0; t < thr->seen_topics; t++) {
         add_partitions(thr, t, 0, plan->topics[t].source ? plan->topics[t].partitions : 0);
     }

@@ -347,5 +347,24 @@ int bk_topics_ensure_grown(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafk
             return -1;
         }
     }
-    return ensure_changelogs(plan, conf, rk, dev_port, rf, from_store, nstores, err, errsz);
+    if (ensure_changelogs(plan, conf, rk, dev_port, rf, from_store, nstores, err, errsz) != 0) {
+        return -1;
+    }
+    /* a topic just made has no leaders for a while (on Kafka, hundreds of ms): the
+     * passthroughs switch to it once it has (bk_plan_set_ready), so that no stream thread's
+     * commit waits for its records to it, and with it every task of the thread */
+    for (int i = from_topic; i < ntopics + nstores - from_store; i++) {
+        const char *name = i < ntopics ? plan->topics[i].name
+                                       : plan->stores[from_store + i - ntopics].changelog;
+        int ms;
+        if (i >= ntopics && !plan->stores[from_store + i - ntopics].logged) {
+            continue;
+        }
+        if ((ms = bk_kafka_wait_leaders(rk, name, 10000)) < 0) {
+            bk_log_warn("topic %s: its partitions have no leader after 10 s; going on", name);
+        } else if (ms >= 100) {
+            bk_log_info("topic %s: its partitions' leaders known after %d ms", name, ms);
+        }
+    }
+    return 0;
 }

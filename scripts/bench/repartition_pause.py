@@ -14,6 +14,7 @@ Prints `<name> <value>` lines:
   state_pause_ms_nomove  the same before it (the app's own jitter: commits, GC)
   output_gap_ms          the longest time no record at all came out, after the move
   output_gap_ms_nomove   the same before it
+  output_gap_end_ms      when the longest gap after the move ended, in ms after MOVE_MS
   stamped                the online phase's outputs read (must be WANT)
 """
 import sys
@@ -53,14 +54,20 @@ def main():
             after = p2 >= move_ms
             pause[after] = max(pause[after], (p2 - p1) - (c2 - c1))
     gap = {True: 0, False: 0}
+    gap_end = 0
     times.sort()
     for a, b in zip(times, times[1:]):
         after = b >= move_ms
+        if after and b - a > gap[True]:
+            gap_end = b
         gap[after] = max(gap[after], b - a)
     print("state_pause_ms %d" % pause[True])
     print("state_pause_ms_nomove %d" % pause[False])
     print("output_gap_ms %d" % gap[True])
     print("output_gap_ms_nomove %d" % gap[False])
+    # where the longest gap after the move was (its end, ms after the move was asked for:
+    # matched against the app's log to see what it waited for)
+    print("output_gap_end_ms %d" % (gap_end - move_ms if gap_end else -1))
     print("stamped %d" % len(times))
     if len(times) != want:
         sys.exit("repartition_pause: %d stamped outputs, %d wanted" % (len(times), want))
