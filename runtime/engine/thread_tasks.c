@@ -15,6 +15,9 @@
 #define _GNU_SOURCE /* pthread_tryjoin_np */
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +36,8 @@
 #include "engine/taskdb.h"
 #include "engine/thread_internal.h"
 #include "engine/vm.h"
+
+#define JOB_NICE 10 /* an opening job's niceness, above the stream threads' */
 
 /* -- Asks, from the node's thread --------------------------------------------------------- */
 
@@ -312,6 +317,9 @@ static void *job_main(void *arg)
     int n = 0;
 
     bk_log_set_thread_name(thr->name);
+    /* an opening (a restore, a build) yields the CPU to the stream threads: the tasks that
+     * run go on at their pace while others open beside them */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), JOB_NICE);
     job->rc = -1;
     if (!items || !names) {
         snprintf(job->err, sizeof(job->err), "out of memory");

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """scripts/bench/repartition_pause.py - the pauses of scripts/bench/repartition's online move.
 
-usage: repartition_pause.py BOOTSTRAP TOPIC MOVE_MS WANT
+usage: repartition_pause.py BOOTSTRAP TOPIC MOVE_MS WANT [BUILT_MS]
 
 Reads TOPIC (rp-out) whole; the records of the online phase carry, as their value, the wall
 clock (ms) at which beck processed them (BENCH_STAMP=1 in scripts/bench/repartition.lua), and
@@ -15,6 +15,8 @@ Prints `<name> <value>` lines:
   output_gap_ms          the longest time no record at all came out, after the move
   output_gap_ms_nomove   the same before it
   output_gap_end_ms      when the longest gap after the move ended, in ms after MOVE_MS
+  output_gap_move_ms     with BUILT_MS (when the last new task was built): the longest
+                         gap that began between MOVE_MS and it, the move's own
   stamped                the online phase's outputs read (must be WANT)
 """
 import sys
@@ -23,9 +25,10 @@ from kafka import KafkaConsumer, TopicPartition
 
 
 def main():
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 6):
         sys.exit(__doc__)
     bootstrap, topic, move_ms, want = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    built_ms = int(sys.argv[5]) if len(sys.argv) == 6 else 0
     consumer = KafkaConsumer(bootstrap_servers=bootstrap.split(","), enable_auto_commit=False,
                              consumer_timeout_ms=5000)
     tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
@@ -54,13 +57,15 @@ def main():
             after = p2 >= move_ms
             pause[after] = max(pause[after], (p2 - p1) - (c2 - c1))
     gap = {True: 0, False: 0}
-    gap_end = 0
+    gap_end, gap_move = 0, 0
     times.sort()
     for a, b in zip(times, times[1:]):
         after = b >= move_ms
         if after and b - a > gap[True]:
             gap_end = b
         gap[after] = max(gap[after], b - a)
+        if after and a <= built_ms:
+            gap_move = max(gap_move, b - a)
     print("state_pause_ms %d" % pause[True])
     print("state_pause_ms_nomove %d" % pause[False])
     print("output_gap_ms %d" % gap[True])
@@ -68,6 +73,10 @@ def main():
     # where the longest gap after the move was (its end, ms after the move was asked for:
     # matched against the app's log to see what it waited for)
     print("output_gap_end_ms %d" % (gap_end - move_ms if gap_end else -1))
+    if built_ms:
+        # the move itself: gaps that began before its last new task was built (after it,
+        # the new tasks seal their state: docs/repartitioning.md, Sealing)
+        print("output_gap_move_ms %d" % gap_move)
     print("stamped %d" % len(times))
     if len(times) != want:
         sys.exit("repartition_pause: %d stamped outputs, %d wanted" % (len(times), want))
