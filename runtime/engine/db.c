@@ -73,6 +73,17 @@ static void read_checkpoint(bk_db_t *db)
  * Index and filter blocks stay with their table readers, RocksDB's default: putting them in
  * the cache too made scripts/bench/pipe's count case ~7% slower (medians of 4-5 runs, 395k
  * vs 423k records/s). Made once, kept for the process's life. */
+void bk_db_start_background(void)
+{
+    static rocksdb_env_t *env; /* the default Env's handle, kept for the process */
+    if (!env && (env = rocksdb_create_default_env())) {
+        /* more than the pools hold, so that they start now (2 each: what a DB's default
+         * max_background_jobs asks for, and room) */
+        rocksdb_env_set_background_threads(env, 2);
+        rocksdb_env_set_high_priority_background_threads(env, 2);
+    }
+}
+
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static rocksdb_block_based_table_options_t *table_opts;
 static size_t cache_bytes = BK_DB_CACHE_DEFAULT;

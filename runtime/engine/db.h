@@ -16,6 +16,10 @@ void bk_db_set_cache_bytes(size_t bytes);
 /* The memtable of each store (write_buffer_bytes): set before the DBs open. */
 #define BK_DB_WRITE_BUFFER_DEFAULT ((size_t)8 << 20)
 void bk_db_set_write_buffer_bytes(size_t bytes);
+/* Starts RocksDB's background threads (flushes, compactions) from the calling thread, before
+ * any DB opens: they would start in the first thread that needs one, maybe a task's opening
+ * job, which runs at a lower priority (thread_tasks.c) that they would keep. */
+void bk_db_start_background(void);
 /* A task's directory holds its checkpoint file and, in this subdirectory, its RocksDB. */
 #define BK_DB_ROCKSDB_DIR "rocksdb"
 /* Opens (creating as needed) the DB in dir (its RocksDB in dir/BK_DB_ROCKSDB_DIR) with a
