@@ -223,7 +223,6 @@ int bk_cmd_run_main(int argc, char **argv)
     admin = NULL;
     bk_db_set_cache_bytes((size_t)bk_conf_int(conf, BK_CONF_BLOCK_CACHE_BYTES));
     bk_db_set_write_buffer_bytes((size_t)bk_conf_int(conf, BK_CONF_WRITE_BUFFER_BYTES));
-    bk_db_start_background();
     rc = bk_node_run(plan, conf, hooks, L, dev_port);
 
 done:

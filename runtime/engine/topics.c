@@ -152,10 +152,36 @@ static int ensure_changelogs(const bk_plan_t *plan, const bk_conf_t *conf, rd_ka
  * down: its state has the width its changelogs have, and its tasks keep it (a key's state
  * is in the task of its partition under that count). The new partitions are read once it
  * moves to generation 1 (node/node_growth.c), as when it grows under a running app. */
+/* Whether a topic of n partitions holds any record. */
+static int holds_records(rd_kafka_t *rk, const char *topic, int n)
+{
+    const char **names = calloc((size_t)n, sizeof(*names));
+    int32_t *parts = calloc((size_t)n, sizeof(*parts));
+    int64_t *lo = calloc((size_t)n, sizeof(*lo)), *hi = calloc((size_t)n, sizeof(*hi));
+    int any = 0;
+    for (int p = 0; names && parts && p < n; p++) {
+        names[p] = topic;
+        parts[p] = p;
+    }
+    if (names && parts && lo && hi &&
+        bk_kafka_watermarks(rk, names, parts, n, lo, hi, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int p = 0; p < n; p++) {
+            any |= hi[p] > 0;
+        }
+    }
+    free(names);
+    free(parts);
+    free(lo);
+    free(hi);
+    return any;
+}
+
 static int pin_to_state(bk_plan_t *plan, rd_kafka_t *rk, int s, char *err, size_t errsz)
 {
     bk_plan_sub_t *sub = &plan->subs[s];
-    if (sub->passthrough || sub->generation != 0) {
+    /* (an input of the app's own keeps its width; a changelog made narrower by hand and
+     * never written is an error, ensure_changelogs') */
+    if (sub->passthrough || sub->generation != 0 || plan->topics[sub->topics[0]].internal) {
         return 0;
     }
     for (int i = 0; i < plan->nstores; i++) {
@@ -167,7 +193,7 @@ static int pin_to_state(bk_plan_t *plan, rd_kafka_t *rk, int s, char *err, size_
         if (read_counts(rk, (const char **)&st->changelog, 1, &have, err, errsz) != 0) {
             return -1;
         }
-        if (have > 0 && have < sub->partitions) {
+        if (have > 0 && have < sub->partitions && holds_records(rk, st->changelog, have)) {
             bk_log_warn("subtopology %d reads %s, which has %d partitions now, by input "
                         "partition, and its state is in %d (changelog %s): it runs %d tasks, "
                         "and partitions %d to %d are read once it moves to generation 1",

@@ -20,6 +20,7 @@
 #include "engine/brokerwatch.h"
 #include "engine/diskwatch.h"
 #include "engine/crew.h"
+#include "engine/db.h"
 #include "engine/hooks.h"
 #include "engine/taskdb.h"
 #include "node/node_cleanup.h"
@@ -993,6 +994,7 @@ int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_S
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGUSR2); /* wake-up: the membership's view changed */
     pthread_sigmask(SIG_BLOCK, &set, NULL);
+    bk_db_start_background(); /* with the mask: a signal must not land in one of them */
     {
         /* before any task opens: what a crash left of an install in the state directory */
         char app_dir[4096];
