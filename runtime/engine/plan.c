@@ -41,6 +41,7 @@ void bk_plan_destroy(bk_plan_t *plan)
     }
     free(plan->retired);
     free((void *)plan->sub_retired);
+    free((void *)plan->sub_sealed);
     free((void *)plan->topic_ready);
     free(plan->task_table);
     free(plan);
@@ -138,6 +139,19 @@ int bk_plan_retired(const bk_plan_t *plan, int s)
 {
     return plan->sub_retired && s >= 0 && s < plan->cap_subs &&
            atomic_load_explicit(&plan->sub_retired[s], memory_order_acquire);
+}
+
+void bk_plan_set_sealed(bk_plan_t *plan, int s)
+{
+    if (plan->sub_sealed && s >= 0 && s < plan->cap_subs) {
+        atomic_store_explicit(&plan->sub_sealed[s], 1, memory_order_release);
+    }
+}
+
+int bk_plan_sealed(const bk_plan_t *plan, int s)
+{
+    return plan->sub_sealed && s >= 0 && s < plan->cap_subs &&
+           atomic_load_explicit(&plan->sub_sealed[s], memory_order_acquire);
 }
 
 void bk_plan_set_ready(bk_plan_t *plan, int from, int to)
@@ -420,6 +434,7 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
     n = room(L, plan_idx, "subtopologies", &plan->cap_subs);
     plan->subs = calloc((size_t)plan->cap_subs, sizeof(*plan->subs));
     plan->sub_retired = calloc((size_t)plan->cap_subs, sizeof(*plan->sub_retired));
+    plan->sub_sealed = calloc((size_t)plan->cap_subs, sizeof(*plan->sub_sealed));
     read_subs(L, plan_idx, plan, 0, n);
     plan->nsubs = n;
 

@@ -86,6 +86,9 @@ typedef struct bk_plan_s {
     /* [cap_subs] a generation retired (every task drained, a later one exists): set by
      * the node's main thread (bk_plan_set_retired), read by the stream threads */
     _Atomic unsigned char *sub_retired;
+    /* [cap_subs] a generation whose tasks are all sealed (their changelogs hold their whole
+     * state: engine/thread_seal.c), as the node's cleanup read from the app's commits */
+    _Atomic unsigned char *sub_sealed;
     /* [cap_topics] the topic exists on the cluster (bk_plan_set_ready): those loaded at
      * once, a later generation's once the node made it. A passthrough switches to a
      * generation's topic only then: a producer to a topic still being made waits, and
@@ -186,6 +189,10 @@ int bk_plan_passthrough_of(const bk_plan_t *plan, int of);
  * whose records may be deleted. Set from the main thread, read from any. */
 void bk_plan_set_retired(bk_plan_t *plan, int s);
 int bk_plan_retired(const bk_plan_t *plan, int s);
+/* Generation subtopology s is sealed (node_cleanup.c): a task of it opened without its
+ * directory restores from its own changelogs, with no build. */
+void bk_plan_set_sealed(bk_plan_t *plan, int s);
+int bk_plan_sealed(const bk_plan_t *plan, int s);
 /* Topics [from, to) exist on the cluster now (main thread); whether topic t does (any). */
 void bk_plan_set_ready(bk_plan_t *plan, int from, int to);
 int bk_plan_topic_ready(const bk_plan_t *plan, int t);

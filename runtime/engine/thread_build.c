@@ -98,8 +98,8 @@ int bk_thread_build_prepare(bk_thread_job_t *job, int k, const char *name)
         return -1;
     }
     prev = bk_plan_prev_generation(plan, task.sub);
-    if (prev < 0) {
-        return 0; /* bk_thread_build_slot says what is wrong */
+    if (prev < 0 || bk_plan_sealed(plan, task.sub)) {
+        return 0; /* bk_thread_build_slot says what is wrong, or that it is sealed */
     }
     np = plan->subs[prev].partitions;
     bk_hash_group_range(task.partition, sub->partitions, &lo, &hi);
@@ -242,6 +242,18 @@ int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, cons
     size_t tlen = 0;
 
     if (!thr->dbs[s] || !needs_build(job, k, dir, sizeof(dir))) {
+        return 0;
+    }
+    if (bk_plan_sealed(plan, task.sub)) {
+        /* every task of its generation wrote its whole state to its changelogs: those
+         * alone restore it (any part built from checkpoints above is overwritten by them) */
+        if (bk_drained_mark_built(dir, "sealed: restored from its own changelogs\n", job->err,
+                                  sizeof(job->err)) != 0) {
+            return -1;
+        }
+        bk_log_info("task %s: generation %d of subtopology %d is sealed: restored from its own "
+                    "changelogs, not built",
+                    name, sub->generation, sub->of);
         return 0;
     }
     prev = bk_plan_prev_generation(plan, task.sub);

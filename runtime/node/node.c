@@ -472,8 +472,8 @@ static int build_ready(const member_node_t *mn, const bk_member_view_t *view, in
         return pass_ready(mn, view, t);
     }
     prev = bk_plan_prev_generation(plan, t.sub);
-    if (prev < 0) {
-        return 1;
+    if (prev < 0 || bk_plan_sealed(plan, t.sub)) {
+        return 1; /* a sealed one restores from its own changelogs (thread_build.c) */
     }
     first = bk_plan_first_task(plan, prev);
     n = plan->subs[prev].partitions;

@@ -228,6 +228,7 @@ static int all_sealed(bk_node_cleanup_t *c, int m)
     rd_kafka_topic_partition_list_destroy(list);
     if (sealed) {
         c->state[m] |= SEALED;
+        bk_plan_set_sealed(c->plan, m); /* its tasks need no build any more */
     }
     return sealed;
 }

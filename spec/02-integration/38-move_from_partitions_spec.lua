@@ -198,6 +198,16 @@ describe("a subtopology read by input partition moved to task counts of its own"
       return true
     end, 60, 1)
     for i = 1, KEYS do assert.equal(8, last["k" .. i], "count of k" .. i .. " after a restart") end
+    if helpers.real_kafka() then
+      -- the restarted nodes read the seals from the app's commits: the tasks restore from
+      -- their own changelogs, with no build and no wait for the old checkpoints
+      local all = nodes.na:log() .. nodes.nb:log()
+      local n = 0
+      local sealed = "task %d+_%d+: generation 2 of subtopology 0 is sealed: restored from " ..
+                     "its own changelogs, not built"
+      for _ in all:gmatch(sealed) do n = n + 1 end
+      assert.equal(3, n, "tasks restored from their own changelogs alone")
+    end
     for id, n in pairs(nodes) do
       assert.equal(0, n:stop(), id .. ": " .. n:log():sub(-2000))
     end
