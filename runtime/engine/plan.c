@@ -154,11 +154,12 @@ int bk_plan_sealed(const bk_plan_t *plan, int s)
            atomic_load_explicit(&plan->sub_sealed[s], memory_order_acquire);
 }
 
-void bk_plan_set_ready(bk_plan_t *plan, int from, int to)
+void bk_plan_set_ready(bk_plan_t *plan, int ntopics, int nstores)
 {
-    for (int t = from; plan->topic_ready && t < to && t < plan->cap_topics; t++) {
+    for (int t = 0; plan->topic_ready && t < ntopics && t < plan->cap_topics; t++) {
         atomic_store_explicit(&plan->topic_ready[t], 1, memory_order_release);
     }
+    atomic_store(&plan->ready_nstores, nstores);
     atomic_fetch_add(&plan->nready, 1);
 }
 
@@ -429,7 +430,6 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
     plan->topic_ready = calloc((size_t)plan->cap_topics, sizeof(*plan->topic_ready));
     read_topics(L, plan_idx, plan, 0, n);
     plan->ntopics = n;
-    bk_plan_set_ready(plan, 0, n); /* made or found before any thread runs (topics.c) */
 
     n = room(L, plan_idx, "subtopologies", &plan->cap_subs);
     plan->subs = calloc((size_t)plan->cap_subs, sizeof(*plan->subs));
@@ -442,6 +442,8 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
     plan->stores = calloc((size_t)plan->cap_stores, sizeof(*plan->stores));
     read_stores(L, plan_idx, plan, 0, n);
     plan->nstores = n;
+    /* made or found before any thread runs (topics.c) */
+    bk_plan_set_ready(plan, plan->ntopics, n);
     lua_settop(L, top);
     return plan;
 

@@ -96,6 +96,7 @@ typedef struct bk_plan_s {
      * calls, so a thread sees a change. */
     _Atomic unsigned char *topic_ready;
     _Atomic int nready;
+    _Atomic int ready_nstores; /* the stores whose changelogs exist: the first this many */
     /* The later generations it describes, "S=N[,S=N...]", NULL: none. A thread starting
      * reads it while the main thread may grow the plan: a replaced list is kept (retired)
      * until the plan is destroyed, never freed under a reader. */
@@ -193,8 +194,11 @@ int bk_plan_retired(const bk_plan_t *plan, int s);
  * directory restores from its own changelogs, with no build. */
 void bk_plan_set_sealed(bk_plan_t *plan, int s);
 int bk_plan_sealed(const bk_plan_t *plan, int s);
-/* Topics [from, to) exist on the cluster now (main thread); whether topic t does (any). */
-void bk_plan_set_ready(bk_plan_t *plan, int from, int to);
+/* The first ntopics topics and the changelogs of the first nstores stores exist on the
+ * cluster now (main thread): a stream thread makes its producer's handles of a later
+ * generation's topics only then (a producer asking for a topic that does not exist yet
+ * may have the dev broker make it, with another width). Whether topic t does (any). */
+void bk_plan_set_ready(bk_plan_t *plan, int ntopics, int nstores);
 int bk_plan_topic_ready(const bk_plan_t *plan, int t);
 /* The index in the app's task table of subtopology s's first task (its tasks follow). */
 int bk_plan_first_task(const bk_plan_t *plan, int s);

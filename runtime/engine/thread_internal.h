@@ -76,7 +76,8 @@ struct bk_thread_s {
     /* How much of the plan the thread's tables and VM follow (bk_thread_follow_plan). */
     int seen_topics, seen_stores, seen_tasks;
     const char *seen_gens;
-    int seen_ready; /* the plan's nready at the last moves_after_commit */
+    int seen_ready;    /* the plan's nready at the last moves_after_commit */
+    int handles_ready; /* ... when the producer's topic handles were last made */
     /* a move's step waits for a commit (a barrier read made a task drained): the thread
      * commits at once instead of at its interval (thread_moves.c) */
     int moves_soon;

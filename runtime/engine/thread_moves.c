@@ -126,12 +126,14 @@ static int write_barriers(bk_thread_t *thr, int slot, int t, int topic)
 
 /* The newest generation's topic for passthrough input t that exists on the cluster (a move
  * just made may not have its topic yet: the switch waits for it, bk_plan_set_ready). */
-static int newest(const bk_plan_t *plan, int t)
+static int newest(const bk_thread_t *thr, int t)
 {
+    const bk_plan_t *plan = thr->plan;
     const bk_plan_sub_t *pass = &plan->subs[plan->topics[t].sub];
     for (int g = bk_plan_latest_generation(plan, pass->of); g > 1; g--) {
         int to = gen_topic(plan, t, g);
-        if (to >= 0 && bk_plan_topic_ready(plan, to)) {
+        /* (and its handle made: the mark may be newer than the thread's last look) */
+        if (to >= 0 && bk_plan_topic_ready(plan, to) && thr->out_rkts[to]) {
             return to;
         }
     }
@@ -177,7 +179,7 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
     for (int t = 0; t < thr->seen_topics; t++) {
         int from, to;
         if (plan->topics[t].pass_to < 0 ||
-            (to = newest(plan, t)) == bk_thread_pass_target(thr, t)) {
+            (to = newest(thr, t)) == bk_thread_pass_target(thr, t)) {
             continue;
         }
         from = bk_thread_pass_target(thr, t);
@@ -240,7 +242,7 @@ int bk_thread_moves_live(bk_thread_t *thr, int slot)
         return -1;
     }
     for (int k = 0; k < sub->ntopics; k++) {
-        int t = sub->topics[k], to = newest(plan, t), from = bk_thread_pass_target(thr, t), g;
+        int t = sub->topics[k], to = newest(thr, t), from = bk_thread_pass_target(thr, t), g;
         /* a passthrough task starts on the newest generation (a thread that started before
          * the plan grew has not switched yet: its other live tasks of the subtopology, if
          * any, switch now, after their barriers) */

@@ -141,9 +141,32 @@ static void follow_topic(bk_thread_t *thr, int t)
 {
     const bk_plan_topic_t *topic = &thr->plan->topics[t];
     add_partitions(thr, t, 0, topic->source ? topic->partitions : 0);
-    if (thr->producer && (topic->sink || topic->keygroups) && !thr->out_rkts[t]) {
-        thr->out_rkts[t] = rd_kafka_topic_new(thr->producer, topic->name, NULL);
+}
+
+/* The producer's handles of the topics and changelogs the thread knows of that exist on the
+ * cluster (bk_plan_set_ready), made once: a handle asks for its topic's metadata, and the
+ * dev broker makes a topic it is asked for, with its own width. */
+static void make_handles(bk_thread_t *thr)
+{
+    const bk_plan_t *plan = thr->plan;
+    int ready = atomic_load(&plan->nready), nstores = atomic_load(&plan->ready_nstores);
+    if (!thr->producer || !thr->out_rkts || !thr->changelog_rkts || ready == thr->handles_ready) {
+        return;
     }
+    for (int t = 0; t < thr->seen_topics; t++) {
+        const bk_plan_topic_t *topic = &plan->topics[t];
+        if ((topic->sink || topic->keygroups) && !thr->out_rkts[t] &&
+            bk_plan_topic_ready(plan, t)) {
+            thr->out_rkts[t] = rd_kafka_topic_new(thr->producer, topic->name, NULL);
+        }
+    }
+    for (int s = 0; s < thr->seen_stores && s < nstores; s++) {
+        if (plan->stores[s].logged && !thr->changelog_rkts[s]) {
+            thr->changelog_rkts[s] =
+                rd_kafka_topic_new(thr->producer, plan->stores[s].changelog, NULL);
+        }
+    }
+    thr->handles_ready = ready;
 }
 
 int bk_thread_follow_plan(bk_thread_t *thr)
@@ -154,6 +177,7 @@ int bk_thread_follow_plan(bk_thread_t *thr)
     lua_State *L = thr->L;
 
     if (gens == thr->seen_gens) {
+        make_handles(thr);
         return 0;
     }
     /* the counts after the list: bk_plan_grow writes the list last, so these are at
@@ -163,12 +187,6 @@ int bk_thread_follow_plan(bk_thread_t *thr)
     bk_plan_task_table(plan, &ntasks, &cap);
     for (int t = thr->seen_topics; t < ntopics; t++) {
         follow_topic(thr, t);
-    }
-    for (int s = thr->seen_stores; thr->producer && s < nstores; s++) {
-        if (plan->stores[s].logged && !thr->changelog_rkts[s]) {
-            thr->changelog_rkts[s] =
-                rd_kafka_topic_new(thr->producer, plan->stores[s].changelog, NULL);
-        }
     }
     for (int i = thr->seen_tasks; i < ntasks; i++) {
         if (bk_thread_slot_tps(thr, i) != 0) {
@@ -180,6 +198,7 @@ int bk_thread_follow_plan(bk_thread_t *thr)
     thr->seen_stores = nstores;
     thr->seen_tasks = ntasks;
     thr->seen_gens = gens;
+    make_handles(thr);
     if (!L) {
         return 0;
     }
@@ -341,21 +360,12 @@ static int start_producer(bk_thread_t *thr)
         return -1;
     }
     thr->out_rkts = calloc((size_t)plan->cap_topics, sizeof(*thr->out_rkts));
-    for (int t = 0; t < thr->seen_topics; t++) {
-        if (plan->topics[t].sink || plan->topics[t].keygroups) {
-            thr->out_rkts[t] = rd_kafka_topic_new(thr->producer, plan->topics[t].name, NULL);
-        }
-    }
     if (thr->policy == POLICY_DLQ) {
         thr->dlq_rkt = rd_kafka_topic_new(thr->producer, dlq, NULL);
     }
     thr->changelog_rkts = calloc((size_t)plan->cap_stores + 1, sizeof(*thr->changelog_rkts));
-    for (int s = 0; s < thr->seen_stores; s++) {
-        if (plan->stores[s].logged) {
-            thr->changelog_rkts[s] =
-                rd_kafka_topic_new(thr->producer, plan->stores[s].changelog, NULL);
-        }
-    }
+    thr->handles_ready = -1;
+    make_handles(thr);
     return 0;
 }
 

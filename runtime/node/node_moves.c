@@ -136,7 +136,8 @@ int bk_node_moves_follow(bk_plan_t *plan, const bk_conf_t *conf, lua_State *L, i
     rc = bk_topics_ensure_grown(plan, conf, admin, dev_port, from_topic, from_store, err, errsz);
     rd_kafka_destroy(admin);
     if (rc == 0) {
-        bk_plan_set_ready(plan, from_topic, plan->ntopics); /* the passthroughs may switch */
+        /* the threads make their handles of them; the passthroughs may switch */
+        bk_plan_set_ready(plan, plan->ntopics, plan->nstores);
     }
     return rc;
 }
