@@ -67,11 +67,14 @@ describe("the record path", function()
     assert.is_true(total > 0)
     -- the loop of run() in runtime.lua is compiled as a loop trace...
     assert.matches("%[TRACE%s+%d+ runtime%.lua:%d+ loop%]", report)
-    -- ...and no trace aborted on the way (jit.v prints "TRACE ---" and why)
-    -- ...and no trace aborted on something LuaJIT cannot compile. Two
-    -- heuristics of the recorder that retry elsewhere are not failures.
+    -- ...and no trace aborted on something LuaJIT cannot compile (jit.v prints
+    -- "TRACE ---" and why). Three heuristics of the recorder that retry elsewhere
+    -- are not failures: a root trace begun at run()'s entry (its call count, hashed
+    -- with other code's, can get hot first) stops at the loop and lets it have its
+    -- own trace ("inner loop in root trace"; CI saw it once).
     for reason in report:gmatch("TRACE %-%-%-[^\n]*%-%- ([^\n]*)%]") do
-      if not (reason:find("^leaving loop in root trace") or reason:find("^loop unroll limit")) then
+      if not (reason:find("^leaving loop in root trace") or reason:find("^loop unroll limit")
+              or reason:find("^inner loop in root trace")) then
         error("a trace aborted (" .. reason .. "):\n" .. report)
       end
     end
