@@ -2,6 +2,7 @@
 #include "engine/vm.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -48,6 +49,30 @@ static void install_searcher(lua_State *L)
     lua_pop(L, 2);
 }
 
+/* BECK_JIT_LOG=PREFIX: each VM writes LuaJIT's trace log (jit.v) to PREFIX.N, N
+ * counting VMs from 1: to see what a topology's record path compiles to, and where
+ * its traces abort or exit, in a real run (docs/performance.md). */
+static void jit_log(lua_State *L)
+{
+    static _Atomic int vms;
+    const char *prefix = getenv("BECK_JIT_LOG");
+    if (!prefix || !*prefix) {
+        return;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%d", prefix, ++vms);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "jit.v");
+    if (lua_pcall(L, 1, 1, 0) == 0) {
+        lua_getfield(L, -1, "start");
+        lua_pushstring(L, path);
+        if (lua_pcall(L, 1, 0, 0) != 0) {
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+}
+
 lua_State *bk_vm_new(void)
 {
     lua_State *L = luaL_newstate();
@@ -56,6 +81,7 @@ lua_State *bk_vm_new(void)
     }
     luaL_openlibs(L);
     install_searcher(L);
+    jit_log(L);
     return L;
 }
 

@@ -124,4 +124,74 @@ describe("the record path", function()
     assert.equal(10, forwarded)
     assert.is_table(keep)
   end)
+
+  -- With sinks that take a record's own bytes (the stream thread's, env.raw), a key or
+  -- value that every processor on the way only passes to ctx:forward reaches the sink as
+  -- runtime.RAW: no Lua string is made. One reader on the way makes strings again.
+  local function raw_env(got)
+    local ffi_string = ffi.string
+    return { raw = true, store_ptr = function() end, now = function() return 0 end,
+             sink = function()
+               return function(task, k, v)
+                 local r = task.io.recs[task.cur]
+                 got.raw_keys = got.raw_keys + (k == runtime.RAW and 1 or 0)
+                 got.raw_values = got.raw_values + (v == runtime.RAW and 1 or 0)
+                 if k == runtime.RAW then k = ffi_string(r.key, r.key_len) end
+                 if v == runtime.RAW then v = ffi_string(r.value, r.value_len) end
+                 got.bytes = got.bytes + #k + #v
+                 got.n = got.n + 1
+                 got.last = { k, v }
+               end
+             end }
+  end
+
+  it("hands a sink the record's own bytes through processors that only forward them", function()
+    local app = beck.app { id = "hot5" }
+    app:source("in", "in")
+    app:processor("a", { process = function(ctx, k, v) ctx:forward(k, v) end }, "in")
+    app:processor("b", { process = function(ctx, k, v) ctx:forward(k, v) end }, "a")
+    app:sink("out", "out", "b")
+    local got = { raw_keys = 0, raw_values = 0, bytes = 0, n = 0 }
+    local tasks = {}
+    for p = 0, 63 do tasks[#tasks + 1] = { 0, p } end
+    local bio, recs, keep = make_io(1000, 64)
+    local bytes, n = 0, 0
+    for i = 0, 999 do
+      bytes, n = bytes + recs[i].key_len + recs[i].value_len, n + 1
+    end
+    local run = runtime.new(app, bio, nil, tasks, 0, raw_env(got)).run
+    local report = jit_report(run, 50)
+    assert.is_table(keep)
+    assert.equal(50 * n, got.n)
+    assert.equal(50 * bytes, got.bytes)
+    assert.equal(50 * n, got.raw_keys)
+    assert.equal(50 * n, got.raw_values)
+    assert.same({ "key-" .. 999 % 97, string.rep("v", 100) .. 999 }, got.last)
+    assert.is_nil(report:find("fallback to interpreter", 1, true), report)
+    assert.matches("%[TRACE%s+%d+ runtime%.lua:%d+ loop%]", report)
+  end)
+
+  it("passes both as the record's bytes to a plain identity, strings when any child reads", function()
+    local app = beck.app { id = "hot6" }
+    app:source("in", "in")
+    app:processor("id", { process = function(ctx, k, v) ctx:forward(k, v) end }, "in")
+    app:sink("out", "out", "id")
+    local got = { raw_keys = 0, raw_values = 0, bytes = 0, n = 0 }
+    local bio, _, keep = make_io(10)
+    runtime.new(app, bio, nil, { { 0, 0 }, { 0, 1 } }, 0, raw_env(got)).run(0)
+    assert.same({ 10, 10, 10 }, { got.n, got.raw_keys, got.raw_values })
+    assert.same({ "key-9", string.rep("v", 100) .. 9 }, got.last)
+
+    local seen = {}
+    app = beck.app { id = "hot7" }
+    app:source("in", "in")
+    app:processor("id", { process = function(ctx, k, v) ctx:forward(k, v) end }, "in")
+    app:processor("reader", { process = function(ctx, k, v) seen[#seen + 1] = v end }, "id")
+    app:sink("out", "out", "id")
+    got = { raw_keys = 0, raw_values = 0, bytes = 0, n = 0 }
+    runtime.new(app, bio, nil, { { 0, 0 }, { 0, 1 } }, 0, raw_env(got)).run(0)
+    assert.same({ 10, 10, 0 }, { got.n, got.raw_keys, got.raw_values })
+    assert.equal(string.rep("v", 100) .. 9, seen[10])
+    assert.is_table(keep)
+  end)
 end)

@@ -75,3 +75,53 @@ describe("params.reads", function()
     assert.is_false(params.reads(function(a) return a end, 2))
   end)
 end)
+
+-- A processor that only passes its key or value on to ctx:forward gets a stand-in for the
+-- record's bytes, which only a sink resolves: any other use must answer false, or the
+-- stand-in reaches code that reads it.
+describe("params.forwards_only", function()
+  local function fwd(fn, n) return params.forwards_only(fn, n or 3) end
+
+  it("says yes when the parameter only goes to ctx:forward, in its place", function()
+    assert.is_true(fwd(function(ctx, k, v) ctx:forward(k, v) end))
+    assert.is_true(fwd(function(ctx, k, v) ctx:forward(k, v) end, 2))
+    assert.is_true(fwd(function(ctx, k, v) ctx:forward(k, v, "left") end))
+    assert.is_true(fwd(function(ctx, k, v) return ctx:forward(k, v) end))
+    assert.is_true(fwd(function(ctx, k, v) ctx.forward(ctx, k, v) end)) -- the same bytecode
+    assert.is_true(fwd(function(ctx, k, v) ctx:forward(k, (v)) end))
+    assert.is_true(fwd(function(ctx, k, v) ctx:forward(k, k and v) end)) -- v or nil: both fine
+    assert.is_true(fwd(function(ctx, k, v) if k ~= "x" then ctx:forward(k, v) end end))
+    assert.is_true(fwd(function(ctx, k, v) ctx:forward(k, v, "a"); ctx:forward(k, v, "b") end))
+    assert.is_true(fwd(function(ctx, k, v) ctx:forward(k .. "!", v) end))
+    assert.is_true(fwd(function(ctx, k, v) ctx:forward(tostring(#k), v) end))
+  end)
+
+  it("says no for every other use", function()
+    local cases = {
+      function(ctx, k, v) end, -- luacheck: ignore (never read: nothing to forward)
+      function(ctx, k, v) ctx:forward(v, k) end,
+      function(ctx, k, v) ctx:forward(k, v .. "") end,
+      function(ctx, k, v) ctx:forward_at(1, k, v) end,
+      function(ctx, k, v) ctx:emit(k, v) end,
+      function(ctx, k, v) ctx.other:forward(k, v) end,
+      function(ctx, k, v) local x = v; ctx:forward(k, x) end,
+      function(ctx, k, v) ctx:forward(k, v); print(v) end,
+      function(ctx, k, v) ctx:forward(k, v, #v) end,
+      function(ctx, k, v) ctx:forward(k, v, v) end,
+      function(ctx, k, v) ctx:forward(k, v, tostring(v)) end,
+      function(ctx, k, v) ctx:forward(k, v or "") end,
+      function(ctx, k, v) ctx = ctx.parent; ctx:forward(k, v) end,
+      function(ctx, k, v) ctx:forward(k, v); return function() return v end end,
+      function(ctx, k, v) ctx.store:put(k, v); ctx:forward(k, v) end,
+      function(ctx, ...) ctx:forward(...) end,
+      print,
+      setmetatable({}, { __call = function(_, ctx, k, v) ctx:forward(k, v) end }),
+    }
+    for i, fn in ipairs(cases) do
+      assert(not fwd(fn), "case " .. i .. " does more than forward its value")
+    end
+    assert.is_false(fwd(function(ctx, k, v) ctx:forward(k, v) end, 1))
+    assert.is_false(fwd(function(ctx, k, v) ctx:forward(k:upper(), v) end, 2))
+    assert.is_false(fwd(function(ctx, k, v) ctx:forward(k, v); ctx.seen[k] = true end, 2))
+  end)
+end)

@@ -15,6 +15,15 @@ local string_format = string.format
 
 local M = {}
 
+-- What a source hands its children for a record's key or value (node_fns): nothing (no
+-- child could read it), a Lua string of it, or RAW, a stand-in for the record's own bytes
+-- when every processor on the way only passes it to ctx:forward (beck.internal.params)
+-- and it ends in sinks, which produce the bytes as they are: no string made, interned
+-- and swept. Ordered so that the largest need of a source's children wins.
+local PASS_NONE, PASS_RAW, PASS_STRING = 0, 1, 2
+local RAW = setmetatable({}, { __tostring = function() return "beck: a record's own bytes" end })
+M.RAW = RAW
+
 -- A chain of processors calls the same functions (the DSL's, a reused
 -- processor table) at several depths of one record's call stack, which
 -- LuaJIT takes for recursion and stops unrolling after 3 (`callunroll`):
@@ -228,10 +237,24 @@ local function instantiate(node)
   return def
 end
 
+-- What node `name` needs of a record's key (n = 2) or value (n = 3): PASS_NONE,
+-- PASS_RAW or PASS_STRING. RAW only where the runtime's sinks resolve it (env.raw).
+local function pass_mode(rt, app, name, n)
+  local node = app.nodes[name]
+  if node.kind == "sink" then return rt.env.raw and PASS_RAW or PASS_STRING end
+  if node.kind ~= "processor" or type(node.def) ~= "table" then return PASS_STRING end
+  local process = node.def.process
+  if not params.reads(process, n) then return PASS_NONE end
+  if not rt.env.raw or not params.forwards_only(process, n) then return PASS_STRING end
+  local mode = PASS_NONE
+  for _, cname in ipairs(node.children) do mode = math.max(mode, pass_mode(rt, app, cname, n)) end
+  return mode
+end
+
 -- The functions of a node, made once per runtime and shared by its tasks:
 -- { call = f(ctx, key, value), forward = the processor's or source's forward,
--- reads_value = (a source) whether a child could read the record's value }.
--- A sink's context is the task itself.
+-- key_mode, value_mode = (a source) what its children need of a record's key and value
+-- (pass_mode) }. A sink's context is the task itself.
 local function node_fns(rt, app, name)
   local made = rt.node_fns[name]
   if made then return made end
@@ -248,15 +271,12 @@ local function node_fns(rt, app, name)
     made.forward = new_forward(calls, index_of)
     if node.kind == "source" then
       made.call = made.forward -- called as (source context, key, value)
-      -- Whether a child could read the record's value: if none can, the loop leaves it nil
-      -- rather than make a string of it (beck.internal.params)
-      made.reads_value = false
+      -- What its children need of the key and value: the loop makes a string only for
+      -- PASS_STRING (a count never reads the value; an identity reads neither)
+      made.key_mode, made.value_mode = PASS_NONE, PASS_NONE
       for _, cname in ipairs(node.children) do
-        local child = app.nodes[cname]
-        if child.kind ~= "processor" or type(child.def) ~= "table" or
-            params.reads(child.def.process, 3) then
-          made.reads_value = true
-        end
+        made.key_mode = math.max(made.key_mode, pass_mode(rt, app, cname, 2))
+        made.value_mode = math.max(made.value_mode, pass_mode(rt, app, cname, 3))
       end
     elseif type(node.def) == "table" then
       made.call = assert(load(CALL_SRC, "=beck.internal.runtime:process"))(node.def.process)
@@ -325,7 +345,7 @@ local function build_task(rt, app, plan, index, sub_index, partition)
       local t = plan.topic_index[sub.gen_topic and sub.gen_topic[topic] or topic] - 1
       task.sources[t] = ctx
       rt.source_calls[t] = fns.call
-      rt.source_values[t] = fns.reads_value
+      rt.source_keys[t], rt.source_values[t] = fns.key_mode, fns.value_mode
     end
   end
   return task
@@ -356,7 +376,7 @@ end
 -- sinks that produce through FFI, the input's headers and the wall clock.
 -- beck.testing gives another (in-memory topics, a controlled clock).
 local function thread_env(thr)
-  local env = {}
+  local env = { raw = true }
   local hname, hvalue, hsize = ffi.new("const char *[1]"), ffi.new("const char *[1]"),
                                ffi.new("size_t[1]")
   function env.store_ptr(task_index, store_index)
@@ -365,8 +385,21 @@ local function thread_env(thr)
   -- A sink's call function, shared by the thread's tasks (called with the task).
   function env.sink(topic_index)
     return function(task, key, value)
-      if C.bk_ffi_thread_send(thr, topic_index, key, key and #key or 0, value,
-                              value and #value or 0, task.ts, task.cur) ~= 0 then
+      local klen, vlen
+      if key == RAW then
+        local r = task.io.recs[task.cur]
+        key, klen = r.key, r.key_len
+      else
+        klen = key and #key or 0
+      end
+      if value == RAW then
+        local r = task.io.recs[task.cur]
+        value, vlen = r.value, r.value_len
+      else
+        vlen = value and #value or 0
+      end
+      if C.bk_ffi_thread_send(thr, topic_index, key, klen, value, vlen, task.ts,
+                              task.cur) ~= 0 then
         error(ffi_string(C.bk_ffi_thread_error(thr)), 0)
       end
     end
@@ -405,7 +438,8 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   local io = ffi.cast("bk_io_t *", io_ptr)
   local rt = { io = io, env = env or thread_env(ffi.cast("bk_thread_t *", thr_ptr)),
                schedules = {}, cache = store.new_cache(cache_bytes or 0),
-               node_fns = {}, source_calls = {}, source_values = {}, ttl_stores = {} }
+               node_fns = {}, source_calls = {}, source_keys = {}, source_values = {},
+               ttl_stores = {} }
   local plan = app:describe(rt.env.logical and { logical = true } or nil)
   local tasks = {} -- [slot + 1] = task
   local order = {} -- the tasks in the order they were added (init and close go by it)
@@ -501,16 +535,24 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
   -- The record loop. C catches an error, reads io.cur and calls run again
   -- after the failed record when the policy says so.
   function fns.run(start)
-    local recs, n, source_calls, source_values = io.recs, io.count, rt.source_calls,
-                                                 rt.source_values
+    local recs, n, source_calls, source_keys, source_values = io.recs, io.count,
+      rt.source_calls, rt.source_keys, rt.source_values
     for i = start, n - 1 do
       io.cur = i
       local r = recs[i]
       local task = tasks[r.task + 1]
       local t = r.topic
       local key, value
-      if r.key ~= nil then key = ffi_string(r.key, r.key_len) end
-      if r.value ~= nil and source_values[t] then value = ffi_string(r.value, r.value_len) end
+      if r.key ~= nil then
+        local m = source_keys[t]
+        if m == PASS_STRING then key = ffi_string(r.key, r.key_len)
+        elseif m == PASS_RAW then key = RAW end
+      end
+      if r.value ~= nil then
+        local m = source_values[t]
+        if m == PASS_STRING then value = ffi_string(r.value, r.value_len)
+        elseif m == PASS_RAW then value = RAW end
+      end
       local ts = tonumber(r.timestamp)
       task.cur = i
       task.ts = ts
