@@ -237,6 +237,9 @@ static int fill_batch(bk_thread_t *thr, int n)
         rec->offset = m->offset;
         rec->timestamp = rd_kafka_message_timestamp(m, NULL);
         thr->rec_tp[j] = tp;
+        if (rd_kafka_message_headers(m, &thr->rec_hdrs[j]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            thr->rec_hdrs[j] = NULL;
+        }
         thr->msgs[j++] = m;
     }
     return j;
@@ -588,6 +591,7 @@ static void *thread_main(void *arg)
     thr->io.recs = calloc((size_t)thr->batch_size, sizeof(bk_rec_t));
     thr->msgs = calloc((size_t)thr->batch_size, sizeof(rd_kafka_message_t *));
     thr->rec_tp = calloc((size_t)thr->batch_size, sizeof(int));
+    thr->rec_hdrs = calloc((size_t)thr->batch_size, sizeof(*thr->rec_hdrs));
 
     /* The clients and the VM live as long as the thread; tasks come and go
      * (thread_tasks.c): each opens and restores in the background, then goes live. */
@@ -769,6 +773,7 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->io.recs);
     free(thr->msgs);
     free(thr->rec_tp);
+    free(thr->rec_hdrs);
     bk_thread_moves_free(thr);
     free(thr);
 }

@@ -42,14 +42,10 @@ const char *bk_ffi_thread_error(bk_thread_t *thr)
 
 static rd_kafka_headers_t *rec_headers(bk_thread_t *thr, int32_t rec)
 {
-    rd_kafka_headers_t *hdrs = NULL;
     if (rec < 0 || rec >= thr->io.count) {
         return NULL;
     }
-    if (rd_kafka_message_headers(thr->msgs[rec], &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        return NULL;
-    }
-    return hdrs;
+    return thr->rec_hdrs[rec]; /* fill_batch's */
 }
 
 int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t key_len,
