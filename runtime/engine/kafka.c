@@ -10,13 +10,15 @@
 #include "engine/brokerwatch.h"
 #include "devbroker/devctl.h"
 
-/* Defaults measured in MEASURED.md: librdkafka 2.0.2 backs off fetching for
- * ~1 s past queued.min.messages / queued.max.messages.kbytes, so both are
- * raised; an empty fetch waits fetch.wait.max.ms, so it is short. The byte
- * cap stays at 256 MB, two seconds or more of what a thread consumes: at 2 GB
- * a standby tailing a 1 GB changelog on a real Kafka prefetched it whole
- * (4.4 GB RSS, a third of its CPU zeroing fresh pages); at 256 MB it stayed
- * at 0.7 GB and replayed 11% faster. */
+/* librdkafka 2.0.2 stops fetching past queued.min.messages / queued.max.messages.kbytes
+ * and looks again only on I/O or after a second: the count cap is out of the way, and
+ * the byte cap is small because every consumer loop wakes the fetcher when its queue runs
+ * dry early (fetchkick.h). 16 MB of payload (~75 MB of RSS for 115-byte records, each
+ * costing ~300 bytes of librdkafka's more) ran the pipe bench's identity and count at
+ * the rate of 256 MB on both brokers, at 111-137 MB of peak RSS instead of 242-302 MB
+ * (docs/performance.md, Memory); at 2 GB a standby tailing a 1 GB changelog prefetched
+ * it whole (4.4 GB RSS, a third of its CPU zeroing fresh pages). An empty fetch waits
+ * fetch.wait.max.ms, so it is short. */
 static const char *consumer_defaults[] = {
     "enable.auto.commit",
     "false",
@@ -33,7 +35,7 @@ static const char *consumer_defaults[] = {
     "queued.min.messages",
     "10000000",
     "queued.max.messages.kbytes",
-    "262144",
+    "16384",
     NULL,
 };
 

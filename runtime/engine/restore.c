@@ -11,6 +11,7 @@
 #include "base/keys.h"
 #include "base/log.h"
 #include "engine/changelog.h"
+#include "engine/fetchkick.h"
 #include "engine/kafka.h"
 
 #define STALL_MS 120000
@@ -71,7 +72,10 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
     double t0 = bk_clock_mono_s(), last_report = t0, last_progress = t0;
     int pending = 0, rc = -1;
     int64_t *los = NULL, *his = NULL;
+    bk_fetchkick_t kick;
+    uint64_t fetched = 0;
 
+    bk_fetchkick_init(&kick);
     memset(&p, 0, sizeof(p));
     {
         const char **topics = calloc((size_t)n + 1, sizeof(*topics));
@@ -161,8 +165,11 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
          * short restore arrived in ~1 ms but were handed over 100 ms later). */
         got = rd_kafka_consume_batch_queue(q, 0, msgs, 1000);
         if (got == 0) {
-            got = rd_kafka_consume_batch_queue(q, 100, msgs, 1);
+            /* after waking the fetcher if it stopped on a full queue (fetchkick.h) */
+            got = rd_kafka_consume_batch_queue(q, bk_fetchkick_idle(&kick, consumer, fetched, 100),
+                                               msgs, 1);
         }
+        fetched += got > 0 ? (uint64_t)got : 0;
         for (ssize_t i = 0; i < got; i++) {
             rd_kafka_message_t *m = msgs[i];
             work_t *x = m->err ? NULL : find(w, n, rd_kafka_topic_name(m->rkt), m->partition);

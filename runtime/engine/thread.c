@@ -43,6 +43,8 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     bk_thread_t *thr = calloc(1, sizeof(*thr));
     const char *pol = bk_conf_str(conf, BK_CONF_ON_ERROR);
 
+    bk_fetchkick_init(&thr->kick);
+
     thr->index = index;
     snprintf(thr->name, sizeof(thr->name), "stream-%d", index);
     thr->plan = plan;
@@ -485,8 +487,11 @@ static int run_loop(bk_thread_t *thr)
         /* Drain what is there; block for one message only when idle. */
         n = (int)rd_kafka_consume_batch_queue(thr->queue, 0, thr->msgs, (size_t)thr->batch_size);
         if (n == 0) {
-            n = (int)rd_kafka_consume_batch_queue(thr->queue, wait, thr->msgs, 1);
+            n = (int)rd_kafka_consume_batch_queue(
+                thr->queue, bk_fetchkick_idle(&thr->kick, thr->consumer, thr->fetched, wait),
+                thr->msgs, 1);
         }
+        thr->fetched += n > 0 ? (uint64_t)n : 0;
         rd_kafka_poll(thr->producer, 0);
         if (n > 0) {
             int kept = fill_batch(thr, n);

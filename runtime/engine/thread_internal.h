@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 
 #include "base/ffi.h"
+#include "engine/fetchkick.h"
 #include "engine/livestats.h"
 #include "engine/restore.h"
 #include "engine/store.h"
@@ -110,6 +111,8 @@ struct bk_thread_s {
      * read later by each send, the first touch of that part of the message was a cache
      * miss a record (4% of an identity's thread) */
     rd_kafka_headers_t **rec_hdrs;
+    bk_fetchkick_t kick; /* wakes the fetcher when the queue ran dry early (fetchkick.h) */
+    uint64_t fetched;    /* messages taken from the consumer's queue */
 
     /* Input topic-partitions (toppars): every partition of every source topic, numbered once
      * (tp_id[topic][partition]); the next offset to commit of each. A slot reads the toppars
