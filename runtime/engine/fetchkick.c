@@ -1,16 +1,39 @@
 /* fetchkick.c - a ListOffsets request to wake a stalled fetcher (fetchkick.h). */
 #include "engine/fetchkick.h"
 
+#include <stdlib.h>
+
 #include "base/clock.h"
 
-#define KICK_MIN_MS 5
-#define KICK_MAX_MS 1000
+#define KICK_GAP_MS 5
 
 void bk_fetchkick_init(bk_fetchkick_t *k)
 {
+    k->run_bytes = 0;
+    k->run_msgs = 0;
+    k->cap_bytes = 0;
+    k->cap_msgs = 0;
+    k->due = 0;
     k->last_ms = 0;
-    k->gap_ms = KICK_MIN_MS;
-    k->received = 0;
+}
+
+void bk_fetchkick_took(bk_fetchkick_t *k, rd_kafka_message_t *const *msgs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        k->run_bytes += msgs[i]->len + msgs[i]->key_len;
+    }
+    k->run_msgs += n;
+}
+
+/* A setting of the consumer's as a number, or `dflt`. */
+static int64_t setting(rd_kafka_t *consumer, const char *name, int64_t dflt)
+{
+    char buf[64];
+    size_t size = sizeof(buf);
+    if (rd_kafka_conf_get(rd_kafka_conf(consumer), name, buf, &size) != RD_KAFKA_CONF_OK) {
+        return dflt;
+    }
+    return strtoll(buf, NULL, 10);
 }
 
 /* The partitions of the assignment with records past their position, with offset
@@ -44,31 +67,38 @@ static rd_kafka_topic_partition_list_t *lagging(rd_kafka_t *consumer)
     return lag;
 }
 
-int bk_fetchkick_idle(bk_fetchkick_t *k, rd_kafka_t *consumer, uint64_t received, int wait_ms)
+int bk_fetchkick_idle(bk_fetchkick_t *k, rd_kafka_t *consumer, int wait_ms)
 {
     rd_kafka_topic_partition_list_t *lag;
-    int64_t now_ms = bk_clock_mono_ms(), due = k->last_ms + k->gap_ms;
+    int64_t now_ms, due_ms;
 
     if (wait_ms <= 0) {
         return wait_ms;
     }
-    if (now_ms < due) {
-        /* too soon for another: wake up when it is due, if records did not come by then */
-        return due - now_ms < wait_ms ? (int)(due - now_ms) : wait_ms;
+    if (k->cap_bytes == 0) {
+        k->cap_bytes = setting(consumer, "queued.max.messages.kbytes", 65536) * 1024;
+        k->cap_msgs = setting(consumer, "queued.min.messages", 100000);
     }
-    if (!(lag = lagging(consumer))) {
-        k->gap_ms = KICK_MIN_MS;
+    /* the queue is empty: the run since it was last empty ends here. Half a cap, as the
+     * cap counts librdkafka's own idea of a message's size */
+    if ((int64_t)k->run_bytes * 2 >= k->cap_bytes || (int64_t)k->run_msgs * 2 >= k->cap_msgs) {
+        k->due = 1;
+    }
+    k->run_bytes = 0;
+    k->run_msgs = 0;
+    if (!k->due) {
         return wait_ms;
     }
-    /* a kick that brought records may be needed again at the next drain; one that brought
-     * nothing waits twice as long before the next */
-    if (k->last_ms > 0) {
-        k->gap_ms = received > k->received ? KICK_MIN_MS
-                    : k->gap_ms * 2 > KICK_MAX_MS ? KICK_MAX_MS
-                                                  : k->gap_ms * 2;
+    now_ms = bk_clock_mono_ms();
+    due_ms = k->last_ms + KICK_GAP_MS;
+    if (now_ms < due_ms) {
+        return due_ms - now_ms < wait_ms ? (int)(due_ms - now_ms) : wait_ms;
+    }
+    k->due = 0;
+    if (!(lag = lagging(consumer))) {
+        return wait_ms;
     }
     k->last_ms = now_ms;
-    k->received = received;
     /* the answer is not used: the request and its reply are what wake the fetchers */
     (void)rd_kafka_offsets_for_times(consumer, lag, wait_ms);
     rd_kafka_topic_partition_list_destroy(lag);

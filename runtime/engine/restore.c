@@ -73,7 +73,6 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
     int pending = 0, rc = -1;
     int64_t *los = NULL, *his = NULL;
     bk_fetchkick_t kick;
-    uint64_t fetched = 0;
 
     bk_fetchkick_init(&kick);
     memset(&p, 0, sizeof(p));
@@ -166,10 +165,10 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
         got = rd_kafka_consume_batch_queue(q, 0, msgs, 1000);
         if (got == 0) {
             /* after waking the fetcher if it stopped on a full queue (fetchkick.h) */
-            got = rd_kafka_consume_batch_queue(q, bk_fetchkick_idle(&kick, consumer, fetched, 100),
-                                               msgs, 1);
+            got = rd_kafka_consume_batch_queue(q, bk_fetchkick_idle(&kick, consumer, 100), msgs,
+                                               1);
         }
-        fetched += got > 0 ? (uint64_t)got : 0;
+        bk_fetchkick_took(&kick, msgs, got > 0 ? (size_t)got : 0);
         for (ssize_t i = 0; i < got; i++) {
             rd_kafka_message_t *m = msgs[i];
             work_t *x = m->err ? NULL : find(w, n, rd_kafka_topic_name(m->rkt), m->partition);

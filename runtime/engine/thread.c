@@ -488,10 +488,9 @@ static int run_loop(bk_thread_t *thr)
         n = (int)rd_kafka_consume_batch_queue(thr->queue, 0, thr->msgs, (size_t)thr->batch_size);
         if (n == 0) {
             n = (int)rd_kafka_consume_batch_queue(
-                thr->queue, bk_fetchkick_idle(&thr->kick, thr->consumer, thr->fetched, wait),
-                thr->msgs, 1);
+                thr->queue, bk_fetchkick_idle(&thr->kick, thr->consumer, wait), thr->msgs, 1);
         }
-        thr->fetched += n > 0 ? (uint64_t)n : 0;
+        bk_fetchkick_took(&thr->kick, thr->msgs, n > 0 ? (size_t)n : 0);
         rd_kafka_poll(thr->producer, 0);
         if (n > 0) {
             int kept = fill_batch(thr, n);

@@ -112,7 +112,6 @@ struct bk_thread_s {
      * miss a record (4% of an identity's thread) */
     rd_kafka_headers_t **rec_hdrs;
     bk_fetchkick_t kick; /* wakes the fetcher when the queue ran dry early (fetchkick.h) */
-    uint64_t fetched;    /* messages taken from the consumer's queue */
 
     /* Input topic-partitions (toppars): every partition of every source topic, numbered once
      * (tp_id[topic][partition]); the next offset to commit of each. A slot reads the toppars

@@ -535,7 +535,6 @@ static int tail(bk_standby_t *sb)
     int64_t last_scrub = bk_clock_mono_ms();
     item_t *hint = NULL;
     bk_fetchkick_t kick;
-    uint64_t fetched = 0;
     int rc = 0;
 
     bk_fetchkick_init(&kick);
@@ -544,10 +543,10 @@ static int tail(bk_standby_t *sb)
          * the fetcher if it stopped on a full queue (fetchkick.h) */
         ssize_t got = rd_kafka_consume_batch_queue(q, 0, msgs, 1000);
         if (got == 0) {
-            got = rd_kafka_consume_batch_queue(q, bk_fetchkick_idle(&kick, sb->consumer, fetched, 100),
+            got = rd_kafka_consume_batch_queue(q, bk_fetchkick_idle(&kick, sb->consumer, 100),
                                                msgs, 1);
         }
-        fetched += got > 0 ? (uint64_t)got : 0;
+        bk_fetchkick_took(&kick, msgs, got > 0 ? (size_t)got : 0);
         int64_t now = bk_clock_mono_ms();
         for (ssize_t i = 0; i < got; i++) {
             rd_kafka_message_t *m = msgs[i];
