@@ -126,16 +126,12 @@ describe("a subtopology moved to another task count while it runs", function()
     -- origin does when the old tasks ran there, nothing needs a fetch)
     assert.is_true(fetched > 0 or not (where.na and where.nb),
                    "no drained checkpoint was fetched from the other node")
-    -- the standby of each task of generation 3 is a snapshot of its built active, fetched
-    -- by cold bootstrap (its changelog alone does not hold the state it was built from)
+    -- the standby of each task of generation 3 has the state its active was built from
+    -- (its changelog alone does not hold it before the seal): a snapshot of the built
+    -- active, fetched by cold bootstrap, or the node's own build when it gave the task up
     helpers.eventually(function()
-      local seen, n = {}, 0
-      for _, node in pairs(nodes) do
-        for t in node:log():gmatch("bootstrap (3_%d+): installed snapshot") do
-          if not seen[t] then seen[t], n = true, n + 1 end
-        end
-      end
-      return n == 3, n .. " of generation 3's standbys installed"
+      local n = gen.standbys_with_built_state(nodes, 3)
+      return n == 3, n .. " of generation 3's standbys have its built state"
     end, 40, 0.3)
     -- each task of generation 3 seals: its changelog gets its whole state; then on real
     -- Kafka the changelogs of generations 1 and 2 are emptied (nothing restores from them)
