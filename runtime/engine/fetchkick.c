@@ -2,6 +2,7 @@
 #include "engine/fetchkick.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/clock.h"
 
@@ -9,18 +10,47 @@
 
 void bk_fetchkick_init(bk_fetchkick_t *k)
 {
-    k->run_bytes = 0;
-    k->run_msgs = 0;
-    k->cap_bytes = 0;
-    k->cap_msgs = 0;
-    k->due = 0;
-    k->last_ms = 0;
+    memset(k, 0, sizeof(*k));
+}
+
+static void forget_parts(bk_fetchkick_t *k)
+{
+    for (int i = 0; i < k->nparts; i++) {
+        free(k->topic[i]);
+    }
+    k->nparts = 0;
+    k->last_rkt = NULL;
+}
+
+void bk_fetchkick_free(bk_fetchkick_t *k)
+{
+    forget_parts(k);
+}
+
+/* Adds a partition to the run's, once (messages come in runs of one partition: only a
+ * change of partition gets here). */
+static void remember(bk_fetchkick_t *k, const char *topic, int32_t part)
+{
+    for (int i = 0; i < k->nparts; i++) {
+        if (k->part[i] == part && strcmp(k->topic[i], topic) == 0) {
+            return;
+        }
+    }
+    if (k->nparts < BK_FETCHKICK_PARTS && (k->topic[k->nparts] = strdup(topic))) {
+        k->part[k->nparts++] = part;
+    }
 }
 
 void bk_fetchkick_took(bk_fetchkick_t *k, rd_kafka_message_t *const *msgs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        k->run_bytes += msgs[i]->len + msgs[i]->key_len;
+        const rd_kafka_message_t *m = msgs[i];
+        k->run_bytes += m->len + m->key_len;
+        if (m->rkt && ((const void *)m->rkt != k->last_rkt || m->partition != k->last_part)) {
+            k->last_rkt = m->rkt;
+            k->last_part = m->partition;
+            remember(k, rd_kafka_topic_name(m->rkt), m->partition);
+        }
     }
     k->run_msgs += n;
 }
@@ -36,40 +66,9 @@ static int64_t setting(rd_kafka_t *consumer, const char *name, int64_t dflt)
     return strtoll(buf, NULL, 10);
 }
 
-/* The partitions of the assignment with records past their position, with offset
- * RD_KAFKA_OFFSET_END (what rd_kafka_offsets_for_times asks for); NULL when none. */
-static rd_kafka_topic_partition_list_t *lagging(rd_kafka_t *consumer)
-{
-    rd_kafka_topic_partition_list_t *a = NULL, *lag = NULL;
-
-    if (rd_kafka_assignment(consumer, &a) != RD_KAFKA_RESP_ERR_NO_ERROR || !a) {
-        return NULL;
-    }
-    if (a->cnt > 0 && rd_kafka_position(consumer, a) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        for (int i = 0; i < a->cnt; i++) {
-            const rd_kafka_topic_partition_t *p = &a->elems[i];
-            int64_t lo, hi;
-            /* no position yet: nothing taken from it, so its fetch has not stopped on it */
-            if (p->offset < 0 ||
-                rd_kafka_get_watermark_offsets(consumer, p->topic, p->partition, &lo, &hi) !=
-                    RD_KAFKA_RESP_ERR_NO_ERROR ||
-                hi <= p->offset) {
-                continue;
-            }
-            if (!lag) {
-                lag = rd_kafka_topic_partition_list_new(a->cnt);
-            }
-            rd_kafka_topic_partition_list_add(lag, p->topic, p->partition)->offset =
-                RD_KAFKA_OFFSET_END;
-        }
-    }
-    rd_kafka_topic_partition_list_destroy(a);
-    return lag;
-}
-
 int bk_fetchkick_idle(bk_fetchkick_t *k, rd_kafka_t *consumer, int wait_ms)
 {
-    rd_kafka_topic_partition_list_t *lag;
+    rd_kafka_topic_partition_list_t *list;
     int64_t now_ms, due_ms;
 
     if (wait_ms <= 0) {
@@ -87,6 +86,7 @@ int bk_fetchkick_idle(bk_fetchkick_t *k, rd_kafka_t *consumer, int wait_ms)
     k->run_bytes = 0;
     k->run_msgs = 0;
     if (!k->due) {
+        forget_parts(k);
         return wait_ms;
     }
     now_ms = bk_clock_mono_ms();
@@ -95,12 +95,18 @@ int bk_fetchkick_idle(bk_fetchkick_t *k, rd_kafka_t *consumer, int wait_ms)
         return due_ms - now_ms < wait_ms ? (int)(due_ms - now_ms) : wait_ms;
     }
     k->due = 0;
-    if (!(lag = lagging(consumer))) {
+    if (k->nparts == 0) {
         return wait_ms;
     }
+    list = rd_kafka_topic_partition_list_new(k->nparts);
+    for (int i = 0; i < k->nparts; i++) {
+        rd_kafka_topic_partition_list_add(list, k->topic[i], k->part[i])->offset =
+            RD_KAFKA_OFFSET_END;
+    }
+    forget_parts(k);
     k->last_ms = now_ms;
     /* the answer is not used: the request and its reply are what wake the fetchers */
-    (void)rd_kafka_offsets_for_times(consumer, lag, wait_ms);
-    rd_kafka_topic_partition_list_destroy(lag);
+    (void)rd_kafka_offsets_for_times(consumer, list, wait_ms);
+    rd_kafka_topic_partition_list_destroy(list);
     return wait_ms;
 }

@@ -228,6 +228,7 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
     rc = 0;
 
 done:
+    bk_fetchkick_free(&kick);
     if (q) {
         rd_kafka_queue_destroy(q);
     }

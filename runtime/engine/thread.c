@@ -778,6 +778,7 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->msgs);
     free(thr->rec_tp);
     free(thr->rec_hdrs);
+    bk_fetchkick_free(&thr->kick);
     bk_thread_moves_free(thr);
     free(thr);
 }

@@ -592,6 +592,7 @@ static int tail(bk_standby_t *sb)
             }
         }
     }
+    bk_fetchkick_free(&kick);
     rd_kafka_queue_destroy(q);
     return rc;
 }
