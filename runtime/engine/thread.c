@@ -67,6 +67,7 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
                                             : POLICY_FAIL;
     thr->batch_size = (int)bk_conf_int(conf, BK_CONF_BATCH_SIZE);
     thr->commit_interval_ms = bk_conf_commit_interval_ms(conf);
+    thr->stall_ms = getenv("BECK_STALL_MS") ? atoll(getenv("BECK_STALL_MS")) : 0;
     thr->eos = bk_conf_exactly_once(conf);
     thr->io.next_wall_ms = -1;
     thr->last_topic = -1;
@@ -449,6 +450,23 @@ static int check_instance(bk_thread_t *thr)
     return 0;
 }
 
+/* BECK_STALL_MS: a turn of the loop that took that long or longer, by part (what held the
+ * thread: its tasks' changes, the wait for records, processing, the commit and what follows
+ * it). A diagnosis of pauses, off unless asked for. */
+static void log_stall(const bk_thread_t *thr, int64_t start, int64_t changes, int64_t poll,
+                      int64_t process, int n, int committed)
+{
+    int64_t end = bk_clock_wall_ms();
+    if (end - start < thr->stall_ms) {
+        return;
+    }
+    bk_log_info("%s: a turn of %lld ms: task changes %lld, poll %lld (%d record(s)), "
+                "processing %lld, %s %lld", thr->name, (long long)(end - start),
+                (long long)(changes - start), (long long)(poll - changes), n,
+                (long long)(process - poll), committed ? "commit" : "after",
+                (long long)(end - process));
+}
+
 static int run_loop(bk_thread_t *thr)
 {
     int64_t last_commit = bk_clock_wall_ms();
@@ -456,7 +474,8 @@ static int run_loop(bk_thread_t *thr)
 
     while (!thr->flags->stop) {
         int64_t now = bk_clock_wall_ms();
-        int wait = 100, n;
+        int64_t t_changes = 0, t_poll = 0, t_process = 0;
+        int wait = 100, n, committed = 0;
         if (thr->eos && check_instance(thr) != 0) {
             bk_log_error("%s: %s", thr->name, thr->err);
             rc = -1;
@@ -475,6 +494,9 @@ static int run_loop(bk_thread_t *thr)
             rc = -1;
             break;
         }
+        if (thr->stall_ms > 0) {
+            t_changes = bk_clock_wall_ms();
+        }
         if (thr->io.next_wall_ms >= 0) {
             if (now >= thr->io.next_wall_ms && punctuate(thr, now) != 0) {
                 rc = -1;
@@ -492,6 +514,9 @@ static int run_loop(bk_thread_t *thr)
         }
         bk_fetchkick_took(&thr->kick, thr->msgs, n > 0 ? (size_t)n : 0);
         rd_kafka_poll(thr->producer, 0);
+        if (thr->stall_ms > 0) {
+            t_poll = bk_clock_wall_ms();
+        }
         if (n > 0) {
             int kept = fill_batch(thr, n);
             if (kept < 0 && thr->dr_failed) {
@@ -515,6 +540,9 @@ static int run_loop(bk_thread_t *thr)
                 break;
             }
         }
+        if (thr->stall_ms > 0) {
+            t_process = bk_clock_wall_ms();
+        }
         /* a move goes at the next commit (a passthrough's switch, a task drained to its
          * barriers): that commit comes now, not at the interval, as a snapshot's does */
         if (!thr->fenced &&
@@ -524,6 +552,7 @@ static int run_loop(bk_thread_t *thr)
               now - last_commit >= MOVE_COMMIT_GAP_MS) ||
              (thr->seal_soon && now - last_commit >= SEAL_COMMIT_MS))) {
             int crc = bk_thread_commit(thr);
+            committed = 1;
             if (crc < 0 && !thr->commit_failed && bk_thread_producer_broken(thr)) {
                 continue; /* nothing committed: redone at the top */
             }
@@ -548,6 +577,9 @@ static int run_loop(bk_thread_t *thr)
             if (thr->snap_wanted && crc == 0) { /* a snapshot is of a commit that went through */
                 bk_thread_make_snapshots(thr);
             }
+        }
+        if (thr->stall_ms > 0) {
+            log_stall(thr, now, t_changes, t_poll, t_process, n, committed);
         }
     }
     return rc;

@@ -66,6 +66,7 @@ struct bk_thread_s {
     policy_t policy;
     int batch_size;
     int64_t commit_interval_ms;
+    int64_t stall_ms; /* BECK_STALL_MS: a loop turn this long or longer is logged, by part */
     pthread_t tid;
     int started;
     atomic_int done;

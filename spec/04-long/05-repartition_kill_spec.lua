@@ -109,80 +109,31 @@ describe("online repartitioning with a node killed during a move", function()
       committed(3 * KEYS)
 
       -- every key's outputs, as committed transactions wrote them: 1, 2, 3
-      local seq, outputs = {}, 0
+      local list = {}
       helpers.eventually(function()
-        local list = helpers.consume(bs, "stamp-out", { timeout = 120, committed = eos })
-        outputs = #list
-        if outputs < 3 * KEYS then return false, outputs .. " outputs" end
-        seq = {}
-        for _, r in ipairs(list) do
-          local s = seq[r.key]
-          if not s then s = {}; seq[r.key] = s end
-          s[#s + 1] = tonumber(r.value:match("^(%d+) "))
-        end
-        return true
+        list = helpers.consume(bs, "stamp-out", { timeout = 120, committed = eos })
+        return #list >= 3 * KEYS, #list .. " outputs"
       end, 240, 2)
       local t2 = helpers.now()
       -- the issue's bar: every key's last count is exact and every value from 1 to it came
       -- out, in order of first appearance; a value repeated (a replay) is counted and printed
-      local bad, repeats = {}, 0
-      for i = 1, KEYS do
-        local k = "k" .. i
-        local s, seen, want = seq[k] or {}, {}, 1
-        for _, v in ipairs(s) do
-          if seen[v] then
-            repeats = repeats + 1
-          elseif v == want then
-            seen[v], want = true, want + 1
-          else
-            bad[#bad + 1] = k .. ": " .. table.concat(s, ",")
-            break
-          end
-        end
-        if want ~= 4 or s[#s] ~= 3 then bad[#bad + 1] = k .. ": " .. table.concat(s, ",") end
-      end
-      assert.equal(0, #bad, table.concat(bad, "; ", 1, math.min(#bad, 20)))
-      assert.equal(3 * KEYS + repeats, outputs)
+      local bad, repeats = gen.sequences(list, KEYS, 3)
+      assert.equal(0, #bad, table.concat(bad, "; "))
+      assert.equal(3 * KEYS + repeats, #list)
 
-      -- how each new task was built
-      local from_checkpoints, replayed, fetched = 0, 0, 0
-      for _, node in pairs(all) do
-        local log = node:log()
-        for n in log:gmatch("task %d_%d+: built: [^\n]*; %d+ drained checkpoint%(s%), (%d+) " ..
-                            "changelog record") do
-          if tonumber(n) == 0 then from_checkpoints = from_checkpoints + 1 end
-          replayed = replayed + tonumber(n)
-        end
-        for _ in log:gmatch("drained checkpoint fetched from") do fetched = fetched + 1 end
-      end
+      local from_checkpoints, replayed, fetched = gen.build_figures(all)
 
       -- each task of generation 3 holds exactly its key groups' keys, each counted 3 times
-      local state_of = {}
-      for id, node in pairs(nodes) do
-        for _, task in ipairs(cluster.now_of(node).running) do state_of[task] = dirs[id] end
-      end
+      local state_of = gen.running_dirs(nodes, dirs)
       for id, node in pairs(nodes) do
         assert.equal(0, node:stop(), id .. ": " .. node:log():sub(-2000))
       end
-      local stored = 0
-      for q = 0, 4 do
-        local task = "3_" .. q
-        assert.is_truthy(state_of[task], "no node runs " .. task)
-        local kv, n = cluster.dump(state_of[task], task, APP, "counts")
-        for k, v in pairs(kv) do
-          if gen.owner(k, 5) ~= q or v ~= "3" then
-            error(string.format("task %s holds %s = %s (owner %d)", task, k, v,
-                                gen.owner(k, 5)))
-          end
-        end
-        stored = stored + n
-      end
-      assert.equal(KEYS, stored)
+      gen.check_stores(state_of, 3, 5, KEYS, 3)
       print(string.format("\n  repartition with a kill (%s): %d keys, 3 rounds; round 1 %.1f s, "
                           .. "rounds 2-3 with two moves and a kill %.1f s; builds from "
                           .. "checkpoints alone %d, changelog records replayed %d, "
-                          .. "checkpoints fetched %d; outputs repeated %d", guarantee, KEYS, t1 - t0,
-                          t2 - t1, from_checkpoints, replayed, fetched, repeats))
+                          .. "checkpoints fetched %d; outputs repeated %d", guarantee, KEYS,
+                          t1 - t0, t2 - t1, from_checkpoints, replayed, fetched, repeats))
     end)
   end)
 end)
