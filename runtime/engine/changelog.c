@@ -79,6 +79,7 @@ static int write_pending(bk_store_t *st, char *errstr, size_t errstr_size)
         return 0;
     }
     rocksdb_write(st->db->rdb, st->db->wopts, st->pending, &err);
+    st->db->unsynced = 1;
     if (err) {
         snprintf(errstr, errstr_size, "cannot write the state store in %s: %s", st->db->dir, err);
         free(err);
@@ -276,6 +277,7 @@ int bk_changelog_flush(bk_store_t *st, char *errstr, size_t errstr_size)
         return 0;
     }
     rocksdb_write(st->db->rdb, st->db->wopts, st->restore_batch, &err);
+    st->db->unsynced = 1;
     if (err) {
         snprintf(errstr, errstr_size, "cannot write the state store in %s: %s", st->db->dir, err);
         free(err);

@@ -273,6 +273,7 @@ void bk_db_close(bk_db_t *db)
     free(db->cfs);
     free(db->stores);
     free(db->dir);
+    free(db->ckpt_last);
     free(db);
 }
 
@@ -312,6 +313,7 @@ int bk_db_commit_sync(bk_db_t *db, int sync, char *errstr, size_t errstr_size)
         return 0;
     }
     rocksdb_write_writebatch_wi(db->rdb, sync ? db->wopts_sync : db->wopts, db->batch, &err);
+    db->unsynced |= !sync;
     if (err) {
         snprintf(errstr, errstr_size, "cannot write the state store in %s: %s", db->dir, err);
         snprintf(db->failed, sizeof(db->failed), "%s", errstr);
@@ -322,18 +324,20 @@ int bk_db_commit_sync(bk_db_t *db, int sync, char *errstr, size_t errstr_size)
     return 0;
 }
 
-int bk_db_checkpoint_file_write(const char *dir, const bk_checkpoint_line_t *lines, int n,
-                                char *errstr, size_t errstr_size)
+/* The checkpoint file's text for `lines` (malloc'd, its length in *len). */
+static char *checkpoint_text(const bk_checkpoint_line_t *lines, int n, size_t *len_out)
 {
-    char tmp[4096], path[4096], *buf;
     size_t cap = 32, len;
-    int fd, dfd, rc = -1;
+    char *buf;
 
     for (int i = 0; i < n; i++) {
         assert(lines[i].ninputs >= 0 && lines[i].ninputs <= BK_STORE_MAX_INPUTS);
         cap += strlen(lines[i].store) + 48 + (size_t)lines[i].ninputs * 24;
     }
     buf = malloc(cap);
+    if (!buf) {
+        return NULL;
+    }
     len = (size_t)snprintf(buf, cap, "beck-checkpoint 1\n");
     for (int i = 0; i < n; i++) {
         const bk_checkpoint_line_t *l = &lines[i];
@@ -346,6 +350,17 @@ int bk_db_checkpoint_file_write(const char *dir, const bk_checkpoint_line_t *lin
         }
         len += (size_t)snprintf(buf + len, cap - len, "\n");
     }
+    *len_out = len;
+    return buf;
+}
+
+/* buf written durably as dir/checkpoint: a file synced, renamed over, the directory synced. */
+static int write_checkpoint_text(const char *dir, const char *buf, size_t len, char *errstr,
+                                 size_t errstr_size)
+{
+    char tmp[4096], path[4096];
+    int fd, dfd;
+
     snprintf(tmp, sizeof(tmp), "%s/checkpoint.tmp", dir);
     snprintf(path, sizeof(path), "%s/checkpoint", dir);
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -354,12 +369,12 @@ int bk_db_checkpoint_file_write(const char *dir, const bk_checkpoint_line_t *lin
         if (fd >= 0) {
             close(fd);
         }
-        goto out;
+        return -1;
     }
     close(fd);
     if (rename(tmp, path) != 0) {
         snprintf(errstr, errstr_size, "cannot rename %s: %s", tmp, strerror(errno));
-        goto out;
+        return -1;
     }
     /* The rename itself is durable only once the directory is synced. */
     dfd = open(dir, O_RDONLY | O_DIRECTORY);
@@ -367,8 +382,20 @@ int bk_db_checkpoint_file_write(const char *dir, const bk_checkpoint_line_t *lin
         fsync(dfd);
         close(dfd);
     }
-    rc = 0;
-out:
+    return 0;
+}
+
+int bk_db_checkpoint_file_write(const char *dir, const bk_checkpoint_line_t *lines, int n,
+                                char *errstr, size_t errstr_size)
+{
+    size_t len;
+    char *buf = checkpoint_text(lines, n, &len);
+    int rc;
+    if (!buf) {
+        snprintf(errstr, errstr_size, "cannot write checkpoint in %s: out of memory", dir);
+        return -1;
+    }
+    rc = write_checkpoint_text(dir, buf, len, errstr, errstr_size);
     free(buf);
     return rc;
 }
@@ -376,22 +403,18 @@ out:
 int bk_db_checkpoint(bk_db_t *db, char *errstr, size_t errstr_size)
 {
     bk_checkpoint_line_t *lines;
-    char *err = NULL;
+    char *err = NULL, *text;
+    size_t len;
     int n = 0, rc;
 
     if (db_failed(db, errstr, errstr_size)) {
         return -1;
     }
-    /* Restored records were written without sync: make them durable before
-     * a checkpoint claims them. */
-    rocksdb_flush_wal(db->rdb, 1, &err);
-    if (err) {
-        snprintf(errstr, errstr_size, "cannot sync the state store in %s: %s", db->dir, err);
-        snprintf(db->failed, sizeof(db->failed), "%s", errstr);
-        free(err);
+    lines = calloc((size_t)db->nstores + 1, sizeof(*lines));
+    if (!lines) {
+        snprintf(errstr, errstr_size, "cannot checkpoint %s: out of memory", db->dir);
         return -1;
     }
-    lines = calloc((size_t)db->nstores + 1, sizeof(*lines));
     for (int i = 0; i < db->nstores; i++) {
         const bk_store_t *st = &db->stores[i];
         if (st->logged && st->next >= 0) {
@@ -402,8 +425,37 @@ int bk_db_checkpoint(bk_db_t *db, char *errstr, size_t errstr_size)
             n++;
         }
     }
-    rc = bk_db_checkpoint_file_write(db->dir, lines, n, errstr, errstr_size);
+    text = checkpoint_text(lines, n, &len);
     free(lines);
+    if (!text) {
+        snprintf(errstr, errstr_size, "cannot checkpoint %s: out of memory", db->dir);
+        return -1;
+    }
+    /* Nothing written since the last checkpoint (a task that read nothing, a drained one
+     * released): the file on disk says it already, and three fsyncs a DB are skipped */
+    if (!db->unsynced && db->ckpt_last && db->ckpt_len == len &&
+        memcmp(db->ckpt_last, text, len) == 0) {
+        free(text);
+        return 0;
+    }
+    /* Restored records were written without sync: make them durable before
+     * a checkpoint claims them. */
+    rocksdb_flush_wal(db->rdb, 1, &err);
+    if (err) {
+        snprintf(errstr, errstr_size, "cannot sync the state store in %s: %s", db->dir, err);
+        snprintf(db->failed, sizeof(db->failed), "%s", errstr);
+        free(err);
+        free(text);
+        return -1;
+    }
+    db->unsynced = 0;
+    rc = write_checkpoint_text(db->dir, text, len, errstr, errstr_size);
+    free(db->ckpt_last);
+    db->ckpt_last = rc == 0 ? text : NULL;
+    db->ckpt_len = rc == 0 ? len : 0;
+    if (rc != 0) {
+        free(text);
+    }
     return rc;
 }
 

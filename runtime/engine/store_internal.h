@@ -78,6 +78,12 @@ struct bk_db_s {
     /* A write or sync failed: RocksDB must not be asked again (after a
      * failed sync its WAL writer asserts), the node is stopping. */
     char failed[512];
+    /* The checkpoint file as last written through this handle, and whether anything was
+     * written without sync since: a checkpoint that would write the same text over a
+     * synced DB is skipped (bk_db_checkpoint) */
+    char *ckpt_last;
+    size_t ckpt_len;
+    int unsynced;
 };
 
 /* A scan (iter.c): committed = 0 reads the owner's batch over the DB (bk_ffi_store_iter_new,

@@ -578,6 +578,9 @@ static int run_loop(bk_thread_t *thr)
                 bk_thread_make_snapshots(thr);
             }
         }
+        if (thr->drain_pending > 0) {
+            bk_thread_moves_drain_one(thr);
+        }
         if (thr->stall_ms > 0) {
             log_stall(thr, now, t_changes, t_poll, t_process, n, committed);
         }
@@ -639,6 +642,9 @@ static void *thread_main(void *arg)
     bk_log_debug("%s: clients and Lua ready in %lld ms", thr->name,
                  (long long)(bk_clock_wall_ms() - t0));
     rc = run_loop(thr);
+    while (rc == 0 && thr->drain_pending > 0) { /* a stop right after a drain: told now */
+        bk_thread_moves_drain_one(thr);
+    }
     bk_thread_stop_jobs(thr);
     /* Processors may forward from close(); what they send is flushed and
      * committed with the rest, unless committing is what failed. */

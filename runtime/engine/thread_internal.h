@@ -186,6 +186,7 @@ struct bk_thread_s {
     uint8_t **barriers; /* [cap] a replaced generation's task: the barriers it read, a bit
                          * per (passthrough input, passthrough task); NULL: none */
     uint8_t *drain;     /* [cap] DRAIN_*: every barrier read, then told */
+    int drain_pending;  /* slots drained by a commit whose checkpoint is still to make */
     uint8_t *keycheck;  /* [cap] a stateful task of generation 0: each record's key is
                          * checked against its partition (an input that grew) */
     /* Sealing (thread_seal.c), by slot: SEAL_*, the plan store being written, the last
@@ -211,6 +212,10 @@ int bk_thread_moves_init(bk_thread_t *thr);
 void bk_thread_moves_free(bk_thread_t *thr);
 void bk_thread_moves_forget(bk_thread_t *thr, int slot);
 int bk_thread_moves_after_commit(bk_thread_t *thr);
+/* One drained task's checkpoint made and the node told (the others at the next turns: a
+ * checkpoint takes ~10-15 ms of the thread, and its other tasks, an upstream's among them,
+ * get a turn in between). While thr->drain_pending. */
+void bk_thread_moves_drain_one(bk_thread_t *thr);
 int bk_thread_moves_live(bk_thread_t *thr, int slot);
 int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t);
 /* Record m of task `slot` (generation 0, keycheck) has a key that murmur2 puts in another

@@ -18,9 +18,11 @@
 
 #define BARRIER_HEADER "beck.barrier"
 
-/* DRAIN_HELD: generation 0 stopped at a record of its grown input that is another task's
- * (bk_thread_moves_foreign), until the move */
-enum { DRAIN_NONE = 0, DRAIN_READ, DRAIN_TOLD, DRAIN_HELD };
+/* DRAIN_READ: every barrier read, drained at the next commit; DRAIN_CKPT: that commit went
+ * through, its checkpoint is made and the node told at a later turn of the loop
+ * (bk_thread_moves_drain_one); DRAIN_HELD: generation 0 stopped at a record of its grown
+ * input that is another task's (bk_thread_moves_foreign), until the move */
+enum { DRAIN_NONE = 0, DRAIN_READ, DRAIN_TOLD, DRAIN_HELD, DRAIN_CKPT };
 
 int bk_thread_moves_init(bk_thread_t *thr)
 {
@@ -54,6 +56,10 @@ void bk_thread_moves_forget(bk_thread_t *thr, int slot)
 {
     free(thr->barriers[slot]);
     thr->barriers[slot] = NULL;
+    if (thr->drain[slot] == DRAIN_CKPT) {
+        thr->drain_pending--; /* whoever opens it next drains it again (its barriers are in
+                               * its commits' metadata) */
+    }
     thr->drain[slot] = DRAIN_NONE;
     thr->keycheck[slot] = 0;
     bk_thread_seal_forget(thr, slot);
@@ -191,32 +197,13 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
             }
         }
     }
-    /* replaced generations' tasks whose barriers were all read before this commit */
+    /* replaced generations' tasks whose barriers were all read before this commit: drained,
+     * each told at a turn of the loop of its own (bk_thread_moves_drain_one) */
     for (int i = 0; i < thr->ntasks; i++) {
         int s = thr->owned[i];
         if (thr->drain[s] == DRAIN_READ) {
-            char dir[4096], err[1024];
-            thr->drain[s] = DRAIN_TOLD;
-            if (plan->subs[thr->tasks[s].sub].generation == 0) {
-                bk_log_info("task %s: drained: what it processed of its input before the move "
-                            "is committed",
-                            BK_TASK_NAME(thr->tasks[s]));
-            } else {
-                bk_log_info("task %s: drained: every passthrough task's barrier read and what "
-                            "came before committed",
-                            BK_TASK_NAME(thr->tasks[s]));
-            }
-            /* its state as handed over, for the next generation's tasks built on this node;
-             * without it they replay changelogs instead */
-            if (thr->dbs[s] && bk_drained_make(thr->dbs[s], plan, thr->conf, thr->tasks[s], dir,
-                                               sizeof(dir), err, sizeof(err)) != 0) {
-                bk_log_warn("task %s: no checkpoint of its drained state (%s): the tasks built "
-                            "from it replay its changelogs",
-                            BK_TASK_NAME(thr->tasks[s]), err);
-            }
-            if (thr->drained) {
-                thr->drained(thr->drained_opaque, s);
-            }
+            thr->drain[s] = DRAIN_CKPT;
+            thr->drain_pending++;
         }
     }
     /* generation 0 of a subtopology that moved: what it processed is committed, nothing
@@ -225,6 +212,43 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
         gen0_stop(thr, thr->owned[i]);
     }
     return bk_thread_seal_after_commit(thr);
+}
+
+void bk_thread_moves_drain_one(bk_thread_t *thr)
+{
+    const bk_plan_t *plan = thr->plan;
+    for (int i = 0; i < thr->ntasks; i++) {
+        int s = thr->owned[i];
+        char dir[4096], err[1024];
+        if (thr->drain[s] != DRAIN_CKPT) {
+            continue;
+        }
+        thr->drain[s] = DRAIN_TOLD;
+        thr->drain_pending--;
+        if (plan->subs[thr->tasks[s].sub].generation == 0) {
+            bk_log_info("task %s: drained: what it processed of its input before the move is "
+                        "committed",
+                        BK_TASK_NAME(thr->tasks[s]));
+        } else {
+            bk_log_info("task %s: drained: every passthrough task's barrier read and what came "
+                        "before committed",
+                        BK_TASK_NAME(thr->tasks[s]));
+        }
+        /* its state as handed over, for the next generation's tasks built on this node;
+         * without it they replay changelogs instead. Its stores have written nothing since
+         * the commit that drained it: it reads no more records. */
+        if (thr->dbs[s] && bk_drained_make(thr->dbs[s], plan, thr->conf, thr->tasks[s], dir,
+                                           sizeof(dir), err, sizeof(err)) != 0) {
+            bk_log_warn("task %s: no checkpoint of its drained state (%s): the tasks built "
+                        "from it replay its changelogs",
+                        BK_TASK_NAME(thr->tasks[s]), err);
+        }
+        if (thr->drained) {
+            thr->drained(thr->drained_opaque, s);
+        }
+        return;
+    }
+    thr->drain_pending = 0; /* none found: the count was off */
 }
 
 int bk_thread_moves_live(bk_thread_t *thr, int slot)

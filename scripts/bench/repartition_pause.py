@@ -17,6 +17,10 @@ Prints `<name> <value>` lines:
   output_gap_end_ms      when the longest gap after the move ended, in ms after MOVE_MS
   output_gap_move_ms     with BUILT_MS (when the last new task was built): the longest
                          gap that began between MOVE_MS and it, the move's own
+  own_gap_ms             the longest output gap after the move less what the input explains:
+                         a gap is the app's own only from when a record it had not processed
+                         could have reached it (made, plus the median time from making to
+                         processing before the move); own_gap_ms_nomove: before the move
   stamped                the online phase's outputs read (must be WANT)
 """
 import sys
@@ -37,6 +41,7 @@ def main():
     ends = consumer.end_offsets(tps)
     per_key = {}
     times = []
+    made = []
     done = {tp: consumer.position(tp) >= ends[tp] for tp in tps}
     while not all(done.values()):
         batch = consumer.poll(timeout_ms=2000)
@@ -48,6 +53,7 @@ def main():
                     processed = int(r.value)
                     per_key.setdefault(r.key, []).append((r.timestamp, processed))
                     times.append(processed)
+                    made.append((processed, r.timestamp))
             done[tp] = consumer.position(tp) >= ends[tp]
     consumer.close()
 
@@ -77,6 +83,23 @@ def main():
         # the move itself: gaps that began before its last new task was built (after it,
         # the new tasks seal their state: docs/repartitioning.md, Sealing)
         print("output_gap_move_ms %d" % gap_move)
+    # the app's own part of each gap: from max(the gap's start, when the first record
+    # processed after it could have arrived) to its end
+    made.sort()
+    lat = sorted(p - c for p, c in made if p < move_ms)
+    typical = lat[len(lat) // 2] if lat else 0
+    first_made = [0] * len(made)  # the earliest making among the records processed from i on
+    low = None
+    for i in range(len(made) - 1, -1, -1):
+        low = made[i][1] if low is None else min(low, made[i][1])
+        first_made[i] = low
+    own = {True: 0, False: 0}
+    for i in range(len(made) - 1):
+        a, b = made[i][0], made[i + 1][0]
+        start = max(a, first_made[i + 1] + typical)
+        own[b >= move_ms] = max(own[b >= move_ms], b - start)
+    print("own_gap_ms %d" % own[True])
+    print("own_gap_ms_nomove %d" % own[False])
     print("stamped %d" % len(times))
     if len(times) != want:
         sys.exit("repartition_pause: %d stamped outputs, %d wanted" % (len(times), want))
