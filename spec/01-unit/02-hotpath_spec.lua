@@ -38,6 +38,33 @@ local function jit_report(run, n)
   return report
 end
 
+-- A fresh copy of the runtime module: its functions compiled again, at other addresses.
+local function fresh_runtime()
+  local cdef = ffi.cdef
+  package.loaded["beck.internal.runtime"] = nil
+  ffi.cdef = function() end -- its declarations are there already
+  local ok, rt = pcall(require, "beck.internal.runtime")
+  ffi.cdef = cdef
+  assert(ok, rt)
+  return rt
+end
+
+-- The JIT's verdict on a record path: attempt(rt) runs it with the runtime module rt and
+-- returns nil when its traces are as they must be, or why not. LuaJIT counts hotness in a
+-- 64-slot table indexed by bytecode address, so whether a heuristic of its recorder fires
+-- (a recursion unrolled, a side trace given up, a function compiled twice) varies with
+-- where the code lands in memory: CI saw ~1 process in 20 differ on the specs below. So up
+-- to three attempts, each but the first on a fresh copy of the runtime module; what the
+-- record path does wrong (an NYI, a function per task) fails all three.
+local function jit_verdict(attempt)
+  local why
+  for i = 1, 3 do
+    why = attempt(i == 1 and runtime or fresh_runtime())
+    if not why then return end
+  end
+  error(why .. " (in each of 3 attempts; the last's report above)")
+end
+
 describe("the record path", function()
   it("calls process once per record, with its key and value", function()
     local seen = {}
@@ -61,23 +88,27 @@ describe("the record path", function()
     app:processor("a", { process = function(ctx, k, v) ctx:forward(k, v) end }, "in")
     app:processor("b", { process = function(ctx, k, v) total = total + #v end }, "a")
     local bio, _, keep = make_io(1000)
-    local run = runtime.new(app, bio, nil, { { 0, 0 }, { 0, 1 } }).run
-    local report = jit_report(run, 50)
+    jit_verdict(function(rt)
+      local run = rt.new(app, bio, nil, { { 0, 0 }, { 0, 1 } }).run
+      local report = jit_report(run, 50)
+      -- the loop of run() in runtime.lua is compiled as a loop trace...
+      if not report:find("%[TRACE%s+%d+ runtime%.lua:%d+ loop%]") then
+        return "no loop trace of runtime.lua:\n" .. report
+      end
+      -- ...and no trace aborted on something LuaJIT cannot compile (jit.v prints
+      -- "TRACE ---" and why). Three heuristics of the recorder that retry elsewhere
+      -- are not failures: a root trace begun at run()'s entry (its call count, hashed
+      -- with other code's, can get hot first) stops at the loop and lets it have its
+      -- own trace ("inner loop in root trace"; CI saw it once).
+      for reason in report:gmatch("TRACE %-%-%-[^\n]*%-%- ([^\n]*)%]") do
+        if not (reason:find("^leaving loop in root trace") or reason:find("^loop unroll limit")
+                or reason:find("^inner loop in root trace")) then
+          return "a trace aborted (" .. reason .. "):\n" .. report
+        end
+      end
+    end)
     assert.is_table(keep)
     assert.is_true(total > 0)
-    -- the loop of run() in runtime.lua is compiled as a loop trace...
-    assert.matches("%[TRACE%s+%d+ runtime%.lua:%d+ loop%]", report)
-    -- ...and no trace aborted on something LuaJIT cannot compile (jit.v prints
-    -- "TRACE ---" and why). Three heuristics of the recorder that retry elsewhere
-    -- are not failures: a root trace begun at run()'s entry (its call count, hashed
-    -- with other code's, can get hot first) stops at the loop and lets it have its
-    -- own trace ("inner loop in root trace"; CI saw it once).
-    for reason in report:gmatch("TRACE %-%-%-[^\n]*%-%- ([^\n]*)%]") do
-      if not (reason:find("^leaving loop in root trace") or reason:find("^loop unroll limit")
-              or reason:find("^inner loop in root trace")) then
-        error("a trace aborted (" .. reason .. "):\n" .. report)
-      end
-    end
   end)
 
   -- The functions on a record's path are the topology's, shared by a thread's tasks: with a
@@ -98,13 +129,19 @@ describe("the record path", function()
     local bio, recs, keep = make_io(1000, 64)
     local bytes = 0
     for i = 0, 999 do bytes = bytes + recs[i].value_len end
-    local run = runtime.new(app, bio, nil, tasks, 0, env).run
-    local report = jit_report(run, 50)
+    local runs = 0
+    jit_verdict(function(rt)
+      local run = rt.new(app, bio, nil, tasks, 0, env).run
+      local report = jit_report(run, 50)
+      runs = runs + 50
+      if report:find("fallback to interpreter", 1, true) then
+        return "a trace fell back to the interpreter:\n" .. report
+      end
+      local traces = select(2, report:gsub("%[TRACE%s+%d+", ""))
+      if traces > 8 then return traces .. " traces:\n" .. report end
+    end)
     assert.is_table(keep)
-    assert.equal(50 * bytes, total)
-    assert.is_nil(report:find("fallback to interpreter", 1, true), report)
-    local traces = select(2, report:gsub("%[TRACE%s+%d+", ""))
-    assert.is_true(traces <= 8, traces .. " traces:\n" .. report)
+    assert.equal(runs * bytes, total)
   end)
 
   -- A source's records get no value string when none of its processors could read one
@@ -128,16 +165,17 @@ describe("the record path", function()
   -- With sinks that take a record's own bytes (the stream thread's, env.raw), a key or
   -- value that every processor on the way only passes to ctx:forward reaches the sink as
   -- runtime.RAW: no Lua string is made. One reader on the way makes strings again.
-  local function raw_env(got)
+  local function raw_env(got, rt)
+    rt = rt or runtime
     local ffi_string = ffi.string
     return { raw = true, store_ptr = function() end, now = function() return 0 end,
              sink = function()
                return function(task, k, v)
                  local r = task.io.recs[task.cur]
-                 got.raw_keys = got.raw_keys + (k == runtime.RAW and 1 or 0)
-                 got.raw_values = got.raw_values + (v == runtime.RAW and 1 or 0)
-                 if k == runtime.RAW then k = ffi_string(r.key, r.key_len) end
-                 if v == runtime.RAW then v = ffi_string(r.value, r.value_len) end
+                 got.raw_keys = got.raw_keys + (k == rt.RAW and 1 or 0)
+                 got.raw_values = got.raw_values + (v == rt.RAW and 1 or 0)
+                 if k == rt.RAW then k = ffi_string(r.key, r.key_len) end
+                 if v == rt.RAW then v = ffi_string(r.value, r.value_len) end
                  got.bytes = got.bytes + #k + #v
                  got.n = got.n + 1
                  got.last = { k, v }
@@ -151,7 +189,6 @@ describe("the record path", function()
     app:processor("a", { process = function(ctx, k, v) ctx:forward(k, v) end }, "in")
     app:processor("b", { process = function(ctx, k, v) ctx:forward(k, v) end }, "a")
     app:sink("out", "out", "b")
-    local got = { raw_keys = 0, raw_values = 0, bytes = 0, n = 0 }
     local tasks = {}
     for p = 0, 63 do tasks[#tasks + 1] = { 0, p } end
     local bio, recs, keep = make_io(1000, 64)
@@ -159,16 +196,23 @@ describe("the record path", function()
     for i = 0, 999 do
       bytes, n = bytes + recs[i].key_len + recs[i].value_len, n + 1
     end
-    local run = runtime.new(app, bio, nil, tasks, 0, raw_env(got)).run
-    local report = jit_report(run, 50)
+    jit_verdict(function(rt)
+      local got = { raw_keys = 0, raw_values = 0, bytes = 0, n = 0 }
+      local run = rt.new(app, bio, nil, tasks, 0, raw_env(got, rt)).run
+      local report = jit_report(run, 50)
+      assert.equal(50 * n, got.n)
+      assert.equal(50 * bytes, got.bytes)
+      assert.equal(50 * n, got.raw_keys)
+      assert.equal(50 * n, got.raw_values)
+      assert.same({ "key-" .. 999 % 97, string.rep("v", 100) .. 999 }, got.last)
+      if report:find("fallback to interpreter", 1, true) then
+        return "a trace fell back to the interpreter:\n" .. report
+      end
+      if not report:find("%[TRACE%s+%d+ runtime%.lua:%d+ loop%]") then
+        return "no loop trace of runtime.lua:\n" .. report
+      end
+    end)
     assert.is_table(keep)
-    assert.equal(50 * n, got.n)
-    assert.equal(50 * bytes, got.bytes)
-    assert.equal(50 * n, got.raw_keys)
-    assert.equal(50 * n, got.raw_values)
-    assert.same({ "key-" .. 999 % 97, string.rep("v", 100) .. 999 }, got.last)
-    assert.is_nil(report:find("fallback to interpreter", 1, true), report)
-    assert.matches("%[TRACE%s+%d+ runtime%.lua:%d+ loop%]", report)
   end)
 
   it("passes both as the record's bytes to a plain identity, strings when any child reads", function()
