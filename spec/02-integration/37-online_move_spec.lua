@@ -31,11 +31,7 @@ local function start(bs, id, rack, sshd)
                    { state = states[id] })
 end
 
-local function round()
-  local records = {}
-  for i = 1, KEYS do records[#records + 1] = { "k" .. i, "r" } end
-  return records
-end
+local function round() return gen.round(KEYS) end
 
 -- Moves subtopology 0 to n tasks while two rounds of every key are written.
 local function move_while_writing(bs, n)

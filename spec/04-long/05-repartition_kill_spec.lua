@@ -24,11 +24,7 @@ local sshd_fixture = require "spec.fixtures.sshd"
 local APP = gen.APP
 local KEYS = 200000
 
-local function round()
-  local records = {}
-  for i = 1, KEYS do records[i] = { "k" .. i, "r" } end
-  return records
-end
+local function round() return gen.round(KEYS) end
 
 describe("online repartitioning with a node killed during a move", function()
   after_each(helpers.cleanup)
