@@ -61,12 +61,7 @@ describe("online repartitioning with a node killed during a move", function()
           return got == n, string.format("%d of stamp-in's %d records committed", got, n)
         end, 240, 1)
       end
-      local function move(n)
-        local st, out, err = helpers.run({ helpers.beck_bin(), "repartition", "-b", bs, "--app",
-                                           APP, "--subtopology", "0", "--partitions",
-                                           tostring(n) }, { timeout = 60 })
-        assert.equal(0, st, "beck repartition: " .. tostring(err) .. tostring(out))
-      end
+      local function move(n) gen.move(bs, n) end
       local t0 = helpers.now()
 
       helpers.produce(bs, "stamp-in", round(), { timeout = 180 })

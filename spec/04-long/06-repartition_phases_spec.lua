@@ -78,10 +78,7 @@ describe("online repartitioning with a node killed at each phase of a move", fun
         end, 120, 0.5)
       end
       local function move(n, generation)
-        local st, out, err = helpers.run({ helpers.beck_bin(), "repartition", "-b", bs, "--app",
-                                           APP, "--subtopology", "0", "--partitions",
-                                           tostring(n) }, { timeout = 60 })
-        assert.equal(0, st, "beck repartition: " .. tostring(err) .. tostring(out))
+        gen.move(bs, n)
         gen_topic = "stamped-0-repartition-g" .. generation
       end
       -- the first live node whose log matches one of `patterns`, waited for; the nodes are
