@@ -116,6 +116,17 @@ static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
     rd_kafka_resp_err_t err;
     int slot = thr->task_of[t][m->partition];
 
+    if (bk_plan_retired(plan, plan->topics[to].sub)) {
+        /* Nothing is written to a retired generation's topic: nobody reads it again, so the
+         * record would be lost once its input offset commits (issue 38). The thread stops
+         * before that commit; the task starts again elsewhere from its last one. */
+        snprintf(thr->err, sizeof(thr->err),
+                 "task %s: record %s/%d/%lld would go to %s, of a retired generation: "
+                 "stopping before its offset commits",
+                 BK_TASK_NAME(thr->tasks[slot]), plan->topics[t].name, (int)m->partition,
+                 (long long)m->offset, plan->topics[to].name);
+        return -1;
+    }
     if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) {
         hdrs = NULL;
     }

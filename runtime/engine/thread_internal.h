@@ -79,7 +79,12 @@ struct bk_thread_s {
     int seen_topics, seen_stores, seen_tasks;
     const char *seen_gens;
     int seen_ready;    /* the plan's nready at the last moves_after_commit */
-    int handles_ready; /* ... when the producer's topic handles were last made */
+    /* What the producer's topic handles were last made for: the plan's nready and how
+     * many of its topics and stores the thread followed then. All three count: a producer
+     * renewed (a rejoin under exactly-once) before the thread followed a grown plan made
+     * handles for the old topics only, at the new nready (issue 38: the newest
+     * generation's topic had no handle, and its passthrough fell back to a retired one). */
+    int handles_ready, handles_topics, handles_stores;
     /* a move's step waits for a commit (a barrier read made a task drained): the thread
      * commits at once instead of at its interval (thread_moves.c) */
     int moves_soon;

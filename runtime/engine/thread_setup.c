@@ -145,12 +145,15 @@ static void follow_topic(bk_thread_t *thr, int t)
 
 /* The producer's handles of the topics and changelogs the thread knows of that exist on the
  * cluster (bk_plan_set_ready), made once: a handle asks for its topic's metadata, and the
- * dev broker makes a topic it is asked for, with its own width. */
+ * dev broker makes a topic it is asked for, with its own width. Looked at again whenever
+ * the marks or what the thread follows of the plan changed. */
 static void make_handles(bk_thread_t *thr)
 {
     const bk_plan_t *plan = thr->plan;
     int ready = atomic_load(&plan->nready), nstores = atomic_load(&plan->ready_nstores);
-    if (!thr->producer || !thr->out_rkts || !thr->changelog_rkts || ready == thr->handles_ready) {
+    if (!thr->producer || !thr->out_rkts || !thr->changelog_rkts ||
+        (ready == thr->handles_ready && thr->seen_topics == thr->handles_topics &&
+         thr->seen_stores == thr->handles_stores)) {
         return;
     }
     for (int t = 0; t < thr->seen_topics; t++) {
@@ -167,6 +170,8 @@ static void make_handles(bk_thread_t *thr)
         }
     }
     thr->handles_ready = ready;
+    thr->handles_topics = thr->seen_topics;
+    thr->handles_stores = thr->seen_stores;
 }
 
 int bk_thread_follow_plan(bk_thread_t *thr)
