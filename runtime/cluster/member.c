@@ -33,6 +33,9 @@ static void become_lost(bk_member_t *m, const char *why, int64_t now)
     m->lost = 1;
     m->lost_at = now;
     m->nlost = 0;
+    if (m->lease) {
+        atomic_store(m->lease, 0); /* nothing more is processed or committed */
+    }
     /* What the node may be running: what a view told it to run and it has not released,
      * and whatever else this incarnation still holds (the log may have ended it already). */
     for (int32_t t = 0; t < m->nown; t++) {
@@ -84,6 +87,22 @@ static void check_self(bk_member_t *m, int64_t now, int caught_up)
     }
 }
 
+/* The node's lease (bk_member_set_lease): while its own latest heartbeat in the log is at
+ * most a session less a heartbeat old, no other member can have taken it for dead (they
+ * wait a whole session of log time), so it may process and commit. Past that its tasks may
+ * run elsewhere: the stream threads stop at once by their own clock, without waiting for
+ * this thread to read the log and find itself lost (a node frozen past its session wakes
+ * with threads that would commit first). Lost, or not in the log yet: 0. Under the lock. */
+static void publish_lease(bk_member_t *m)
+{
+    int32_t self;
+    if (!m->lease) {
+        return;
+    }
+    self = m->lost || m->phase != PH_RUN ? -1 : bk_member_self_peer(m);
+    atomic_store(m->lease, self >= 0 ? m->peers[self].last_ts + m->session_ms - m->hb_ms : 0);
+}
+
 /* After a batch: phase, self, leader duty, ticks, heartbeat. Under the lock. */
 static void after_batch(bk_member_t *m, int64_t now)
 {
@@ -121,6 +140,7 @@ static void after_batch(bk_member_t *m, int64_t now)
         m->pending = 0;
     }
     check_self(m, now, caught_up);
+    publish_lease(m);
     if (m->lost) {
         return;
     }

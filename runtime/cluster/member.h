@@ -193,6 +193,12 @@ int bk_member_poll_force(bk_member_t *member, bk_member_view_t *view);
 
 /* This member's incarnation now (the view's, before any poll). @locality any thread */
 uint64_t bk_member_incarnation(bk_member_t *member);
+/* Where the member keeps the node's lease, in wall-clock ms: the time until which no other
+ * member can have taken this one for dead (its own latest heartbeat in the log plus a
+ * session less a heartbeat), 0 once it is lost or before its heartbeat is in the log again.
+ * The node's stream threads process and commit only within it (engine/thread.h). `lease`
+ * must outlive the member; the member thread writes it from its next batch on. */
+void bk_member_set_lease(bk_member_t *member, _Atomic int64_t *lease);
 
 /* Frees what polls put in *view and zeroes it. */
 void bk_member_view_clear(bk_member_view_t *view);

@@ -257,6 +257,13 @@ done:
     return rc;
 }
 
+void bk_member_set_lease(bk_member_t *member, _Atomic int64_t *lease)
+{
+    pthread_mutex_lock(&member->lock);
+    member->lease = lease;
+    pthread_mutex_unlock(&member->lock);
+}
+
 uint64_t bk_member_incarnation(bk_member_t *member)
 {
     uint64_t inc;

@@ -156,6 +156,9 @@ struct bk_member_s {
     int session_announced; /* an observer's session_ms follows the heartbeats' */
     void (*on_change)(void *opaque);
     void *opaque;
+    /* Where the member publishes the node's lease (bk_member_set_lease), NULL: nowhere.
+     * Written under the lock below. */
+    _Atomic int64_t *lease;
     rd_kafka_t *consumer, *producer; /* the producer is replaced under lock (renew_producer) */
     int renewing; /* the member thread purges a failed producer: its reports are failures */
     pthread_t thread;

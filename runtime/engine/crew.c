@@ -11,6 +11,7 @@ void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf
                    bk_taskdb_pool_t *pool, bk_livestats_t *live)
 {
     memset(crew, 0, sizeof(*crew));
+    atomic_init(&crew->flags.lease_until, INT64_MAX); /* until a member publishes one */
     {
         int n;
         crew->tasks = bk_plan_task_table(plan, &n, &crew->cap); /* made by the node */

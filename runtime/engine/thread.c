@@ -505,6 +505,29 @@ static int run_loop(bk_thread_t *thr)
             rc = -1;
             break;
         }
+        if (!bk_node_leased(thr->flags, now)) {
+            /* Another node may run this one's tasks already (bk_node_flags_t): nothing is
+             * processed, punctuated or committed until the membership renews the lease, or
+             * finds the node lost and takes its tasks back (released without a commit). */
+            if (!thr->unleased_at) {
+                thr->unleased_at = now;
+                if (thr->ntasks > 0) {
+                    bk_log_warn("%s: the node's lease ran out (its own heartbeats are not seen "
+                                "back in the control topic in time): %d task(s) wait, "
+                                "processing and committing nothing",
+                                thr->name, thr->ntasks);
+                }
+            }
+            rd_kafka_poll(thr->producer, 20); /* delivery reports, and a pause */
+            continue;
+        }
+        if (thr->unleased_at) {
+            if (thr->ntasks > 0) {
+                bk_log_info("%s: the node's lease holds again after %lld ms: processing", 
+                            thr->name, (long long)(now - thr->unleased_at));
+            }
+            thr->unleased_at = 0;
+        }
         if (thr->stall_ms > 0) {
             t_changes = bk_clock_wall_ms();
         }
@@ -679,6 +702,10 @@ static void *thread_main(void *arg)
     crc = failed_before ? -1 : bk_thread_commit(thr);
     if (crc < 0 && !failed_before) {
         rc = -1;
+    } else if (crc > 0 && !bk_node_leased(thr->flags, bk_clock_wall_ms())) {
+        bk_log_warn("%s: no final commit: the node's lease ran out (another node may run its "
+                    "tasks already); %d task(s) stop at their last commit",
+                    thr->name, thr->ntasks);
     } else if (crc > 0) {
         /* nothing of the last interval is synced: the DBs close, and the next owner keeps
          * or drops the interval's changelog records by the committed offsets */

@@ -39,7 +39,19 @@ typedef struct bk_thread_stats_s {
 typedef struct bk_node_flags_s {
     atomic_int stop;   /* set by any thread; the stream threads poll it */
     atomic_int failed; /* set by the thread that failed */
+    /* The node's lease, wall-clock ms (cluster/member.h, bk_member_set_lease): a stream
+     * thread processes and commits only before it. Past it, another node may run its tasks
+     * already: whatever this one did since its last commit is dropped as in a crash, never
+     * committed (issue 38: a node frozen past its session woke and committed its release
+     * over the new owner's work). INT64_MAX outside a cluster (bk_crew_start). */
+    _Atomic int64_t lease_until;
 } bk_node_flags_t;
+
+/* Whether the node's lease holds at wall-clock time now. @locality any thread */
+static inline int bk_node_leased(bk_node_flags_t *flags, int64_t now)
+{
+    return now < atomic_load_explicit(&flags->lease_until, memory_order_acquire);
+}
 
 /* Creates (does not start) thread `index`, with no tasks. plan, conf and flags must outlive
  * the thread. */

@@ -204,6 +204,9 @@ static int commit_at_least_once(bk_thread_t *thr, const int32_t *slots, int nslo
      * past it, so whoever restores keeps them (docs/state.md, Markers). The other order
      * left a window where a DB was ahead of the committed input, which then counted twice
      * (spec/02-integration/04-state_spec.lua caught it: 82,960 of 1,000,000 updates). */
+    if (!bk_node_leased(thr->flags, bk_clock_wall_ms())) {
+        return 1; /* it ran out during the flush (a node frozen in mid-commit) */
+    }
     list = offsets_of(thr, slots, nslots, 0);
     if (list->cnt > 0) {
         kerr = rd_kafka_commit(thr->consumer, list, 0);
@@ -245,6 +248,9 @@ static int commit_exactly_once(bk_thread_t *thr, const int32_t *slots, int nslot
     /* 3. the input offsets, and the transaction's commit. A release sends every offset,
      * moved or not: a transaction without records or offsets ends in the client alone, and
      * a release is where a node that was taken for dead must learn that it was fenced */
+    if (!bk_node_leased(thr->flags, bk_clock_wall_ms())) {
+        return 1; /* the transaction stays open: committed by the next commit, if any */
+    }
     list = offsets_of(thr, slots, nslots, release);
     rc = bk_thread_txn_commit(thr, list);
     rd_kafka_topic_partition_list_destroy(list);
@@ -280,6 +286,11 @@ static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots, int 
     int64_t t0 = bk_clock_mono_ms(), t1 = t0, t2 = t0;
     int rc;
 
+    /* Without the node's lease another node may run these tasks already: nothing is
+     * committed, the writes stay in their batches (thread.h, bk_node_flags_t) */
+    if (!bk_node_leased(thr->flags, bk_clock_wall_ms())) {
+        return 1;
+    }
     /* 1. the record cache: dirty entries to the stores and their changelogs */
     if (flush_cache(thr) != 0) {
         return -1;

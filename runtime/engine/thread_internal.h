@@ -85,6 +85,7 @@ struct bk_thread_s {
      * handles for the old topics only, at the new nready (issue 38: the newest
      * generation's topic had no handle, and its passthrough fell back to a retired one). */
     int handles_ready, handles_topics, handles_stores;
+    int64_t unleased_at; /* when the thread found the node's lease run out, 0: it holds */
     /* a move's step waits for a commit (a barrier read made a task drained): the thread
      * commits at once instead of at its interval (thread_moves.c) */
     int moves_soon;

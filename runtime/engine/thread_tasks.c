@@ -788,6 +788,18 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
     int64_t t0 = bk_clock_wall_ms();
     char names[512];
 
+    if (!bk_node_leased(thr->flags, t0)) {
+        /* The node's lease ran out (a node lost, frozen past its session): another node may
+         * run these tasks already, from their last commit. Committing now would write what
+         * this one did since over that one's work. They leave as in a crash, and so does
+         * every task of the thread: its producer's queue, shared by them all, is dropped
+         * (the others start again from their last commit, and wait for the lease). */
+        snprintf(thr->dr_err, sizeof(thr->dr_err),
+                 "the node's lease ran out: task(s) %s released without committing (another "
+                 "node may run them already)",
+                 slot_names(thr, slots, n, names, sizeof(names)));
+        return bk_thread_redo(thr, slots, n);
+    }
     for (int k = 0; k < n; k++) {
         if (lua_slot(thr, thr->ref_close_task, slots[k]) != 0) {
             bk_log_error("%s: closing task %s: %s", thr->name, BK_TASK_NAME(thr->tasks[slots[k]]),

@@ -820,6 +820,9 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mn.fence = bk_conf_exactly_once(conf) && dev_port <= 0;
     bk_crew_start(&mn.crew, plan, conf, mc.threads, mn.instance, active_progress, mn.member,
                   mn.pool, q.live);
+    /* its threads process and commit only while the membership says nobody can have taken
+     * this node for dead */
+    bk_member_set_lease(mn.member, &mn.crew.flags.lease_until);
     if (bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
         bk_crew_set_recover(&mn.crew, archive_recover, &mn.rctx);
     }
