@@ -169,25 +169,104 @@ fail:
     return NULL;
 }
 
-int bk_kafka_partitions(rd_kafka_t *rk, const char **topics, int n, int *counts, int timeout_ms,
-                        char *errstr, size_t errstr_size)
+int bk_kafka_retriable(rd_kafka_resp_err_t err)
+{
+    switch (err) {
+    case RD_KAFKA_RESP_ERR__TRANSPORT:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
+    case RD_KAFKA_RESP_ERR__WAIT_COORD:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR__NODE_UPDATE:
+    case RD_KAFKA_RESP_ERR__WAIT_CACHE:
+    case RD_KAFKA_RESP_ERR__NOENT: /* no leader known yet for the partition */
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_REPLICA_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION:
+    case RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS:
+    case RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NOT_COORDINATOR:
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
+    case RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR:
+    case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
+    /* exactly-once: a transaction with offsets of these partitions is still open (until it
+     * commits, or is aborted by a fence or its timeout) */
+    case RD_KAFKA_RESP_ERR_UNSTABLE_OFFSET_COMMIT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The pause before the next try of a read that failed with an error that passes: 100 ms,
+ * doubling to 2 s, never past `deadline` (monotonic ms). 0 once the time is up or *stop. */
+static int retry_pause(int64_t *backoff, int64_t deadline, const atomic_int *stop)
+{
+    int64_t now = bk_clock_mono_ms(), wait = *backoff;
+    if (now >= deadline || (stop && atomic_load(stop))) {
+        return 0;
+    }
+    if (now + wait > deadline) {
+        wait = deadline - now;
+    }
+    for (int64_t slept = 0; slept < wait && !(stop && atomic_load(stop)); slept += 50) {
+        bk_clock_sleep_ms(wait - slept < 50 ? wait - slept : 50);
+    }
+    *backoff = *backoff < 1000 ? *backoff * 2 : 2000;
+    return !(stop && atomic_load(stop));
+}
+
+/* One metadata request's partition counts; a topic with an error that passes is err. */
+static rd_kafka_resp_err_t partitions_once(rd_kafka_t *rk, const char **topics, int n,
+                                           int *counts, int timeout_ms)
 {
     const struct rd_kafka_metadata *md;
     rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms);
-
     if (err) {
-        snprintf(errstr, errstr_size, "cannot read cluster metadata: %s", rd_kafka_err2str(err));
-        return -1;
+        return err;
     }
     for (int i = 0; i < n; i++) {
         counts[i] = 0;
         for (int j = 0; j < md->topic_cnt; j++) {
-            if (strcmp(md->topics[j].topic, topics[i]) == 0 && !md->topics[j].err) {
-                counts[i] = md->topics[j].partition_cnt;
+            const struct rd_kafka_metadata_topic *t = &md->topics[j];
+            if (strcmp(t->topic, topics[i]) != 0) {
+                continue;
+            }
+            if (!t->err) {
+                counts[i] = t->partition_cnt;
+            } else if (t->err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART &&
+                       bk_kafka_retriable(t->err) && !err) {
+                err = t->err; /* leaderless while a broker is down: not "missing" */
             }
         }
     }
     rd_kafka_metadata_destroy(md);
+    return err;
+}
+
+int bk_kafka_partitions(rd_kafka_t *rk, const char **topics, int n, int *counts, int timeout_ms,
+                        char *errstr, size_t errstr_size)
+{
+    int64_t deadline = bk_clock_mono_ms() + timeout_ms, backoff = 100;
+    rd_kafka_resp_err_t err;
+    for (;;) {
+        int64_t left = deadline - bk_clock_mono_ms();
+        err = partitions_once(rk, topics, n, counts, left > 1000 ? (int)left : 1000);
+        if (!err || !bk_kafka_retriable(err) || !retry_pause(&backoff, deadline, NULL)) {
+            break;
+        }
+    }
+    if (err) {
+        snprintf(errstr, errstr_size, "cannot read cluster metadata: %s", rd_kafka_err2str(err));
+        return -1;
+    }
     return 0;
 }
 
@@ -490,14 +569,11 @@ static rd_kafka_resp_err_t list_side(rd_kafka_t *rk, const char *const *topics,
     return err;
 }
 
-rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topics,
-                                        const int32_t *partitions, int n, int64_t *lo, int64_t *hi,
-                                        int timeout_ms)
+static rd_kafka_resp_err_t watermarks_once(rd_kafka_t *rk, const char *const *topics,
+                                           const int32_t *partitions, int n, int64_t *lo,
+                                           int64_t *hi, int timeout_ms)
 {
     rd_kafka_resp_err_t err = 0;
-    if (n <= 0) {
-        return 0;
-    }
     if (n > 1) {
         err = list_side(rk, topics, partitions, n, RD_KAFKA_OFFSET_BEGINNING, lo, timeout_ms);
         if (!err) {
@@ -520,4 +596,36 @@ rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topic
         }
     }
     return 0;
+}
+
+rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topics,
+                                        const int32_t *partitions, int n, int64_t *lo, int64_t *hi,
+                                        int timeout_ms, const atomic_int *stop)
+{
+    int64_t t0 = bk_clock_mono_ms(), deadline = t0 + timeout_ms, backoff = 100;
+    rd_kafka_resp_err_t err;
+    int told = 0;
+    if (n <= 0) {
+        return 0;
+    }
+    for (;;) {
+        int64_t left = deadline - bk_clock_mono_ms();
+        err = watermarks_once(rk, topics, partitions, n, lo, hi,
+                              left > 10000 ? 10000 : left > 1000 ? (int)left : 1000);
+        if (!err || !bk_kafka_retriable(err)) {
+            break;
+        }
+        if (!told && bk_clock_mono_ms() - t0 >= 5000) {
+            /* once per read, and only when it lasts: a leader moving takes a second */
+            told = 1;
+            bk_log_warn("reading the offsets of %d partition(s) (%s [%d]%s): %s: trying again "
+                        "for up to %lld s",
+                        n, topics[0], (int)partitions[0], n > 1 ? ", ..." : "",
+                        rd_kafka_err2str(err), (long long)((deadline - bk_clock_mono_ms()) / 1000));
+        }
+        if (!retry_pause(&backoff, deadline, stop)) {
+            break;
+        }
+    }
+    return err;
 }

@@ -6,6 +6,7 @@
 #define BK_KAFKA_H
 
 #include <librdkafka/rdkafka.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "base/conf.h"
@@ -33,7 +34,14 @@ rd_kafka_t *bk_kafka_new_with(const bk_conf_t *conf, bk_kafka_role_t role, const
 void bk_kafka_set_dev_broker(int yes);
 int bk_kafka_dev_broker(void);
 
-/* Partition counts of `n` topics; counts[i] = 0 when the topic does not exist.
+/* Errors of a read of metadata, offsets or watermarks that pass by themselves: a broker
+ * down or restarting, a partition's leadership moving, a coordinator loading, a topic a
+ * move just made that a broker does not know yet, a request that timed out. Such a read is
+ * tried again (with a bound), never taken for an answer nor for a reason to stop. */
+int bk_kafka_retriable(rd_kafka_resp_err_t err);
+
+/* Partition counts of `n` topics; counts[i] = 0 when the topic does not exist. Tries again
+ * on errors that pass (bk_kafka_retriable, a topic's own included) for up to timeout_ms.
  * Returns 0, or -1 with errstr when metadata could not be read. */
 int bk_kafka_partitions(rd_kafka_t *rk, const char **topics, int n, int *counts, int timeout_ms,
                         char *errstr, size_t errstr_size);
@@ -45,10 +53,12 @@ int bk_kafka_wait_leaders(rd_kafka_t *rk, const char *topic, int timeout_ms);
 
 /* The start (lo) and end (hi) offsets of n partitions (topics[i], partitions[i]), in two
  * batched requests (ListOffsets, earliest and latest) instead of two per partition: a task
- * restore asks for every changelog partition of its tasks at once. 0, or an error code. */
+ * restore asks for every changelog partition of its tasks at once. Errors that pass
+ * (bk_kafka_retriable) are tried again, for up to timeout_ms in all or until *stop (stop
+ * may be NULL). 0, or an error code (a retriable one once the time is up). */
 rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topics,
                                         const int32_t *partitions, int n, int64_t *lo, int64_t *hi,
-                                        int timeout_ms);
+                                        int timeout_ms, const atomic_int *stop);
 
 /* Creates a topic with `configs` (name, value, ..., NULL; or NULL). dev_port > 0: through
  * the dev broker's control channel (which has no topic configs: the mock cluster neither

@@ -87,7 +87,10 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
         los = calloc((size_t)n + 1, sizeof(*los));
         his = calloc((size_t)n + 1, sizeof(*his));
         if (topics && parts && los && his) {
-            err = bk_kafka_watermarks(consumer, topics, parts, n, los, his, 10000);
+            /* a broker down or a leader moving while a task opens passes: tried again
+             * for as long as a broker takes to come back (issue 38) */
+            err = bk_kafka_watermarks(consumer, topics, parts, n, los, his,
+                                      BK_RESTORE_OFFSETS_MS, stop);
         }
         free(topics);
         free(parts);
@@ -95,6 +98,9 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
             snprintf(errstr, errstr_size,
                      "cannot read the offsets of %d changelog partition(s): %s", n,
                      rd_kafka_err2str(err));
+            if (bk_kafka_retriable(err) && !(stop && atomic_load(stop))) {
+                rc = -2;
+            }
             goto done;
         }
     }

@@ -36,9 +36,14 @@ typedef struct bk_restore_progress_s {
 
 typedef void (*bk_restore_progress_cb)(void *opaque, const bk_restore_progress_t *progress);
 
+/* How long a restore tries to read its changelogs' offsets while the errors pass (a broker
+ * restarting, a leader moving): then it fails, and its task's opening is tried again. */
+#define BK_RESTORE_OFFSETS_MS 120000
+
 /* Restores every item; calls cb about once a second and once at the end.
- * Returns 0, or -1 with errstr (broker unreachable, a store write failed, a
- * stall of more than 120 s, or *stop set). */
+ * Returns 0, or -1 with errstr (a store write failed, a stall of more than 120 s, or *stop
+ * set), or -2 with errstr when the changelogs' offsets could not be read for an error that
+ * passes (bk_kafka_retriable) within BK_RESTORE_OFFSETS_MS: worth trying again later. */
 int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_restore_progress_cb cb,
                    void *opaque, atomic_int *stop, char *errstr, size_t errstr_size);
 

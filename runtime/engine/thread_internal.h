@@ -48,6 +48,8 @@ typedef struct bk_thread_job_s {
     pthread_t tid;
     atomic_int stop, done;
     int rc;
+    int retriable; /* it failed for an error that passes (bk_kafka_retriable) */
+    int attempt;   /* openings of these tasks that failed so before it */
     char err[1024];
     int64_t t0, t_open, t_restore; /* clock at its start, when opened, when restored */
     /* on_restore's progress, fired by the stream thread (Lua lives there) */
@@ -324,10 +326,11 @@ void bk_thread_stop_jobs(bk_thread_t *thr);
 #define BK_THREAD_MAX_REDOS 5
 int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone);
 /* Reads the committed offsets of n partitions (topics[i], partitions[i]) into offs[i] (-1
- * where none) through consumer, trying again for up to a minute while the group
- * coordinator is not ready (a fresh cluster) or *stop is set; and when meta is not NULL,
+ * where none) through consumer, trying again for up to BK_RESTORE_OFFSETS_MS while the
+ * errors pass (a coordinator loading or moving, a broker down) or until *stop; and when meta is not NULL,
  * their commits' metadata into meta[i] (malloc'd, NUL-terminated; NULL where none). 0, or
- * -1 with err. */
+ * -1 with err, or -2 with err when the error still passes (bk_kafka_retriable) after
+ * BK_RESTORE_OFFSETS_MS. */
 int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const char *const *topics,
                              const int32_t *partitions, int n, int64_t *offs, char **meta,
                              atomic_int *stop, char *err, size_t errsize);

@@ -38,6 +38,7 @@
 #include "engine/vm.h"
 
 #define JOB_NICE 10 /* an opening job's niceness, above the stream threads' */
+#define JOB_ATTEMPTS 5 /* openings of a task in a row that may fail for errors that pass */
 
 /* -- Asks, from the node's thread --------------------------------------------------------- */
 
@@ -116,18 +117,16 @@ int bk_thread_task_inputs(const bk_thread_t *thr, int s, int64_t *offs)
     return n;
 }
 
-/* Errors of an offset fetch that pass: a fresh cluster is still making __consumer_offsets,
- * or its coordinator moved. */
-static int retriable(rd_kafka_resp_err_t err)
+/* The error of an offset fetch: the request's, else the first partition's. A partition's
+ * own error (its coordinator loading, an open transaction holding its offsets) is no answer:
+ * taken for "nothing committed", the task would start from auto.offset.reset. */
+static rd_kafka_resp_err_t committed_err(rd_kafka_resp_err_t err,
+                                         const rd_kafka_topic_partition_list_t *list)
 {
-    return err == RD_KAFKA_RESP_ERR_NOT_COORDINATOR ||
-           err == RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS ||
-           err == RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE ||
-           err == RD_KAFKA_RESP_ERR__TIMED_OUT || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
-           err == RD_KAFKA_RESP_ERR__WAIT_COORD ||
-           /* exactly-once: a transaction with offsets of these partitions is still open
-            * (until it commits, or is aborted by a fence or its timeout) */
-           err == RD_KAFKA_RESP_ERR_UNSTABLE_OFFSET_COMMIT;
+    for (int i = 0; !err && i < list->cnt; i++) {
+        err = list->elems[i].err;
+    }
+    return err;
 }
 
 int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const char *const *topics,
@@ -136,7 +135,7 @@ int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const char 
 {
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(n + 1);
     rd_kafka_resp_err_t kerr;
-    int64_t give_up = bk_clock_mono_ms() + 60000, backoff = 50;
+    int64_t give_up = bk_clock_mono_ms() + BK_RESTORE_OFFSETS_MS, backoff = 50;
 
     for (int i = 0; i < n; i++) {
         offs[i] = -1;
@@ -144,8 +143,8 @@ int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const char 
             (void *)(intptr_t)i;
     }
     for (;;) {
-        kerr = list->cnt > 0 ? rd_kafka_committed(consumer, list, 10000) : 0;
-        if (!kerr || !retriable(kerr) || bk_clock_mono_ms() + backoff > give_up ||
+        kerr = list->cnt > 0 ? committed_err(rd_kafka_committed(consumer, list, 10000), list) : 0;
+        if (!kerr || !bk_kafka_retriable(kerr) || bk_clock_mono_ms() + backoff > give_up ||
             (stop && *stop)) {
             break;
         }
@@ -168,7 +167,7 @@ int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const char 
     if (kerr) {
         snprintf(err, errsize, "cannot read the committed input offsets: %s",
                  rd_kafka_err2str(kerr));
-        return -1;
+        return bk_kafka_retriable(kerr) && !(stop && *stop) ? -2 : -1;
     }
     return 0;
 }
@@ -244,7 +243,8 @@ static int recover_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, bk_re
         topics[i] = changelogs[i] = (char *)items[from + i].topic;
         parts[i] = items[from + i].partition;
     }
-    if (m > 0 && bk_kafka_watermarks(consumer, topics, parts, m, lo, hi, 10000) != 0) {
+    if (m > 0 && bk_kafka_watermarks(consumer, topics, parts, m, lo, hi, BK_RESTORE_OFFSETS_MS,
+                                     &job->stop) != 0) {
         snprintf(job->err, sizeof(job->err), "task %s: cannot read its changelogs' offsets",
                  names[k]);
         goto done;
@@ -314,7 +314,7 @@ static void *job_main(void *arg)
     int64_t *before = NULL;
     rd_kafka_t *consumer = NULL;
     char cid[128];
-    int n = 0;
+    int n = 0, rc;
 
     bk_log_set_thread_name(thr->name);
     /* an opening (a restore, a build) yields the CPU to the stream threads: the tasks that
@@ -353,17 +353,24 @@ static void *job_main(void *arg)
         }
         from = to;
     }
-    if (!consumer || bk_thread_read_committed(thr, consumer, job->tp_topic, job->tp_part, job->ntp,
-                                              job->tp_off, job->tp_meta, &job->stop, job->err,
-                                              sizeof(job->err)) != 0) {
+    if (!consumer) {
+        goto done;
+    }
+    rc = bk_thread_read_committed(thr, consumer, job->tp_topic, job->tp_part, job->ntp,
+                                  job->tp_off, job->tp_meta, &job->stop, job->err,
+                                  sizeof(job->err));
+    if (rc != 0) {
+        job->retriable = rc == -2;
         goto done;
     }
     before = calloc((size_t)n + 1, sizeof(*before));
     for (int i = 0; before && i < n; i++) {
         before[i] = bk_store_changelog_next(items[i].st);
     }
-    if (bk_restore_run(consumer, items, n, job_progress, job, &job->stop, job->err,
-                       sizeof(job->err)) != 0) {
+    rc = bk_restore_run(consumer, items, n, job_progress, job, &job->stop, job->err,
+                        sizeof(job->err));
+    if (rc != 0) {
+        job->retriable = rc == -2;
         goto done;
     }
     job->t_restore = bk_clock_wall_ms();
@@ -424,7 +431,8 @@ static void job_free(bk_thread_job_t *job)
     free(job);
 }
 
-static int job_start(bk_thread_t *thr, const int32_t *slots, int n)
+/* attempt: how many openings of these tasks failed before for errors that pass */
+static int job_start_again(bk_thread_t *thr, const int32_t *slots, int n, int attempt)
 {
     bk_thread_job_t *job = calloc(1, sizeof(*job));
     if (!job || !(job->slots = calloc((size_t)n + 1, sizeof(int32_t)))) {
@@ -434,6 +442,7 @@ static int job_start(bk_thread_t *thr, const int32_t *slots, int n)
     }
     memcpy(job->slots, slots, (size_t)n * sizeof(int32_t));
     job->n = n;
+    job->attempt = attempt;
     job->thr = thr;
     job->t0 = bk_clock_wall_ms();
     pthread_mutex_init(&job->lock, NULL);
@@ -468,6 +477,11 @@ static int job_start(bk_thread_t *thr, const int32_t *slots, int n)
     job->next = thr->jobs;
     thr->jobs = job;
     return 0;
+}
+
+static int job_start(bk_thread_t *thr, const int32_t *slots, int n)
+{
+    return job_start_again(thr, slots, n, 0);
 }
 
 /* Slot s's DB back to the pool (kept open for its next owner only if `synced`: else closed,
@@ -705,13 +719,21 @@ static int job_finish(bk_thread_t *thr, bk_thread_job_t *job)
     fire_progress(thr, job);
     if (job->rc != 0) {
         int32_t *again = calloc((size_t)job->n + 1, sizeof(int32_t));
-        int n = 0, stopped = job->stop;
+        int n = 0, stopped = job->stop, attempt = job->attempt;
         for (int k = 0; again && k < job->n; k++) {
             if (thr->slot_state[job->slots[k]] == SLOT_OPENING) {
                 again[n++] = job->slots[k];
             }
         }
-        if (!stopped) {
+        if (!stopped && job->retriable && attempt < JOB_ATTEMPTS) {
+            /* the brokers did not answer for minutes (all down, or a partition without a
+             * leader): the node lives on, and opens the tasks again from the start */
+            bk_log_warn("%s: cannot open task(s) %.200s yet: %.700s: trying again (%d of %d)",
+                        thr->name, slot_names(thr, job->slots, job->n, list, sizeof(list)),
+                        job->err, attempt + 1, JOB_ATTEMPTS);
+            stopped = 1;
+            attempt++;
+        } else if (!stopped) {
             snprintf(thr->err, sizeof(thr->err), "cannot open task(s) %.200s: %.780s",
                      slot_names(thr, job->slots, job->n, list, sizeof(list)), job->err);
         }
@@ -721,7 +743,7 @@ static int job_finish(bk_thread_t *thr, bk_thread_job_t *job)
             for (int k = 0; k < n; k++) {
                 thr->slot_state[again[k]] = SLOT_OPENING;
             }
-            stopped = job_start(thr, again, n) == 0;
+            stopped = job_start_again(thr, again, n, attempt) == 0;
         }
         free(again);
         return stopped ? 0 : -1;

@@ -164,7 +164,8 @@ static int holds_records(rd_kafka_t *rk, const char *topic, int n)
         parts[p] = p;
     }
     if (names && parts && lo && hi &&
-        bk_kafka_watermarks(rk, names, parts, n, lo, hi, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        bk_kafka_watermarks(rk, names, parts, n, lo, hi, 30000, NULL) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR) {
         for (int p = 0; p < n; p++) {
             any |= hi[p] > 0;
         }

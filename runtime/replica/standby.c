@@ -307,7 +307,9 @@ static int assign(bk_standby_t *sb)
         topics[i] = sb->items[i].topic;
         parts[i] = sb->items[i].partition;
     }
-    err = bk_kafka_watermarks(sb->consumer, topics, parts, sb->nitems, los, his, 10000);
+    /* a broker down, a leader moving or a move's changelog not known yet pass: tried again */
+    err = bk_kafka_watermarks(sb->consumer, topics, parts, sb->nitems, los, his, 60000,
+                              &sb->stop);
     if (err) {
         snprintf(sb->err, sizeof(sb->err),
                  "standby: cannot read the offsets of %d changelog "
