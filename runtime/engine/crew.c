@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 
 void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf, int nthreads,
@@ -198,9 +199,17 @@ void bk_crew_add_stats(bk_thread_stats_t *a, const bk_thread_stats_t *b)
     a->dlq += b->dlq;
 }
 
+void bk_crew_ask_stop(bk_crew_t *crew)
+{
+    if (atomic_load(&crew->flags.stop_by) == 0) {
+        atomic_store(&crew->flags.stop_by, bk_clock_mono_ms() + BK_NODE_STOP_WAIT_MS);
+    }
+    crew->flags.stop = 1;
+}
+
 int bk_crew_stop(bk_crew_t *crew)
 {
-    crew->flags.stop = 1;
+    bk_crew_ask_stop(crew);
     for (int t = 0; t < crew->nthreads; t++) {
         bk_thread_stats_t st;
         bk_thread_join(crew->threads[t], &st);

@@ -53,6 +53,9 @@ int bk_crew_add(bk_crew_t *crew, uint64_t epoch, const int32_t *ids, int n);
 /* Takes tasks back and waits until each is closed, committed and its DB in the pool. Every
  * thread with tasks to give up does so at once. Returns 1 if a thread failed. */
 int bk_crew_remove(bk_crew_t *crew, const int32_t *ids, int n);
+/* Asks every thread to finish: a last commit, which waits for the brokers at most
+ * BK_NODE_STOP_WAIT_MS from the first ask (thread.h). bk_crew_stop asks and joins. */
+void bk_crew_ask_stop(bk_crew_t *crew);
 /* How many of its threads have ended (by themselves or asked to). */
 int bk_crew_done(const bk_crew_t *crew);
 /* Cold bootstrap's active side: asks the thread running `task` for a snapshot (0, or -1),

@@ -17,6 +17,7 @@
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/task.h"
+#include "engine/brokerwatch.h"
 #include "engine/kafka.h"
 #include "engine/restore.h"
 #include "engine/snapshot.h"
@@ -706,6 +707,22 @@ static void *thread_main(void *arg)
         bk_log_warn("%s: no final commit: the node's lease ran out (another node may run its "
                     "tasks already); %d task(s) stop at their last commit",
                     thr->name, thr->ntasks);
+    } else if (crc > 0 && bk_node_stop_overdue(thr->flags, bk_clock_mono_ms())) {
+        /* the brokers did not take the last interval within the stop's wait: it is not
+         * committed, and is processed again by whoever runs the tasks next */
+        int64_t down = bk_brokerwatch_down_since();
+        char why[128];
+        if (down > 0) {
+            snprintf(why, sizeof(why), "no broker answers (for %lld s)",
+                     (long long)((bk_clock_wall_ms() - down) / 1000));
+        } else {
+            snprintf(why, sizeof(why), "the brokers did not acknowledge its outputs within "
+                                       "%d s", BK_NODE_STOP_WAIT_MS / 1000);
+        }
+        bk_log_warn("%s: no final commit: %s; %d task(s) stop at their last commit, their "
+                     "input since is processed again when they run next",
+                     thr->name, why, thr->ntasks);
+        rc = -1;
     } else if (crc > 0) {
         /* nothing of the last interval is synced: the DBs close, and the next owner keeps
          * or drops the interval's changelog records by the committed offsets */

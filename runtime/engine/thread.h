@@ -45,7 +45,21 @@ typedef struct bk_node_flags_s {
      * committed (issue 38: a node frozen past its session woke and committed its release
      * over the new owner's work). INT64_MAX outside a cluster (bk_crew_start). */
     _Atomic int64_t lease_until;
+    /* Set with `stop` (bk_crew_stop), monotonic ms: past it a stopping thread waits on the
+     * brokers no more (a stop while none answers ends in bounded time, its last interval
+     * not committed). 0 while no stop is asked for. */
+    _Atomic int64_t stop_by;
 } bk_node_flags_t;
+
+/* How long a stop may wait for the brokers to take the last commit (bk_node_flags_t). */
+#define BK_NODE_STOP_WAIT_MS 10000
+
+/* Whether a stop was asked for and its wait for the brokers is over. @locality any thread */
+static inline int bk_node_stop_overdue(bk_node_flags_t *flags, int64_t mono_now)
+{
+    int64_t by = atomic_load(&flags->stop_by);
+    return by > 0 && mono_now >= by;
+}
 
 /* Whether the node's lease holds at wall-clock time now. @locality any thread */
 static inline int bk_node_leased(bk_node_flags_t *flags, int64_t now)

@@ -173,6 +173,35 @@ static int sync_stores(bk_thread_t *thr, const int32_t *slots, int nslots, int d
     return 0;
 }
 
+/* Commits input offsets and waits for the group coordinator's answer, but not past the
+ * node's lease nor a stop's wait: rd_kafka_commit() waits as long as no coordinator answers
+ * (a stop while every broker was down hung for 34 minutes). A commit given up on may still
+ * land later: as if the node died between the offset commit and its stores' sync, which
+ * the markers settle (docs/state.md). */
+static rd_kafka_resp_err_t commit_offsets(bk_thread_t *thr, rd_kafka_topic_partition_list_t *list)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_new(thr->consumer);
+    rd_kafka_resp_err_t err = rd_kafka_commit_queue(thr->consumer, list, q, NULL, NULL);
+    while (!err) {
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 100);
+        if (ev) {
+            const rd_kafka_topic_partition_list_t *done = rd_kafka_event_topic_partition_list(ev);
+            err = rd_kafka_event_error(ev);
+            for (int i = 0; !err && done && i < done->cnt; i++) {
+                err = done->elems[i].err;
+            }
+            rd_kafka_event_destroy(ev);
+            break;
+        }
+        if (!bk_node_leased(thr->flags, bk_clock_wall_ms()) ||
+            bk_node_stop_overdue(thr->flags, bk_clock_mono_ms())) {
+            err = RD_KAFKA_RESP_ERR__TIMED_OUT;
+        }
+    }
+    rd_kafka_queue_destroy(q);
+    return err;
+}
+
 /* At-least-once: offsets are committed only once everything the records before them
  * caused has been acknowledged by the brokers, and a DB never holds the writes of input
  * whose offsets are not committed. Steps 3-6 cover the tasks in slots (all the live ones,
@@ -192,6 +221,12 @@ static int commit_at_least_once(bk_thread_t *thr, const int32_t *slots, int nslo
         }
     }
     while (rd_kafka_outq_len(thr->producer) > 0 && !thr->dr_failed) {
+        /* while no broker answers this waits (librdkafka retries until message.timeout.ms):
+         * not past the lease, nor past a stop's wait */
+        if (!bk_node_leased(thr->flags, bk_clock_wall_ms()) ||
+            bk_node_stop_overdue(thr->flags, bk_clock_mono_ms())) {
+            return 1; /* nothing committed; the writes stay in their batches */
+        }
         rd_kafka_flush(thr->producer, 500);
     }
     if (thr->dr_failed) {
@@ -209,7 +244,7 @@ static int commit_at_least_once(bk_thread_t *thr, const int32_t *slots, int nslo
     }
     list = offsets_of(thr, slots, nslots, 0);
     if (list->cnt > 0) {
-        kerr = rd_kafka_commit(thr->consumer, list, 0);
+        kerr = commit_offsets(thr, list);
     }
     rd_kafka_topic_partition_list_destroy(list);
     if (kerr) {

@@ -418,7 +418,14 @@ void bk_thread_stop_producer(bk_thread_t *thr)
                 rd_kafka_error_destroy(e);
             }
         }
-        rd_kafka_flush(thr->producer, 5000);
+        if (bk_node_stop_overdue(thr->flags, bk_clock_mono_ms())) {
+            /* a stop that waited its time for the brokers: what is queued is not sent (its
+             * interval was not committed, and is processed again) */
+            rd_kafka_purge(thr->producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+            rd_kafka_poll(thr->producer, 0);
+        } else {
+            rd_kafka_flush(thr->producer, 5000);
+        }
         rd_kafka_destroy(thr->producer);
         thr->producer = NULL;
     }

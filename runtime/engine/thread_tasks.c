@@ -1002,10 +1002,14 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
         thr->slot_state[again[k]] = SLOT_OPENING;
         bk_thread_moves_forget(thr, again[k]); /* barriers read since the commit: again */
     }
-    bk_log_warn("%s: %s: the work since the last commit is dropped; task(s) %s start again "
-                "from it with a new producer (%d of %d times in a row)",
-                thr->name, why, slot_names(thr, again, nagain, names, sizeof(names)), thr->redos,
-                BK_THREAD_MAX_REDOS);
+    if (nagain > 0) {
+        bk_log_warn("%s: %s: the work since the last commit is dropped; task(s) %s start again "
+                    "from it with a new producer (%d of %d times in a row)",
+                    thr->name, why, slot_names(thr, again, nagain, names, sizeof(names)),
+                    thr->redos, BK_THREAD_MAX_REDOS);
+    } else {
+        bk_log_warn("%s: %s: the work since the last commit is dropped", thr->name, why);
+    }
     int rc = nagain > 0 ? job_start(thr, again, nagain) : 0;
     free(again);
     return rc;

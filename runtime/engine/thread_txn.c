@@ -44,7 +44,18 @@ static int failed(bk_thread_t *thr, const char *what, rd_kafka_error_t *e)
     return -1;
 }
 
-/* One call, tried again while its error is retriable. */
+/* A call's timeout: TXN_TIMEOUT_MS, but no later than a stop's wait (bk_node_flags_t). */
+static int txn_timeout(bk_thread_t *thr)
+{
+    int64_t by = atomic_load(&thr->flags->stop_by), left;
+    if (by <= 0) {
+        return TXN_TIMEOUT_MS;
+    }
+    left = by - bk_clock_mono_ms();
+    return left < 1000 ? 1000 : left < TXN_TIMEOUT_MS ? (int)left : TXN_TIMEOUT_MS;
+}
+
+/* One call, tried again while its error is retriable (and no stop's wait is over). */
 #define TRY(what, call)                                                                            \
     do {                                                                                           \
         rd_kafka_error_t *e_;                                                                      \
@@ -53,7 +64,8 @@ static int failed(bk_thread_t *thr, const char *what, rd_kafka_error_t *e)
             if (!e_) {                                                                             \
                 break;                                                                             \
             }                                                                                      \
-            if (!rd_kafka_error_is_retriable(e_) || try_ >= TXN_TRIES) {                           \
+            if (!rd_kafka_error_is_retriable(e_) || try_ >= TXN_TRIES ||                           \
+                bk_node_stop_overdue(thr->flags, bk_clock_mono_ms())) {                            \
                 return failed(thr, what, e_);                                                      \
             }                                                                                      \
             bk_log_warn("%s: %s failed (%s); trying again", thr->name, what,                       \
@@ -65,7 +77,7 @@ static int failed(bk_thread_t *thr, const char *what, rd_kafka_error_t *e)
 int bk_thread_txn_start(bk_thread_t *thr)
 {
     int64_t t0 = bk_clock_mono_ms();
-    TRY("initializing the transactions", rd_kafka_init_transactions(thr->producer, TXN_TIMEOUT_MS));
+    TRY("initializing the transactions", rd_kafka_init_transactions(thr->producer, txn_timeout(thr)));
     TRY("beginning a transaction", rd_kafka_begin_transaction(thr->producer));
     bk_log_debug("%s: transactional producer ready in %lld ms", thr->name,
                  (long long)(bk_clock_mono_ms() - t0));
@@ -77,7 +89,7 @@ static int send_offsets(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offse
                         rd_kafka_consumer_group_metadata_t *md)
 {
     TRY("sending the input offsets to the transaction",
-        rd_kafka_send_offsets_to_transaction(thr->producer, offsets, md, TXN_TIMEOUT_MS));
+        rd_kafka_send_offsets_to_transaction(thr->producer, offsets, md, txn_timeout(thr)));
     return 0;
 }
 
@@ -100,7 +112,7 @@ int bk_thread_txn_commit(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offs
             return -1;
         }
     }
-    TRY("committing the transaction", rd_kafka_commit_transaction(thr->producer, TXN_TIMEOUT_MS));
+    TRY("committing the transaction", rd_kafka_commit_transaction(thr->producer, txn_timeout(thr)));
     TRY("beginning a transaction", rd_kafka_begin_transaction(thr->producer));
     return 0;
 }

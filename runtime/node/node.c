@@ -193,7 +193,7 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
     for (;;) {
         int done;
         if (wait_signal(set, &signals)) {
-            crew.flags.stop = 1;
+            bk_crew_ask_stop(&crew);
         }
         if (arch && !crew.flags.stop) {
             archive_ask(arch, &crew, every, ntasks, due);
@@ -210,7 +210,7 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
             break;
         }
         if (done > 0 && !crew.flags.stop) {
-            crew.flags.stop = 1; /* a thread ended by itself: stop the node */
+            bk_crew_ask_stop(&crew); /* a thread ended by itself: stop the node */
         }
     }
     bk_node_queries_stop(&q); /* before the DBs close: no reader waits on a closing one */
@@ -280,6 +280,7 @@ typedef struct member_node_s {
     bk_bootstrap_t *boot;   /* cold bootstrap, both sides */
     bk_drainfetch_t *fetch; /* drained checkpoints brought here, and served */
     bk_node_cleanup_t *cleanup; /* retired generations' directories, topics, checkpoints */
+    int was_lost;               /* the last view applied said the member was lost */
     bk_node_growth_t *growth;   /* inputs grown under generation 0: moved (the leader) */
     uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
     bk_standby_t *standby;
@@ -899,9 +900,12 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         if (q.route) {
             bk_route_update(q.route, &view);
         }
-        if (view.lost && (mn.crew.nthreads > 0 || mn.standby)) {
-            bk_log_error("lost the control plane: stopping every task");
+        if (view.lost && !mn.was_lost && (mn.nrun > 0 || mn.standby)) {
+            /* (a state the node leaves by itself: it rejoins once it reads the log again) */
+            bk_log_warn("lost the control plane: stopping every task, without committing "
+                        "(another node may run them already); rejoining");
         }
+        mn.was_lost = view.lost;
         /* exactly-once: before any task of theirs starts here, the producers of the nodes
          * that ended without leaving are fenced; and after a rejoin the threads' ids name
          * the new incarnation before they open a task of it. A view whose fence failed

@@ -1,0 +1,59 @@
+-- A stop asked for while no broker answers (issue 38, fourth finding), on both brokers: a
+-- cluster node of spec/fixtures/stamped_count.lua counts, every broker is killed, and the
+-- node is given SIGTERM. It must end within 30 s (it waited for 34 minutes of reconnects
+-- before) and say what it could not commit: a node on its own exits non-zero, naming its
+-- tasks that stop at their last commit; a cluster node found itself lost before (its own
+-- heartbeats unanswered) and released its tasks then, without committing.
+local helpers = require "spec.helpers"
+local cluster = require "spec.fixtures.cluster"
+local gen = require "spec.fixtures.generations"
+
+local KEYS = 2000
+
+-- Kills every broker while the node has records in hand (a round written just before),
+-- then stops the node with SIGTERM; checks the stop's time, status and words.
+local function stop_without_brokers(broker, node)
+  local bs = broker.bootstrap
+  helpers.produce(bs, "stamp-in", gen.round(KEYS))
+  helpers.eventually(function()
+    return cluster.committed_total(bs, "stamp-in", gen.APP) == KEYS
+  end, 60, 0.3)
+  helpers.produce(bs, "stamp-in", gen.round(KEYS)) -- in hand when the brokers die
+  broker:kill()
+  helpers.sleep(3) -- its clients find every broker gone
+  local t0 = helpers.now()
+  node:signal(helpers.SIG.TERM)
+  local code = node:wait(45)
+  local took = helpers.now() - t0
+  assert.is_truthy(code, "the node still runs 45 s after SIGTERM:\n" .. node:log():sub(-3000))
+  assert.is_true(took <= 30, string.format("the node took %.1f s to stop:\n%s", took,
+                                           node:log():sub(-3000)))
+  assert.matches("no broker answers", node:log())
+  return code
+end
+
+describe("a node asked to stop while no broker answers", function()
+  after_each(helpers.cleanup)
+
+  it("ends within 30 s and says what it could not commit: a cluster node", function()
+    local broker = helpers.start_broker { topics = { "stamp-in:3", "stamp-out:3" } }
+    local node = gen.start(broker.bootstrap, "solo", "a", {}, { state = helpers.tmpdir() })
+    helpers.eventually(function() return cluster.running(node) == 3 end, 60, 0.2)
+    stop_without_brokers(broker, node)
+    -- its heartbeats unanswered, it found itself lost before the stop: its tasks left then,
+    -- uncommitted, as another node could have taken them
+    assert.matches("task%(s%) 0_0 0_1 0_2 released without committing", node:log())
+  end)
+
+  it("ends within 30 s and says what it could not commit: a node on its own", function()
+    local broker = helpers.start_broker { topics = { "stamp-in:3", "stamp-out:3" } }
+    local node = helpers.start_node("spec/fixtures/stamped_count.lua",
+                                    { "-b", broker.bootstrap, "--node-id", "solo", "--state-dir",
+                                      helpers.tmpdir(), "--commit-interval-ms", "300",
+                                      "-X", "fetch.wait.max.ms=10" }, { name = "solo" })
+    local code = stop_without_brokers(broker, node)
+    assert.are_not.equal(0, code, "a stop that could not commit exits non-zero")
+    assert.matches("no final commit: no broker answers %(for %d+ s%); 3 task%(s%) stop at " ..
+                   "their last commit", node:log())
+  end)
+end)
