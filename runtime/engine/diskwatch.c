@@ -45,11 +45,33 @@ static const char *human(int64_t bytes, char *buf, size_t size)
     return buf;
 }
 
+/* statvfs of the state directory, or of its nearest parent that exists: on a first start
+ * the directory is made only when the first task opens, and the disk is the same. */
+static int stat_dir(struct statvfs *sv)
+{
+    char dir[sizeof(w.dir)];
+    snprintf(dir, sizeof(dir), "%s", w.dir);
+    while (statvfs(dir, sv) != 0) {
+        char *slash = strrchr(dir, '/');
+        if (errno != ENOENT || strcmp(dir, "/") == 0 || strcmp(dir, ".") == 0) {
+            return -1;
+        }
+        if (!slash) {
+            snprintf(dir, sizeof(dir), "."); /* a relative path's first part */
+        } else if (slash == dir) {
+            dir[1] = '\0'; /* "/" */
+        } else {
+            *slash = '\0';
+        }
+    }
+    return 0;
+}
+
 /* One look: 1 when the disk is short of room, 0 when not, -1 when it cannot be read. */
 static int look(int64_t *avail, int64_t *size)
 {
     struct statvfs sv;
-    if (statvfs(w.dir, &sv) != 0) {
+    if (stat_dir(&sv) != 0) {
         atomic_store(&free_now, -1);
         atomic_store(&size_now, -1);
         return -1;

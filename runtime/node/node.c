@@ -288,6 +288,9 @@ typedef struct member_node_s {
     recover_ctx_t rctx; /* what recovering from it needs */
     int64_t rebuilt_at[REBUILDS_MAX]; /* when damaged replicas were last rebuilt (mono) */
     int nrebuilt;
+    int64_t restarted_at[REBUILDS_MAX]; /* ... when the runner was started again after another
+                                         * failure */
+    int nrestarted;
     int32_t *due;       /* [ntasks] archive_ask's */
     bk_thread_stats_t total;
     uint64_t instance;     /* the member's incarnation the threads' transactional ids name */
@@ -368,15 +371,32 @@ static void stop_standby(member_node_t *mn)
 
 /* The standby runner ended by itself; it logged why. Replicas found damaged
  * (bk_standby_corrupt) are removed and the runner starts again on the same tasks, which
- * builds them anew (from their changelogs, or by cold bootstrap); after any other failure,
- * or too many rebuilds in a row, the replicas are dropped until the next change. */
+ * builds them anew (from their changelogs, or by cold bootstrap); after reads the brokers did
+ * not answer for a minute (bk_standby_retriable) it starts again on the same tasks as they
+ * are. After any other failure, or too many of either within REBUILDS_WINDOW_MS, the
+ * replicas are dropped until the next change. */
 static void rebuild_or_drop_standbys(member_node_t *mn)
 {
     int nbad = bk_standby_corrupt(mn->standby, mn->scratch);
+    int again = nbad == 0 && bk_standby_retriable(mn->standby);
     int64_t now = bk_clock_mono_ms(), oldest = mn->rebuilt_at[mn->nrebuilt % REBUILDS_MAX];
     stop_standby(mn);
-    if (nbad == 0) {
+    if (nbad == 0 && !again) {
         mn->nstand = 0;
+        return;
+    }
+    if (again) {
+        int64_t first = mn->restarted_at[mn->nrestarted % REBUILDS_MAX];
+        if (mn->nrestarted >= REBUILDS_MAX && now - first < REBUILDS_WINDOW_MS) {
+            bk_log_error("standby replicas stopped again, after %d restarts in %lld s: "
+                         "dropping them until the next change",
+                         REBUILDS_MAX, (long long)((now - first) / 1000));
+            mn->nstand = 0;
+            return;
+        }
+        mn->restarted_at[mn->nrestarted++ % REBUILDS_MAX] = now;
+        memcpy(mn->scratch, mn->standing, (size_t)mn->nstand * sizeof(int32_t));
+        start_standby(mn, mn->scratch, mn->nstand);
         return;
     }
     if (mn->nrebuilt >= REBUILDS_MAX && now - oldest < REBUILDS_WINDOW_MS) {

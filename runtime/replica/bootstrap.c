@@ -49,6 +49,7 @@ typedef struct job_s {
      * then (mono ms), as it has no changelog to fall back on; 0: none */
     int64_t retry_at;
     int moved_retries; /* asked again as its active had none (MOVED_RETRIES) */
+    int later_retries; /* a later generation's replica asked for again since it last had one */
     _Atomic uint64_t bytes, total;
     struct bk_bootstrap_s *b;
     int32_t task;
@@ -577,12 +578,15 @@ static void end_job(bk_bootstrap_t *b, int32_t t, int ok, const char *why)
     j->mode = ok ? BK_BOOTSTRAP_MODE_GAP : BK_BOOTSTRAP_MODE_NEVER;
     later = !ok && bk_plan_prev_generation(b->env.plan, b->env.tasks[t].sub) >= 0;
     moved = !ok && !later && why && strstr(why, NO_SNAPSHOT) && j->moved_retries < MOVED_RETRIES;
+    int said = j->later_retries > 0; /* the reason is said once, not at every retry */
     if (later || moved) {
         j->mode = BK_BOOTSTRAP_MODE_AUTO;
         j->retry_at = bk_clock_mono_ms() + RETRY_LATER_MS;
         j->moved_retries += moved;
+        j->later_retries += later;
     } else {
         j->moved_retries = 0;
+        j->later_retries = 0;
     }
     pthread_mutex_unlock(&b->lock);
     if (moved) {
@@ -590,9 +594,10 @@ static void end_job(bk_bootstrap_t *b, int32_t t, int ok, const char *why)
                     "asked again in %d ms, of the active then",
                     b->env.names[t], why, RETRY_LATER_MS);
     } else if (later) {
-        bk_log_warn("bootstrap %s: failed: %s; a later generation's replica has no changelog "
-                    "to start from: asked for again in %d ms",
-                    b->env.names[t], why, RETRY_LATER_MS);
+        bk_log(said ? BK_LOG_DEBUG : BK_LOG_WARN,
+               "bootstrap %s: failed: %s; a later generation's replica has no changelog to start "
+               "from: asked for again every %d ms until it has one",
+               b->env.names[t], why, RETRY_LATER_MS);
     } else if (!ok) {
         bk_log_warn("bootstrap %s: failed: %s; the standby restores from the changelog instead",
                     b->env.names[t], why);

@@ -76,6 +76,7 @@ struct bk_standby_s {
     pthread_t tid;
     int started;
     atomic_int stop;
+    int retriable; /* it failed for an error that passes (bk_kafka_retriable) */
     atomic_int done;
     int failed;
     char err[1024];
@@ -315,6 +316,7 @@ static int assign(bk_standby_t *sb)
                  "standby: cannot read the offsets of %d changelog "
                  "partition(s): %s",
                  sb->nitems, rd_kafka_err2str(err));
+        sb->retriable = bk_kafka_retriable(err);
     }
     for (int i = 0; !err && i < sb->nitems; i++) {
         sb->items[i].lo = los[i];
@@ -632,7 +634,10 @@ static void *standby_main(void *arg)
         rc = checkpoint(sb);
     }
     if (rc != 0) {
-        bk_log_error("standby replicas stopped: %s", sb->err);
+        /* a read the brokers did not answer in time is not worth an ERROR: the node starts
+         * the runner again (node.c) */
+        bk_log(sb->retriable ? BK_LOG_WARN : BK_LOG_ERROR, "standby replicas stopped: %s%s",
+               sb->err, sb->retriable ? "; starting them again" : "");
         sb->failed = 1;
     } else if (sb->nitems > 0) {
         report(sb, 1);
@@ -699,6 +704,11 @@ int bk_standby_stop(bk_standby_t *sb)
 int bk_standby_done(const bk_standby_t *sb)
 {
     return sb->done;
+}
+
+int bk_standby_retriable(const bk_standby_t *sb)
+{
+    return sb->retriable;
 }
 
 int bk_standby_corrupt(const bk_standby_t *sb, int32_t *ids)

@@ -67,6 +67,9 @@ int bk_standby_done(const bk_standby_t *sb);
  * task given) with their caller ids; returns how many. The node removes them and starts the
  * runner again, which builds them anew. After the thread ended. */
 int bk_standby_corrupt(const bk_standby_t *sb, int32_t *ids);
+/* Whether the runner ended for an error that passes (the brokers did not answer its reads
+ * in time): the node starts it again on the same tasks. After the thread ended. */
+int bk_standby_retriable(const bk_standby_t *sb);
 void bk_standby_destroy(bk_standby_t *sb);
 
 #endif
