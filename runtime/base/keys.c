@@ -45,6 +45,11 @@ int bk_keys_group(const char *key, size_t klen, int window)
     return bk_hash_key_group(key, klen);
 }
 
+int bk_keys_is_src(const void *key, size_t klen)
+{
+    return key && klen == sizeof(BK_KEYS_SRC) - 1 && memcmp(key, BK_KEYS_SRC, klen) == 0;
+}
+
 int bk_keys_is_marker(const void *key, size_t klen)
 {
     return !key || (klen == sizeof(BK_KEYS_MARKER) - 1 && memcmp(key, BK_KEYS_MARKER, klen) == 0);

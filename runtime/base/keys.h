@@ -33,4 +33,12 @@ int bk_keys_group(const char *key, size_t klen, int window);
  * had a key are still read). */
 int bk_keys_is_marker(const void *key, size_t klen);
 
+/* The key of a later generation's task's dedup table in its changelog (engine/dedup.h):
+ * which input positions its state has applied. Like a marker's, its newest record is the
+ * one a reader needs, and a store refuses to write it. */
+#define BK_KEYS_SRC                                                                                \
+    "\xff"                                                                                         \
+    "beck-src"
+int bk_keys_is_src(const void *key, size_t klen);
+
 #endif

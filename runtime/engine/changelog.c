@@ -91,6 +91,21 @@ static int write_pending(bk_store_t *st, char *errstr, size_t errstr_size)
     return 0;
 }
 
+/* The dedup table's record waiting for its marker: into the table (a commit, or a takeover
+ * that keeps what came after the last marker), or dropped. */
+static void settle_src(bk_store_t *st, int keep)
+{
+    if (!st->src_pending) {
+        return;
+    }
+    if (keep && bk_store_dedup(st)) {
+        bk_dedup_parse(st->src, st->src_pending, st->src_pending_len);
+    }
+    free(st->src_pending);
+    st->src_pending = NULL;
+    st->src_pending_len = 0;
+}
+
 static void drop_pending(bk_store_t *st)
 {
     if (st->pending) {
@@ -129,6 +144,7 @@ int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void 
         if (kind == 1 && write_pending(st, errstr, errstr_size) != 0) {
             return -1;
         }
+        settle_src(st, kind == 1);
         drop_pending(st);
         st->marked = 1;
         st->ninput = n;
@@ -138,6 +154,27 @@ int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void 
     }
     if (!key) {
         return 0; /* a record without a key is none of ours */
+    }
+    if (bk_keys_is_src(key, klen)) {
+        /* the dedup table as of its commit: like a write, it waits for its marker */
+        char *copy;
+        if (!value) {
+            return 0;
+        }
+        if (!(copy = malloc(vlen + 1))) {
+            snprintf(errstr, errstr_size, "store %s: out of memory", st->name);
+            return -1;
+        }
+        memcpy(copy, value, vlen);
+        copy[vlen] = '\0';
+        free(st->src_pending);
+        st->src_pending = copy;
+        st->src_pending_len = vlen;
+        if (!(st->marked || st->ninput > 0)) {
+            settle_src(st, 1); /* no marker to wait for */
+            st->next = offset + 1;
+        }
+        return 0;
     }
     if (timestamp > 0) {
         bk_ttl_saw(st, timestamp);
@@ -176,6 +213,9 @@ int bk_changelog_apply(bk_store_t *st, const void *key, size_t klen, const void 
 void bk_changelog_rebase(bk_store_t *st)
 {
     drop_pending(st);
+    free(st->src_pending);
+    st->src_pending = NULL;
+    st->src_pending_len = 0;
     st->marked = 0;
     st->ninput = 0;
     st->next = -1;
@@ -183,14 +223,14 @@ void bk_changelog_rebase(bk_store_t *st)
 
 int64_t bk_changelog_pending(const bk_store_t *st)
 {
-    return st->npending;
+    return st->npending + (st->src_pending != NULL); /* the dedup table's record counts */
 }
 
 int bk_changelog_resolve(bk_store_t *st, const int64_t *committed, int n, char *errstr,
                          size_t errstr_size)
 {
     int ahead = 0;
-    if (st->npending == 0) {
+    if (st->npending == 0 && !st->src_pending) {
         return 0;
     }
     if (st->ninput != n) {
@@ -203,6 +243,10 @@ int bk_changelog_resolve(bk_store_t *st, const int64_t *committed, int n, char *
     if (!ahead) {
         size_t keys = st->pkeys_len;
         drop_pending(st);
+        /* a compacted changelog must not keep the dropped table as its newest record:
+         * bk_changelog_repair writes the committed one again */
+        st->src_dropped = st->src_pending != NULL;
+        settle_src(st, 0);
         st->pkeys_len = keys; /* kept for bk_changelog_repair */
         st->repair = 1;
         return 0;
@@ -210,6 +254,7 @@ int bk_changelog_resolve(bk_store_t *st, const int64_t *committed, int n, char *
     if (write_pending(st, errstr, errstr_size) != 0) {
         return -1;
     }
+    settle_src(st, 1);
     st->ninput = n;
     memcpy(st->input, committed, (size_t)n * sizeof(*committed));
     return 1;
@@ -229,10 +274,41 @@ int bk_changelog_write_marker(bk_store_t *st, int commit, const int64_t *offsets
     return bk_store_log_write(st, BK_KEYS_MARKER, sizeof(BK_KEYS_MARKER) - 1, buf, (size_t)len, 0);
 }
 
+/* The dedup table's record: its text (dedup.h) under BK_KEYS_SRC. */
+static int write_src(bk_store_t *st)
+{
+    size_t len;
+    char *text = bk_dedup_text(st->src, &len);
+    int rc;
+    if (!text) {
+        snprintf(st->err, sizeof(st->err), "store %s: out of memory", st->name);
+        return BK_FFI_ERR;
+    }
+    rc = bk_store_log_write(st, BK_KEYS_SRC, sizeof(BK_KEYS_SRC) - 1, text, len, 0);
+    free(text);
+    if (rc == BK_FFI_OK) {
+        bk_dedup_clean(st->src);
+        st->src_dropped = 0;
+    }
+    return rc;
+}
+
+int bk_changelog_write_dedup(bk_store_t *st)
+{
+    if (!st->src || !st->logged || !st->changelog ||
+        !(bk_dedup_dirty(st->src) || st->src_dropped)) {
+        return BK_FFI_OK;
+    }
+    return write_src(st);
+}
+
 int bk_changelog_repair(bk_store_t *st, int64_t *written)
 {
     size_t off = 0;
     *written = 0;
+    if (st->src_dropped && bk_store_dedup(st) && write_src(st) != BK_FFI_OK) {
+        return BK_FFI_ERR; /* its committed table over the dropped one */
+    }
     if (!st->repair) {
         return BK_FFI_OK;
     }

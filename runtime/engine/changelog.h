@@ -59,5 +59,9 @@ int bk_changelog_repair(bk_store_t *st, int64_t *written);
 /* Produces a marker (commit, or abort with commit = 0) naming `offsets` to the store's
  * changelog. BK_FFI_OK, or BK_FFI_ERR with the message in the store's error. */
 int bk_changelog_write_marker(bk_store_t *st, int commit, const int64_t *offsets, int n);
+/* Writes the store's dedup table (bk_store_dedup) to its changelog when it changed since it
+ * was last written, before the commit's marker. BK_FFI_OK or BK_FFI_ERR (bk_ffi_store_error
+ * says why). */
+int bk_changelog_write_dedup(bk_store_t *st);
 
 #endif

@@ -23,7 +23,9 @@
 
 /* -- Open and close ----------------------------------------------------- */
 
-/* Lines "<store> <next changelog offset> [<n> <input offset>...]" after the header. */
+/* Lines "<store> <next changelog offset> [<n> <input offset>...]" after the header, and a
+ * store's dedup table (dedup.h) in lines "src: <store> <k>:<p>:<next>..." (which readers of
+ * the first kind of line skip: a store's name has no colon, a topic's cannot). */
 static void read_checkpoint(bk_db_t *db)
 {
     char path[4096], line[4096], name[256];
@@ -42,6 +44,15 @@ static void read_checkpoint(bk_db_t *db)
         char *p = line, *end;
         long long off, n;
         int used = 0;
+        if (sscanf(p, "src: %255s%n", name, &used) == 1) {
+            for (int i = 0; i < db->nstores; i++) {
+                bk_store_t *st = &db->stores[i];
+                if (strcmp(st->name, name) == 0 && bk_store_dedup(st)) {
+                    bk_dedup_parse(st->src, p + used, strlen(p + used));
+                }
+            }
+            continue;
+        }
         if (sscanf(p, "%255s %lld%n", name, &off, &used) != 2) {
             continue;
         }
@@ -226,6 +237,8 @@ void bk_db_close(bk_db_t *db)
     for (int i = 0; i < db->nstores; i++) {
         bk_store_t *st = &db->stores[i];
         free(st->pkeys);
+        bk_dedup_destroy(st->src);
+        free(st->src_pending);
         if (st->pending) {
             rocksdb_writebatch_destroy(st->pending);
         }
@@ -324,6 +337,8 @@ int bk_db_commit_sync(bk_db_t *db, int sync, char *errstr, size_t errstr_size)
     return 0;
 }
 
+#define SRC_PER_LINE 100
+
 /* The checkpoint file's text for `lines` (malloc'd, its length in *len). */
 static char *checkpoint_text(const bk_checkpoint_line_t *lines, int n, size_t *len_out)
 {
@@ -331,8 +346,11 @@ static char *checkpoint_text(const bk_checkpoint_line_t *lines, int n, size_t *l
     char *buf;
 
     for (int i = 0; i < n; i++) {
+        int nsrc = lines[i].src ? bk_dedup_count(lines[i].src) : 0;
         assert(lines[i].ninputs >= 0 && lines[i].ninputs <= BK_STORE_MAX_INPUTS);
         cap += strlen(lines[i].store) + 48 + (size_t)lines[i].ninputs * 24;
+        cap += (size_t)(nsrc / SRC_PER_LINE + 1) * (strlen(lines[i].store) + 8) +
+               (size_t)nsrc * 48;
     }
     buf = malloc(cap);
     if (!buf) {
@@ -349,6 +367,22 @@ static char *checkpoint_text(const bk_checkpoint_line_t *lines, int n, size_t *l
             }
         }
         len += (size_t)snprintf(buf + len, cap - len, "\n");
+        /* the dedup table, SRC_PER_LINE entries a line (the reader's lines are 4 KiB) */
+        for (int j = 0; l->src && j < bk_dedup_count(l->src); j++) {
+            int k;
+            int32_t p;
+            int64_t next;
+            bk_dedup_entry(l->src, j, &k, &p, &next);
+            if (j % SRC_PER_LINE == 0) {
+                len += (size_t)snprintf(buf + len, cap - len, "%ssrc: %s", j ? "\n" : "",
+                                        l->store);
+            }
+            len += (size_t)snprintf(buf + len, cap - len, " %d:%d:%lld", k, (int)p,
+                                    (long long)next);
+            if (j + 1 == bk_dedup_count(l->src)) {
+                len += (size_t)snprintf(buf + len, cap - len, "\n");
+            }
+        }
     }
     *len_out = len;
     return buf;
@@ -422,6 +456,7 @@ int bk_db_checkpoint(bk_db_t *db, char *errstr, size_t errstr_size)
             lines[n].next = st->next;
             lines[n].ninputs = st->ninput;
             lines[n].inputs = st->input;
+            lines[n].src = st->src;
             n++;
         }
     }

@@ -51,6 +51,7 @@ typedef struct bk_checkpoint_line_s {
     int64_t next;
     int ninputs; /* 0..BK_STORE_MAX_INPUTS */
     const int64_t *inputs;
+    const struct bk_dedup_s *src; /* the store's dedup table (engine/dedup.h), NULL: none */
 } bk_checkpoint_line_t;
 /* Writes dir/checkpoint with these lines atomically (tmp, fsync, rename, fsync dir):
  * bk_db_checkpoint's writer, also used to install a snapshot. */

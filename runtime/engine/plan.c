@@ -117,6 +117,18 @@ int bk_plan_latest_generation(const bk_plan_t *plan, int of)
     return g;
 }
 
+int bk_plan_passthrough_input(const bk_plan_t *plan, int t)
+{
+    int s = plan->topics[t].sub;
+    const bk_plan_sub_t *pass = s >= 0 ? &plan->subs[s] : NULL;
+    for (int k = 0; pass && k < pass->ntopics; k++) {
+        if (pass->topics[k] == t) {
+            return k;
+        }
+    }
+    return 0;
+}
+
 int bk_plan_passthrough_of(const bk_plan_t *plan, int of)
 {
     int nsubs = plan->nsubs;

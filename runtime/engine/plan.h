@@ -186,6 +186,8 @@ int bk_plan_gen0_moved(const bk_plan_t *plan, int s);
 int bk_plan_sub_logged(const bk_plan_t *plan, int s);
 /* The passthrough subtopology feeding `of`'s generations, -1: none. */
 int bk_plan_passthrough_of(const bk_plan_t *plan, int of);
+/* The index k of input topic t among its passthrough subtopology's topics (0 if none). */
+int bk_plan_passthrough_input(const bk_plan_t *plan, int t);
 /* Generation subtopology s is retired (node_cleanup.h): nothing writes to its topic again,
  * whose records may be deleted. Set from the main thread, read from any. */
 void bk_plan_set_retired(bk_plan_t *plan, int s);

@@ -50,12 +50,16 @@ static void report(bk_restore_progress_cb cb, void *opaque, bk_restore_progress_
 }
 
 /* A changelog key the item keeps: any, without a group range; else a marker (which settles
- * what came before it) or a key of the range's groups. */
+ * what came before it) or a key of the range's groups, and never another task's dedup
+ * table (a build of a later generation starts its own). */
 static int in_groups(const bk_restore_item_t *item, const void *key, size_t klen)
 {
     int g;
     if (item->group_hi <= item->group_lo || !key || bk_keys_is_marker(key, klen)) {
         return 1;
+    }
+    if (bk_keys_is_src(key, klen)) {
+        return 0;
     }
     g = bk_keys_group(key, klen, bk_store_window(item->st));
     return g >= item->group_lo && g < item->group_hi;

@@ -264,6 +264,13 @@ static int check_writable(bk_store_t *st, const char *key, size_t klen)
                  st->name);
         return BK_FFI_ERR;
     }
+    if (bk_keys_is_src(key, klen)) {
+        snprintf(st->err, sizeof(st->err),
+                 "store %s: the key \\xffbeck-src is reserved for the changelog's record of "
+                 "the input applied",
+                 st->name);
+        return BK_FFI_ERR;
+    }
     if (st->open_iters > 0) {
         snprintf(st->err, sizeof(st->err),
                  "store %s: cannot write while an iterator over it is open (read it to the end "
@@ -322,6 +329,14 @@ int64_t bk_ffi_store_approximate_count(bk_store_t *st)
     uint64_t n = 0;
     rocksdb_property_int_cf(st->db->rdb, st->cf, "rocksdb.estimate-num-keys", &n);
     return (int64_t)n + rocksdb_writebatch_wi_count(st->db->batch);
+}
+
+struct bk_dedup_s *bk_store_dedup(bk_store_t *st)
+{
+    if (!st->src) {
+        st->src = bk_dedup_new();
+    }
+    return st->src;
 }
 
 int bk_store_unmarked(const bk_store_t *st)

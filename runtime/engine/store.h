@@ -51,6 +51,11 @@ int bk_store_unmarked(const bk_store_t *st);
 void bk_store_acked(bk_store_t *st, int64_t offset);
 #define BK_STORE_MAX_INPUTS 16 /* input partitions a task's markers can name */
 
+/* The dedup table of a later generation's task (engine/dedup.h) that this store keeps
+ * (the task's first logged store does), made empty when it has none; NULL out of memory.
+ * Owned by the store: its changelog and checkpoint carry it. */
+struct bk_dedup_s *bk_store_dedup(bk_store_t *st);
+
 /* The input offsets the store's state corresponds to, for the next checkpoint. */
 void bk_store_set_input(bk_store_t *st, const int64_t *offsets, int n);
 /* Copies the input offsets the store's state corresponds to into offsets (room for

@@ -17,6 +17,7 @@
 #include "base/ffi.h"
 #include "base/hash.h"
 #include "base/keys.h"
+#include "engine/dedup.h"
 #include "engine/store.h"
 
 #define KG_BYTES 2
@@ -50,6 +51,14 @@ struct bk_store_s {
      * checkpoint, the last marker applied, or the active's commit. ninput 0: unknown. */
     int64_t input[BK_STORE_MAX_INPUTS];
     int ninput;
+    /* A later generation's task under at-least-once: the input positions its state applied
+     * (dedup.h), NULL: none; a restore's or standby's newest table record still waiting for
+     * its marker (malloc'd text, NULL: none); a takeover dropped one (bk_changelog_repair
+     * writes the table again). */
+    bk_dedup_t *src;
+    char *src_pending;
+    size_t src_pending_len;
+    int src_dropped;
     char *kbuf, *vbuf; /* prefixed key; last value read */
     size_t kcap, vcap;
     /* TTL (below): the store's clock, its last read's write time, a value being written

@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/task.h"
 #include "engine/brokerwatch.h"
+#include "engine/dedup.h"
 #include "engine/kafka.h"
 #include "engine/restore.h"
 #include "engine/snapshot.h"
@@ -59,6 +60,8 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     thr->task_epoch = calloc((size_t)thr->cap + 1, sizeof(uint64_t));
     thr->owned = calloc((size_t)thr->cap + 1, sizeof(int32_t));
     thr->dbs = calloc((size_t)thr->cap + 1, sizeof(*thr->dbs));
+    thr->dedup = calloc((size_t)thr->cap + 1, sizeof(*thr->dedup));
+    thr->deduped = calloc((size_t)thr->cap + 1, sizeof(*thr->deduped));
     thr->store_of = calloc((size_t)thr->cap + 1, sizeof(*thr->store_of));
     thr->box_add = calloc((size_t)thr->cap + 1, sizeof(int32_t));
     thr->box_rm = calloc((size_t)thr->cap + 1, sizeof(int32_t));
@@ -102,6 +105,40 @@ static int topic_of(bk_thread_t *thr, const rd_kafka_topic_t *rkt)
 
 static void first_record(bk_thread_t *thr, int tp, int64_t offset);
 
+/* A later generation's task under at-least-once (thr->dedup): whether the record, forwarded
+ * by the passthrough, is one its state applied already (a passthrough that died before its
+ * commit forwarded it again): it is then done with, unprocessed. Its input position is
+ * taken off the headers the processors and the outputs see. */
+static int is_duplicate(bk_thread_t *thr, int slot, rd_kafka_message_t *m, int tp)
+{
+    rd_kafka_headers_t *h = NULL;
+    int k;
+    int32_t p;
+    int64_t off;
+    if (!bk_dedup_position(m, &k, &p, &off)) {
+        return 0; /* a barrier, or written before positions were */
+    }
+    if (rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_header_remove(h, BK_DEDUP_HEADER);
+    }
+    if (!bk_dedup_seen(thr->dedup[slot], k, p, off)) {
+        return 0;
+    }
+    if (thr->tp_first[tp] < 0) {
+        first_record(thr, tp, m->offset);
+    }
+    thr->tp_next[tp] = m->offset + 1;
+    thr->tp_dirty[tp] = 1;
+    if (thr->deduped[slot]++ == 0) {
+        bk_log_info("task %s: %s [%d] offset %lld: input %d/%d/%lld, forwarded again by the "
+                    "passthrough, is in its state already: skipped (so are any later ones, "
+                    "counted at its release)",
+                    BK_TASK_NAME(thr->tasks[slot]), thr->plan->topics[thr->tp_topic[tp]].name,
+                    (int)m->partition, (long long)m->offset, k, (int)p, (long long)off);
+    }
+    return 1;
+}
+
 /* A passthrough task's record (plan.h): forwarded as it is (key, value, timestamp, headers)
  * to the partition of its generation's topic that owns its key's group, and done with. A
  * record without a key goes to partition 0 (as beck.testing's driver sends it to task 0).
@@ -116,6 +153,7 @@ static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
     rd_kafka_headers_t *hdrs = NULL;
     rd_kafka_resp_err_t err;
     int slot = thr->task_of[t][m->partition];
+    char src[BK_DEDUP_HEADER_BYTES];
 
     if (bk_plan_retired(plan, plan->topics[to].sub)) {
         /* Nothing is written to a retired generation's topic: nobody reads it again, so the
@@ -131,8 +169,17 @@ static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
     if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) {
         hdrs = NULL;
     }
+    if (!thr->eos) {
+        /* at-least-once: a redo forwards these records again, and the generation's tasks
+         * know them by their input position (engine/dedup.h); exactly-once's readers never
+         * see the first copies */
+        bk_dedup_encode(src, bk_plan_passthrough_input(plan, t), m->partition, m->offset);
+    }
     for (;;) {
         rd_kafka_headers_t *copy = hdrs ? rd_kafka_headers_copy(hdrs) : NULL;
+        if (!thr->eos && (copy || (copy = rd_kafka_headers_new(1)))) {
+            rd_kafka_header_add(copy, BK_DEDUP_HEADER, -1, src, sizeof(src));
+        }
         err = rd_kafka_producev(
             thr->producer, RD_KAFKA_V_RKT(thr->out_rkts[to]), RD_KAFKA_V_PARTITION(part),
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(m->key, m->key_len),
@@ -230,6 +277,10 @@ static int fill_batch(bk_thread_t *thr, int n)
         if (thr->drain[slot] && thr->plan->subs[thr->tasks[slot].sub].generation == 0) {
             /* generation 0 of a moved subtopology, past the offsets it drains at: the
              * passthrough reads on from its committed offset (thread_moves.c) */
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        if (thr->dedup[slot] && is_duplicate(thr, slot, m, tp)) {
             rd_kafka_message_destroy(m);
             continue;
         }
@@ -835,6 +886,8 @@ void bk_thread_destroy(bk_thread_t *thr)
         free(thr->store_of[t]);
     }
     free(thr->dbs);
+    free(thr->dedup);
+    free(thr->deduped);
     free(thr->store_of);
     if (thr->task_of) {
         for (int t = 0; t < thr->plan->cap_topics; t++) {

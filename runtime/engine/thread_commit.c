@@ -91,7 +91,10 @@ static int write_markers(bk_thread_t *thr, const int32_t *slots, int nslots)
         n = bk_thread_task_inputs(thr, t, offs);
         for (int s = 0; s < thr->plan->nstores; s++) {
             bk_store_t *st = thr->store_of[t][s];
-            if (st && bk_store_logged(st) && bk_changelog_write_marker(st, 1, offs, n) != 0) {
+            /* (a later generation's dedup table first: the marker settles it too) */
+            if (st && bk_store_logged(st) &&
+                (bk_changelog_write_dedup(st) != 0 ||
+                 bk_changelog_write_marker(st, 1, offs, n) != 0)) {
                 bk_log_error("%s: %s", thr->name, bk_ffi_store_error(st));
                 return -1;
             }

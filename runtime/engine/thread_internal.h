@@ -88,6 +88,10 @@ struct bk_thread_s {
      * generation's topic had no handle, and its passthrough fell back to a retired one). */
     int handles_ready, handles_topics, handles_stores;
     int64_t unleased_at; /* when the thread found the node's lease run out, 0: it holds */
+    /* [cap] a later generation's task's dedup table under at-least-once (engine/dedup.h,
+     * owned by its first logged store), NULL: none; and the records it skipped. */
+    struct bk_dedup_s **dedup;
+    int64_t *deduped;
     /* a move's step waits for a commit (a barrier read made a task drained): the thread
      * commits at once instead of at its interval (thread_moves.c) */
     int moves_soon;
@@ -163,6 +167,7 @@ struct bk_thread_s {
     uint64_t txn_inc_used;    /* the one the producer's transactional id names */
     int64_t eos_checkpoint_ms; /* when the DBs were last synced and checkpointed (mono) */
     int redos; /* bk_thread_redo()s since the last commit that went through */
+    int redo_unleased; /* the redo under way is a release without the lease */
     int punct_failed;  /* a stream-time punctuation raised under on_error=fail */
     int commit_failed; /* a commit failed: no later commit may succeed it */
     char dr_err[512];

@@ -79,18 +79,6 @@ static int gen_topic(const bk_plan_t *plan, int t, int g)
     return -1;
 }
 
-/* The k of input topic t in its passthrough subtopology. */
-static int input_k(const bk_plan_t *plan, int t)
-{
-    const bk_plan_sub_t *pass = &plan->subs[plan->topics[t].sub];
-    for (int k = 0; k < pass->ntopics; k++) {
-        if (pass->topics[k] == t) {
-            return k;
-        }
-    }
-    return 0;
-}
-
 /* Passthrough task `slot`'s barrier for its input topic t to every partition of `topic` (a
  * generation's, which it forwards to no more): "<generation> <k> <q>", with no key or
  * value. Queued like any output: the next commit flushes it. 0, or -1 with thr->err. */
@@ -98,7 +86,7 @@ static int write_barriers(bk_thread_t *thr, int slot, int t, int topic)
 {
     const bk_plan_t *plan = thr->plan;
     char v[64];
-    int n = snprintf(v, sizeof(v), "%d %d %d", plan->topics[topic].generation, input_k(plan, t),
+    int n = snprintf(v, sizeof(v), "%d %d %d", plan->topics[topic].generation, bk_plan_passthrough_input(plan, t),
                      thr->tasks[slot].partition);
 
     for (int p = 0; p < plan->topics[topic].partitions; p++) {

@@ -30,6 +30,7 @@
 #include "base/task.h"
 #include "engine/changelog.h"
 #include "engine/db.h"
+#include "engine/dedup.h"
 #include "engine/kafka.h"
 #include "engine/restore.h"
 #include "engine/store.h"
@@ -488,6 +489,12 @@ static int job_start(bk_thread_t *thr, const int32_t *slots, int n)
  * without its write batch) and the slot free. */
 static void free_slot(bk_thread_t *thr, int s, int synced)
 {
+    if (thr->deduped[s] > 1) {
+        bk_log_info("%s: task %s skipped %lld record(s) forwarded again by the passthrough",
+                    thr->name, BK_TASK_NAME(thr->tasks[s]), (long long)thr->deduped[s]);
+    }
+    thr->dedup[s] = NULL; /* its store's, which goes with the DB */
+    thr->deduped[s] = 0;
     if (thr->dbs[s]) {
         bk_taskdb_release(thr->pool, thr->tasks[s], thr->dbs[s], synced);
         thr->dbs[s] = NULL;
@@ -649,6 +656,25 @@ static int lua_slot(bk_thread_t *thr, int ref, int slot)
 
 /* A task of a finished job: settled, its processors built and init()ed, its partitions in
  * the table (the consumer gets them from the caller). */
+/* A later generation's task, fed by the passthrough, under at-least-once: its first logged
+ * store's dedup table (engine/dedup.h), which its state carries; else NULL. */
+static bk_dedup_t *dedup_of(bk_thread_t *thr, int slot)
+{
+    const bk_plan_t *plan = thr->plan;
+    const bk_plan_sub_t *sub = &plan->subs[thr->tasks[slot].sub];
+    if (thr->eos || sub->passthrough || sub->generation < 1 || !thr->store_of[slot] ||
+        bk_plan_passthrough_of(plan, sub->of) < 0) {
+        return NULL;
+    }
+    for (int s = 0; s < plan->nstores; s++) {
+        bk_store_t *st = thr->store_of[slot][s];
+        if (st && bk_store_logged(st)) {
+            return bk_store_dedup(st);
+        }
+    }
+    return NULL; /* no state to count anything twice in */
+}
+
 static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *assign)
 {
     lua_State *L = thr->L;
@@ -656,6 +682,8 @@ static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *
     if (settle(thr, slot) != 0) {
         return -1;
     }
+    thr->dedup[slot] = dedup_of(thr, slot);
+    thr->deduped[slot] = 0;
     lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref_add_task);
     lua_pushinteger(L, slot);
     lua_pushinteger(L, thr->tasks[slot].sub);
@@ -816,11 +844,15 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
          * this one did since over that one's work. They leave as in a crash, and so does
          * every task of the thread: its producer's queue, shared by them all, is dropped
          * (the others start again from their last commit, and wait for the lease). */
+        int rc;
         snprintf(thr->dr_err, sizeof(thr->dr_err),
                  "the node's lease ran out: task(s) %s released without committing (another "
                  "node may run them already)",
                  slot_names(thr, slots, n, names, sizeof(names)));
-        return bk_thread_redo(thr, slots, n);
+        thr->redo_unleased = 1;
+        rc = bk_thread_redo(thr, slots, n);
+        thr->redo_unleased = 0;
+        return rc;
     }
     for (int k = 0; k < n; k++) {
         if (lua_slot(thr, thr->ref_close_task, slots[k]) != 0) {
@@ -907,7 +939,9 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
         snprintf(thr->err, sizeof(thr->err), "%s; out of memory to start again", why);
         return -1;
     }
-    if (!thr->fenced && ++thr->redos > BK_THREAD_MAX_REDOS) {
+    /* (a lost lease is the membership's doing, not a producer failing again and again: it
+     * does not count) */
+    if (!thr->fenced && !thr->redo_unleased && ++thr->redos > BK_THREAD_MAX_REDOS) {
         snprintf(thr->err, sizeof(thr->err),
                  "%s; the tasks started again from their last commit %d times in a row "
                  "without committing since: stopping",

@@ -74,7 +74,9 @@ describe("chaos", function()
           assert(n.kill >= 2 and n.double >= 2 and n.zombie >= 2 and n.broker >= 1 and
                  n.move == 1, "the run lacks a fault it must have: " .. r.line)
         end
-        for _, node in pairs(r.nodes) do assert.equal(0, node:stop()) end
+        for id, node in pairs(r.nodes) do
+          assert.equal(0, node:stop(), id .. " did not stop cleanly:\n" .. node:log():sub(-4000))
+        end
       end)
     end)
   end
