@@ -178,6 +178,9 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
         }
         from = bk_thread_pass_target(thr, t);
         thr->pass_target[t] = to;
+        if (bk_plan_retired(plan, plan->topics[from].sub)) {
+            continue; /* a thread that starts after the move: nothing reads there any more */
+        }
         for (int i = 0; i < thr->ntasks; i++) {
             int s = thr->owned[i];
             if (thr->tasks[s].sub == plan->topics[t].sub && write_barriers(thr, s, t, from) != 0) {
@@ -259,8 +262,9 @@ int bk_thread_moves_live(bk_thread_t *thr, int slot)
          * the plan grew has not switched yet: its other live tasks of the subtopology, if
          * any, switch now, after their barriers) */
         if (to != from) {
+            int retired = bk_plan_retired(plan, plan->topics[from].sub);
             thr->pass_target[t] = to;
-            for (int i = 0; i < thr->ntasks; i++) {
+            for (int i = 0; !retired && i < thr->ntasks; i++) {
                 int s = thr->owned[i];
                 if (s != slot && thr->tasks[s].sub == thr->tasks[slot].sub &&
                     write_barriers(thr, s, t, from) != 0) {
