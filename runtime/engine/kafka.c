@@ -626,6 +626,15 @@ rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topic
         if (!retry_pause(&backoff, deadline, stop)) {
             break;
         }
+        /* librdkafka 2.0.2 keeps asking the leader its metadata names: after a leader moved
+         * it answered "Not leader for partition" for minutes, until a new client asked
+         * (issue 38). A metadata request refreshes what the client knows. */
+        {
+            const struct rd_kafka_metadata *md = NULL;
+            if (rd_kafka_metadata(rk, 1, NULL, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                rd_kafka_metadata_destroy(md);
+            }
+        }
     }
     return err;
 }
