@@ -575,7 +575,7 @@ static int run_loop(bk_thread_t *thr)
         }
         if (thr->unleased_at) {
             if (thr->ntasks > 0) {
-                bk_log_info("%s: the node's lease holds again after %lld ms: processing", 
+                bk_log_info("%s: the node's lease holds again after %lld ms: processing",
                             thr->name, (long long)(now - thr->unleased_at));
             }
             thr->unleased_at = 0;
