@@ -872,7 +872,9 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
      * their store (dr_msg_cb): they are served here, before the DBs go to the pool, where
      * the node may close them (make test SAN=1 caught a report landing in a closed store).
      * Undelivered, the thread fails and keeps the DBs until its producer is gone. */
-    while (rd_kafka_outq_len(thr->producer) > 0 && !thr->dr_failed) {
+    while (rd_kafka_outq_len(thr->producer) > 0 && !thr->dr_failed &&
+           bk_node_leased(thr->flags, bk_clock_wall_ms()) &&
+           !bk_node_stop_overdue(thr->flags, bk_clock_mono_ms())) {
         rd_kafka_flush(thr->producer, 500);
     }
     if (thr->dr_failed) {
@@ -880,7 +882,9 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
                  slot_names(thr, slots, n, names, sizeof(names)), thr->dr_err);
         return -1;
     }
-    bk_thread_log_last(thr, slots, n);
+    if (crc == 0) {
+        bk_thread_log_last(thr, slots, n); /* "last record ..., committed" */
+    }
     list = rd_kafka_topic_partition_list_new(n + 1);
     for (int k = 0; k < n; k++) {
         int slot = slots[k], at = owned_index(thr, slot);
@@ -905,6 +909,15 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
                  slot_names(thr, slots, n, names, sizeof(names)), rd_kafka_error_string(kerr));
         rd_kafka_error_destroy(kerr);
         return -1;
+    }
+    if (crc > 0) {
+        /* the offsets were not committed (the commit failed, or the lease ran out during
+         * it): the DBs closed without the interval, whose input the next owner processes */
+        bk_log_warn("%s: released task(s) %s in %lld ms: closed, not committed (their input "
+                    "since the last commit is processed again); running %d task(s)",
+                    thr->name, slot_names(thr, slots, n, names, sizeof(names)),
+                    (long long)(bk_clock_wall_ms() - t0), thr->ntasks);
+        return 0;
     }
     bk_log_info("%s: released task(s) %s in %lld ms: closed, committed (outputs flushed in %lld "
                 "ms, stores synced and marked in %lld, offsets in %lld); running %d task(s)",
