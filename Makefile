@@ -1,5 +1,6 @@
 # beck - build, set-up, tests, demo and benchmarks.
-#   make            build bin/beck (installs missing packages first: make deps)
+#   make            build bin/beck (installs missing build packages first: vendor/install build)
+#   make deps       every package the suite needs, and the pinned Apache Kafka from Maven
 #   make test       the whole suite, ending with "N passed, N failed"
 #   make test SAN=1 the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make demo       an example topology end to end on the embedded dev broker
@@ -51,13 +52,20 @@ lua_mod = $(subst /,.,$(patsubst %/init,%,$(patsubst lua/%.lua,%,$(1))))
 EMBED_ARGS := $(foreach f,$(LUA_SRCS),$(call lua_mod,$(f))=$(f)) beck.internal.cdef=$(B)/cdef.lua \
               beck.internal.cdef_spec=$(B)/cdef_spec.lua
 
-.PHONY: all build lib deps test demo bench install clean format fuzz fuzz-build
+.PHONY: all build lib deps deps-build kafka bench-run test demo bench install clean format fuzz fuzz-build
 
-all: deps
+# `make` (and demo, install) installs only what building and running beck needs; the suite's
+# packages and the Apache Kafka jars come with `make deps`, which `make test` runs.
+all: deps-build
 	@$(MAKE) --no-print-directory build
 
+deps-build:
+	@vendor/install build
+
 deps:
-	@vendor/install
+	@vendor/install all
+
+kafka: deps
 
 build: $(B)/beck $(REPLAYS)
 	@mkdir -p bin build/replay
@@ -113,13 +121,18 @@ $(B)/embed-tool: tools/embed.c | $(B)
 $(B):
 	@mkdir -p $(B)
 
-test: all
+test: deps
+	@$(MAKE) --no-print-directory build
 	@scripts/test
 
 demo: all
 	@scripts/demo
 
-bench: all
+bench: deps
+	@$(MAKE) --no-print-directory build
+	@$(MAKE) --no-print-directory bench-run
+
+bench-run:
 	@for b in scripts/bench/* scripts/bench/*/run; do [ -x "$$b" ] && [ -f "$$b" ] && "$$b"; done; true
 
 install: all

@@ -322,6 +322,16 @@ end
 
 -- What the process wrote to stderr (beck's log) and to stdout, so far.
 function Proc:log() return read_file(self.stderr_path) or "" end
+-- What a failed assertion about a process shows: its ERROR lines (the first 20: the cause
+-- is often long before the end) and the end of its log.
+function Proc:last_words()
+  local log, errors = self:log(), {}
+  for line in log:gmatch("[^\n]+") do
+    if line:match("^%S+ ERROR ") and #errors < 20 then errors[#errors + 1] = line end
+  end
+  return "ERROR lines:\n" .. table.concat(errors, "\n") .. "\n-- its log's end:\n" ..
+         log:sub(-1500)
+end
 function Proc:stdout() return read_file(self.stdout_path) or "" end
 
 -- Waits until the log matches a Lua pattern; returns the captures.
@@ -927,6 +937,14 @@ function helpers.count(bootstrap, topic, opts)
   local ends = {}
   for p, e in pairs(res.ends) do ends[tonumber(p)] = e end
   return res.count, ends
+end
+
+-- list_topics(bootstrap) -> the names of the topics the brokers have, sorted.
+function helpers.list_topics(bootstrap, opts)
+  opts = opts or {}
+  local out, err = client({ "topics", bootstrap, "-", "--timeout", opts.timeout or 10 }, opts)
+  if not out then error(err, 2) end
+  return cjson.decode(out)
 end
 
 -- metadata(bootstrap, topic) -> { partitions = P, leaders = { [partition] =

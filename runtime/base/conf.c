@@ -121,7 +121,30 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
      "exactly_once: each commit puts a thread's outputs, changelog writes and input offsets in "
      "one Kafka transaction (docs/state.md); at_least_once: a record's effects may repeat after "
      "a crash"},
+    {"replace_node", T_INT, "0", 0, 1, NULL,
+     "cluster only: 1 (or --replace-node alone) takes over a node id that a live member holds: "
+     "that member is ended (fenced under exactly_once) and stops; 0: such a start is refused"},
 };
+
+/* What only a cluster node reads: given to a node on its own, a setting of these is a
+ * mistake (it was meant to join a cluster, or expects standbys it will not have). */
+static const bk_conf_key_t cluster_only[] = {
+    BK_CONF_RACK,          BK_CONF_STANDBYS,     BK_CONF_RECOVERY_LAG,
+    BK_CONF_PROBE_MS,      BK_CONF_HEARTBEAT_MS, BK_CONF_SESSION_MS,
+    BK_CONF_CONTROL_CHECKPOINT_MS, BK_CONF_SSH_HOST, BK_CONF_SSH_PORT,
+    BK_CONF_BOOTSTRAP_MIN_RECORDS, BK_CONF_BOOTSTRAP_MAX, BK_CONF_SNAPSHOT_TTL_MS,
+    BK_CONF_REPLACE_NODE,
+};
+
+int bk_conf_cluster_only(bk_conf_key_t key)
+{
+    for (size_t i = 0; i < sizeof(cluster_only) / sizeof(cluster_only[0]); i++) {
+        if (cluster_only[i] == key) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 struct bk_conf_s {
     char *values[BK_CONF__COUNT];

@@ -59,6 +59,7 @@ typedef enum {
     BK_CONF_SNAPSHOT_ARCHIVE_INTERVAL_MS,
     BK_CONF_SNAPSHOT_ARCHIVE_KEEP,
     BK_CONF_PROCESSING_GUARANTEE,
+    BK_CONF_REPLACE_NODE,
     BK_CONF__COUNT
 } bk_conf_key_t;
 
@@ -92,6 +93,8 @@ int bk_conf_set(bk_conf_t *conf, bk_conf_key_t key, const char *value, bk_conf_s
 const char *bk_conf_str(const bk_conf_t *conf, bk_conf_key_t key);
 int64_t bk_conf_int(const bk_conf_t *conf, bk_conf_key_t key);
 bk_conf_src_t bk_conf_source(const bk_conf_t *conf, bk_conf_key_t key);
+/* 1: only a cluster node (cluster=1) reads this setting. */
+int bk_conf_cluster_only(bk_conf_key_t key);
 
 /* processing_guarantee = exactly_once (docs/state.md, Exactly once). */
 int bk_conf_exactly_once(const bk_conf_t *conf);

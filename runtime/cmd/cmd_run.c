@@ -11,7 +11,6 @@
 #include "base/conf.h"
 #include "base/log.h"
 #include "devbroker/broker.h"
-#include "devbroker/devctl.h"
 #include "engine/db.h"
 #include "engine/hooks.h"
 #include "engine/kafka.h"
@@ -19,6 +18,7 @@
 #include "engine/topics.h"
 #include "engine/vm.h"
 #include "node/node.h"
+#include "node/preflight.h"
 #include "replica/archive_dest.h"
 
 static void usage(FILE *out)
@@ -26,12 +26,13 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: beck run TOPOLOGY.lua [-b BROKERS] [-X key=value]... [-F file.properties]\n"
             "                [--state-dir DIR] [--threads N] [--node-id ID] [--rack RACK]\n"
-            "                [--SETTING VALUE]...\n\n"
+            "                [--cluster 1 [--replace-node]] [--SETTING VALUE]...\n\n"
             "Runs the topology TOPOLOGY.lua as one node of its app. Without -b, hosts an\n"
             "embedded dev broker and prints its bootstrap address.\n\n"
             "  -b BROKERS          bootstrap brokers (host:port,...)\n"
             "  -X key=value        librdkafka setting, passed through (repeatable)\n"
             "  -F FILE             librdkafka settings from a properties file\n"
+            "  --replace-node      take over this node id from a live member (it is ended)\n"
             "  -h, --help          this help\n\n");
     bk_conf_print_help(out);
 }
@@ -64,6 +65,9 @@ static int parse_args(int argc, char **argv, bk_conf_t *conf, const char **path)
                 fprintf(stderr, "beck run: %s\n", err);
                 return -1;
             }
+        } else if (strcmp(a, "--replace-node") == 0) {
+            /* a flag: its value is 1 */
+            bk_conf_set(conf, BK_CONF_REPLACE_NODE, "1", BK_CONF_FROM_CLI, err, sizeof(err));
         } else if (strncmp(a, "--", 2) == 0) {
             char name[64];
             const char *eq = strchr(a, '='), *value;
@@ -185,6 +189,11 @@ int bk_cmd_run_main(int argc, char **argv)
             goto done;
         }
     }
+    /* what can be checked is, before anything is made on disk or on the brokers */
+    if (bk_preflight_local(conf, err, sizeof(err)) != 0) {
+        fprintf(stderr, "beck run: %s\n", err);
+        goto done;
+    }
     snprintf(dlq, sizeof(dlq), "%s-dlq", plan->id);
     bk_conf_set(conf, BK_CONF_DLQ_TOPIC, dlq, BK_CONF_FROM_TOPOLOGY, err, sizeof(err));
 
@@ -205,7 +214,8 @@ int bk_cmd_run_main(int argc, char **argv)
         fprintf(stderr, "beck run: %s\n", err);
         goto done;
     }
-    if (!broker && (dev_port = bk_devctl_discover(admin, 10000, err, sizeof(err))) < 0) {
+    if (!broker && ((dev_port = bk_preflight_brokers(admin, conf, 10000, err, sizeof(err))) < 0 ||
+                    bk_preflight_members(plan, conf, admin, dev_port, err, sizeof(err)) != 0)) {
         fprintf(stderr, "beck run: %s\n", err);
         goto done;
     }

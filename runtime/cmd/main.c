@@ -1,5 +1,4 @@
-/* main.c - the beck command: dispatches to run, broker, status, test, describe, dump and
- * version. */
+/* main.c - the beck command: dispatches to its commands (run, broker, status, skip, ...). */
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "cmd/cmd_fetch.h"
 #include "cmd/cmd_query.h"
 #include "cmd/cmd_run.h"
+#include "cmd/cmd_skip.h"
 #include "cmd/cmd_snapshot.h"
 #include "cmd/cmd_status.h"
 #include "cmd/cmd_test.h"
@@ -36,6 +36,7 @@ static void usage(FILE *out)
         "  dump --state-dir DIR --app ID      print a stopped node's stores\n"
         "  bootstrap -b BROKERS --app ID --task S_P  rebuild a standby by cold bootstrap\n"
         "  repartition -b BROKERS --app ID --subtopology S --partitions N  move it to N tasks\n"
+        "  skip -b BROKERS --app ID --topic T --partition P --offset O  go past a poison record\n"
         "  fetch --host H --remote-dir DIR ...  fetch a snapshot over SFTP\n"
         "  snapshot --state-dir DIR --app ID --task S_P  snapshot a stopped node's task\n"
         "  version                            print the version\n\n"
@@ -53,6 +54,7 @@ static const struct {
     {"fetch", bk_cmd_fetch_main},   {"snapshot", bk_cmd_snapshot_main},
     {"test", bk_cmd_test_main},     {"get", bk_cmd_get_main},
     {"scan", bk_cmd_scan_main},     {"repartition", bk_cmd_repartition_main},
+    {"skip", bk_cmd_skip_main},
 };
 
 int main(int argc, char **argv)

@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "engine/skips.h"
 
 void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf, int nthreads,
                    uint64_t instance, bk_thread_progress_cb progress, void *opaque,
@@ -13,6 +14,7 @@ void bk_crew_start(bk_crew_t *crew, const bk_plan_t *plan, const bk_conf_t *conf
 {
     memset(crew, 0, sizeof(*crew));
     atomic_init(&crew->flags.lease_until, INT64_MAX); /* until a member publishes one */
+    crew->flags.skips = bk_skips_new(conf, plan->id);
     {
         int n;
         crew->tasks = bk_plan_task_table(plan, &n, &crew->cap); /* made by the node */
@@ -220,6 +222,8 @@ int bk_crew_stop(bk_crew_t *crew)
     free(crew->owner);
     free(crew->load);
     free(crew->tickets);
+    bk_skips_destroy(crew->flags.skips);
+    crew->flags.skips = NULL;
     crew->threads = NULL;
     crew->tasks = NULL;
     crew->owner = crew->load = NULL;

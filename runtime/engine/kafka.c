@@ -638,3 +638,17 @@ rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topic
     }
     return err;
 }
+
+int bk_kafka_topic_exists(rd_kafka_t *rk, const char *topic, int timeout_ms)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    int found = 0;
+    if (rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        return -1;
+    }
+    for (int i = 0; i < md->topic_cnt && !found; i++) {
+        found = strcmp(md->topics[i].topic, topic) == 0 && !md->topics[i].err;
+    }
+    rd_kafka_metadata_destroy(md);
+    return found;
+}

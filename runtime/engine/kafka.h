@@ -46,6 +46,11 @@ int bk_kafka_retriable(rd_kafka_resp_err_t err);
 int bk_kafka_partitions(rd_kafka_t *rk, const char **topics, int n, int *counts, int timeout_ms,
                         char *errstr, size_t errstr_size);
 
+/* Whether the brokers know `topic`: 1, 0, or -1 when no metadata came within timeout_ms.
+ * Asks for every topic: asking a mock cluster (the dev broker) about one named topic would
+ * create it. */
+int bk_kafka_topic_exists(rd_kafka_t *rk, const char *topic, int timeout_ms);
+
 /* Waits until every partition of `topic` has a leader in the cluster's metadata (a topic
  * just made has none for a while: a producer's records to it wait that long). The ms it
  * took, or -1 after timeout_ms. */

@@ -21,6 +21,7 @@
 #include "engine/dedup.h"
 #include "engine/kafka.h"
 #include "engine/restore.h"
+#include "engine/skips.h"
 #include "engine/snapshot.h"
 #include "engine/store.h"
 #include "engine/taskdb.h"
@@ -57,6 +58,7 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
         thr->tasks = bk_plan_task_table(plan, &n, &thr->cap); /* made by the node */
     }
     thr->slot_state = calloc((size_t)thr->cap + 1, 1);
+    thr->parked = calloc((size_t)thr->cap + 1, sizeof(*thr->parked));
     thr->task_epoch = calloc((size_t)thr->cap + 1, sizeof(uint64_t));
     thr->owned = calloc((size_t)thr->cap + 1, sizeof(int32_t));
     thr->dbs = calloc((size_t)thr->cap + 1, sizeof(*thr->dbs));
@@ -413,17 +415,62 @@ static int handle_error(bk_thread_t *thr, int idx, const char *msg)
     case POLICY_FAIL:
         break;
     }
-    bk_log_error("task %s: process failed on record %s/%d/%lld: %s (on_error=fail: stopping; "
-                 "offsets are committed up to the record before)",
-                 BK_TASK_NAME(*task), topic, (int)rec->partition, (long long)rec->offset, msg);
-    return -1;
+    {
+        char note[512];
+        if (bk_skips_listed(thr->flags->skips, topic, rec->partition, rec->offset, SKIPS_AGE_MS,
+                            note, sizeof(note))) {
+            thr->stats.skipped++;
+            if (thr->live) {
+                bk_livestats_add(&thr->live->task[rec->task].skipped, 1);
+            }
+            bk_log_warn("task %s: skipped record %s/%d/%lld, listed by beck skip (%s): %s",
+                        BK_TASK_NAME(*task), topic, (int)rec->partition, (long long)rec->offset,
+                        note, msg);
+            return 0;
+        }
+    }
+    bk_log_error("task %s: process failed on record %s/%d/%lld: %s. on_error=fail: this task "
+                 "stops at its last commit, the others go on. To go past the record: beck skip "
+                 "-b %s --app %s --topic %s --partition %d --offset %lld [--to-dlq] (the task "
+                 "goes on within %d s); or fix the topology and restart the node",
+                 BK_TASK_NAME(*task), topic, (int)rec->partition, (long long)rec->offset, msg,
+                 bk_conf_str(thr->conf, BK_CONF_BROKERS), thr->plan->id, topic,
+                 (int)rec->partition, (long long)rec->offset, PARKED_CHECK_MS / 1000);
+    if (!thr->parked[rec->task].on) {
+        thr->parked[rec->task] =
+            (bk_thread_parked_t){1, rec->task, rec->topic, rec->partition, rec->offset};
+        thr->nparked++;
+    }
+    thr->park_pending = 1;
+    return -2;
 }
 
-/* Runs Lua over the batch; returns -1 when the thread must stop. */
+/* The batch's records of task `slot` from index `from` on leave it, their messages destroyed
+ * (a parked task's: none of them is processed, the next commit stops before them). The new
+ * count. */
+static int drop_task_records(bk_thread_t *thr, int from, int n, int32_t slot)
+{
+    int j = from;
+    for (int i = from; i < n; i++) {
+        if (thr->io.recs[i].task == slot) {
+            rd_kafka_message_destroy(thr->msgs[i]);
+            continue;
+        }
+        thr->msgs[j] = thr->msgs[i];
+        thr->io.recs[j] = thr->io.recs[i];
+        thr->rec_tp[j] = thr->rec_tp[i];
+        j++;
+    }
+    thr->io.count = j;
+    return j;
+}
+
+/* Runs Lua over the batch; returns -1 when the thread must stop, -2 when (exactly-once) a
+ * record's task is to be parked now (thr->park_pending). */
 static int process_batch(bk_thread_t *thr, int n)
 {
     lua_State *L = thr->L;
-    int start = 0;
+    int start = 0, rc;
 
     thr->io.count = n;
     while (start < n) {
@@ -448,8 +495,16 @@ static int process_batch(bk_thread_t *thr, int n)
             return -1;
         }
         mark_done(thr, start, cur);
-        if (handle_error(thr, cur, err) != 0) {
-            return -1;
+        rc = handle_error(thr, cur, err);
+        if (rc == -2 && !thr->eos) {
+            /* at-least-once: the others' records go on; that task's wait for its parking
+             * (run_loop), which commits up to the record before this one */
+            n = drop_task_records(thr, cur, n, thr->io.recs[cur].task);
+            start = cur;
+            continue;
+        }
+        if (rc != 0) {
+            return rc; /* exactly-once: parked by a redo (run_loop), the interval aborted */
         }
         mark_done(thr, cur, cur + 1);
         start = cur + 1;
@@ -552,6 +607,14 @@ static int run_loop(bk_thread_t *thr)
             }
             last_commit = bk_clock_wall_ms();
         }
+        if (thr->nparked > 0 && bk_clock_mono_ms() >= thr->parked_check_at) {
+            thr->parked_check_at = bk_clock_mono_ms() + PARKED_CHECK_MS;
+            if (bk_thread_unpark_listed(thr) != 0) {
+                bk_log_error("%s: %s", thr->name, thr->err);
+                rc = -1;
+                break;
+            }
+        }
         if (bk_thread_apply_changes(thr) != 0 || bk_thread_check_inputs(thr) != 0) {
             bk_log_error("%s: %s", thr->name, thr->err);
             rc = -1;
@@ -615,10 +678,21 @@ static int run_loop(bk_thread_t *thr)
             }
             thr->io.now_ms = now;
             rc = process_batch(thr, kept);
+            kept = thr->io.count; /* less when a parked task's records left the batch */
             for (int i = 0; i < kept; i++) {
                 rd_kafka_message_destroy(thr->msgs[i]);
             }
             thr->io.count = 0;
+            if (rc == -2 || (rc == 0 && thr->park_pending)) {
+                /* a poison record: its task stops, the others go on */
+                rc = bk_thread_park(thr);
+                last_commit = bk_clock_wall_ms();
+                if (rc != 0) {
+                    bk_log_error("%s: %s", thr->name, thr->err);
+                    break;
+                }
+                continue;
+            }
             if (rc == 0 && thr->punct_failed) {
                 rc = -1;
             }
@@ -910,6 +984,7 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->tp_next);
     free(thr->tp_first);
     free(thr->slot_state);
+    free(thr->parked);
     free(thr->task_epoch);
     free(thr->owned);
     free(thr->box_add);

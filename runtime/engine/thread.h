@@ -49,6 +49,9 @@ typedef struct bk_node_flags_s {
      * brokers no more (a stop while none answers ends in bounded time, its last interval
      * not committed). 0 while no stop is asked for. */
     _Atomic int64_t stop_by;
+    /* The records `beck skip` listed (engine/skips.h): a task parked on a record that raised
+     * under on_error=fail goes on once its record is listed. */
+    struct bk_skips_s *skips;
 } bk_node_flags_t;
 
 /* How long a stop may wait for the brokers to take the last commit (bk_node_flags_t). */

@@ -29,6 +29,14 @@ typedef enum { POLICY_FAIL, POLICY_SKIP, POLICY_DLQ } policy_t;
 /* A slot (an app task index) on this thread. */
 enum { SLOT_FREE, SLOT_OPENING, SLOT_LIVE };
 
+/* A task parked on a record (bk_thread_s.parked): the record's topic (plan index),
+ * partition and offset. */
+typedef struct bk_thread_parked_s {
+    int on, slot, topic;
+    int32_t partition;
+    int64_t offset;
+} bk_thread_parked_t;
+
 /* A background open-and-restore of tasks added while the thread runs (thread_tasks.c): on
  * a pthread and a consumer of its own, so that the thread's other tasks keep processing.
  * It writes only its slots' DBs, stores and next offsets, which the stream thread leaves
@@ -168,6 +176,14 @@ struct bk_thread_s {
     int64_t eos_checkpoint_ms; /* when the DBs were last synced and checkpointed (mono) */
     int redos; /* bk_thread_redo()s since the last commit that went through */
     int redo_unleased; /* the redo under way is a release without the lease */
+    /* Tasks parked on a record that raised under on_error=fail (docs/reliability.md, Poison
+     * records): closed at their last commit, still this thread's, and not opened again
+     * until `beck skip` lists the record (looked at every PARKED_CHECK_MS). */
+    bk_thread_parked_t *parked; /* [cap] */
+    int nparked;
+    int64_t parked_check_at; /* mono ms */
+    int park_pending; /* a task was marked parked and is still open: bk_thread_park */
+    int parking;      /* the redo under way parks a task: not a failure to count */
     int punct_failed;  /* a stream-time punctuation raised under on_error=fail */
     int commit_failed; /* a commit failed: no later commit may succeed it */
     char dr_err[512];
@@ -330,6 +346,18 @@ void bk_thread_stop_jobs(bk_thread_t *thr);
  * BK_THREAD_MAX_REDOS in a row without a commit between (the thread then stops). */
 #define BK_THREAD_MAX_REDOS 5
 int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone);
+/* How often a thread with a parked task reads <app>-skips for its record, and how old a
+ * read a record that raises may be checked against. */
+#define PARKED_CHECK_MS 3000
+#define SKIPS_AGE_MS 1000
+/* Closes the tasks marked parked that are still open: at-least-once, committed up to the
+ * record before the one that failed (the others go on); exactly-once, the open transaction
+ * is aborted (bk_thread_redo: the others start again from the last commit). 0, or -1 with
+ * thr->err. */
+int bk_thread_park(bk_thread_t *thr);
+/* Opens again the parked tasks whose record `beck skip` listed since. 0, or -1 with
+ * thr->err. */
+int bk_thread_unpark_listed(bk_thread_t *thr);
 /* Reads the committed offsets of n partitions (topics[i], partitions[i]) into offs[i] (-1
  * where none) through consumer, trying again for up to BK_RESTORE_OFFSETS_MS while the
  * errors pass (a coordinator loading or moving, a broker down) or until *stop; and when meta is not NULL,

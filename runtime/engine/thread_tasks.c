@@ -33,6 +33,7 @@
 #include "engine/dedup.h"
 #include "engine/kafka.h"
 #include "engine/restore.h"
+#include "engine/skips.h"
 #include "engine/store.h"
 #include "engine/taskdb.h"
 #include "engine/thread_internal.h"
@@ -954,7 +955,8 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
     }
     /* (a lost lease is the membership's doing, not a producer failing again and again: it
      * does not count) */
-    if (!thr->fenced && !thr->redo_unleased && ++thr->redos > BK_THREAD_MAX_REDOS) {
+    if (!thr->fenced && !thr->redo_unleased && !thr->parking &&
+        ++thr->redos > BK_THREAD_MAX_REDOS) {
         snprintf(thr->err, sizeof(thr->err),
                  "%s; the tasks started again from their last commit %d times in a row "
                  "without committing since: stopping",
@@ -1062,6 +1064,82 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
     return rc;
 }
 
+int bk_thread_park(bk_thread_t *thr)
+{
+    int32_t *slots = calloc((size_t)thr->nparked + 1, sizeof(int32_t));
+    int n = 0, rc = 0;
+    char names[512];
+    if (!slots) {
+        snprintf(thr->err, sizeof(thr->err), "out of memory to park a task");
+        return -1;
+    }
+    thr->park_pending = 0;
+    for (int s = 0; s < thr->cap && n < thr->nparked; s++) {
+        if (thr->parked[s].on && thr->slot_state[s] == SLOT_LIVE) {
+            slots[n++] = s;
+        }
+    }
+    if (n > 0 && !thr->eos) {
+        rc = remove_live(thr, slots, n);
+        if (rc != 0 && !thr->commit_failed && bk_thread_producer_broken(thr)) {
+            thr->parking = 1;
+            rc = bk_thread_redo(thr, slots, n);
+            thr->parking = 0;
+        }
+    } else if (n > 0) {
+        snprintf(thr->dr_err, sizeof(thr->dr_err),
+                 "task(s) %s parked on a record that failed: the open transaction is aborted",
+                 slot_names(thr, slots, n, names, sizeof(names)));
+        thr->parking = 1;
+        rc = bk_thread_redo(thr, slots, n);
+        thr->parking = 0;
+    }
+    free(slots);
+    return rc;
+}
+
+int bk_thread_unpark_listed(bk_thread_t *thr)
+{
+    int32_t *go = calloc((size_t)thr->nparked + 1, sizeof(int32_t));
+    int n = 0, rc = 0;
+    if (!go) {
+        return 0; /* looked at again next time */
+    }
+    for (int s = 0; s < thr->cap && n < thr->nparked; s++) {
+        bk_thread_parked_t *p = &thr->parked[s];
+        const char *topic = p->on ? thr->plan->topics[p->topic].name : NULL;
+        char note[512];
+        if (!p->on || !bk_skips_listed(thr->flags->skips, topic, p->partition, p->offset,
+                                       PARKED_CHECK_MS / 2, note, sizeof(note))) {
+            continue;
+        }
+        bk_log_info("task %s: record %s/%d/%lld is listed by beck skip (%s): the task starts "
+                    "again from its last commit and goes past it",
+                    BK_TASK_NAME(thr->tasks[s]), topic, (int)p->partition,
+                    (long long)p->offset, note);
+        go[n++] = s;
+    }
+    for (int k = 0; k < n; k++) {
+        thr->parked[go[k]].on = 0;
+        thr->nparked--;
+        thr->slot_state[go[k]] = SLOT_OPENING;
+    }
+    if (n > 0) {
+        rc = job_start(thr, go, n);
+    }
+    free(go);
+    return rc;
+}
+
+/* A removal or an addition of a parked task ends its parking: it leaves, or opens anew. */
+static void unpark(bk_thread_t *thr, int32_t slot)
+{
+    if (thr->parked[slot].on) {
+        thr->parked[slot].on = 0;
+        thr->nparked--;
+    }
+}
+
 /* Removes tasks still opening: their job stops, the job's other tasks open again. */
 static int remove_opening(bk_thread_t *thr, int slot)
 {
@@ -1124,6 +1202,7 @@ int bk_thread_apply_changes(bk_thread_t *thr)
 
     /* removals first: a task moved between threads leaves one before it joins the other */
     for (int i = 0; rc == 0 && i < nrm; i++) {
+        unpark(thr, rm[i]);
         if (thr->slot_state[rm[i]] == SLOT_LIVE) {
             live[nlive++] = rm[i];
         } else if (thr->slot_state[rm[i]] == SLOT_OPENING) {
@@ -1153,6 +1232,7 @@ int bk_thread_apply_changes(bk_thread_t *thr)
         /* (the plan first: a task of a later generation needs its topics and description) */
         int n = 0;
         for (int i = 0; i < nadd; i++) {
+            unpark(thr, add[i]);
             if (thr->slot_state[add[i]] == SLOT_FREE) {
                 thr->slot_state[add[i]] = SLOT_OPENING;
                 thr->task_epoch[add[i]] = epochs[i];

@@ -26,6 +26,23 @@ static int split(const char *s, char *host, size_t size, int *port)
     return 0;
 }
 
+int bk_node_queries_check(const bk_conf_t *conf, char *errstr, size_t errstr_size)
+{
+    const char *listen = bk_conf_str(conf, BK_CONF_HTTP_LISTEN);
+    const char *endpoint = bk_conf_str(conf, BK_CONF_ENDPOINT);
+    char host[256];
+    int port;
+    if (endpoint && endpoint[0] && split(endpoint, host, sizeof(host), &port) != 0) {
+        snprintf(errstr, errstr_size, "endpoint '%s': expected host:port", endpoint);
+        return -1;
+    }
+    if (listen && listen[0] && split(listen, host, sizeof(host), &port) != 0) {
+        snprintf(errstr, errstr_size, "http_listen '%s': expected address:port", listen);
+        return -1;
+    }
+    return 0;
+}
+
 int bk_node_queries_start(bk_node_queries_t *q, const bk_plan_t *plan, const bk_conf_t *conf,
                           bk_taskdb_pool_t *pool, char *errstr, size_t errstr_size)
 {

@@ -20,6 +20,9 @@ typedef struct bk_node_queries_s {
     char endpoint[256]; /* to publish: "" when there is none */
 } bk_node_queries_t;
 
+/* The endpoint and http_listen settings parse (host:port): checked before the node makes
+ * anything. 0, or -1 with errstr. */
+int bk_node_queries_check(const bk_conf_t *conf, char *errstr, size_t errstr_size);
 /* 0 (q->server NULL when neither setting asks for one), or -1 with errstr: a node that was
  * asked to serve and cannot does not start. */
 int bk_node_queries_start(bk_node_queries_t *q, const bk_plan_t *plan, const bk_conf_t *conf,

@@ -86,11 +86,12 @@ describe("a record that a processor fails on", function()
     return broker
   end
 
-  -- Under the default policy the node stops with status 1 on the first bad
-  -- record, having committed everything before it and nothing after; a
-  -- restart with on_error=skip resumes exactly at that record.
+  -- Under the default policy (fail) the bad record's task stops at it: everything before it
+  -- is out and committed, nothing after, and the node keeps running (its other tasks would go
+  -- on). The error names `beck skip`, which lists the record; the task then goes on by itself
+  -- from its last commit, skips that record and nothing else.
   local function fail_then_resume(opts)
-    helpers.with_timeout(40, function()
+    helpers.with_timeout(60, function()
       local values = {}
       for i = 0, 9 do values[#values + 1] = opts.good(i) end
       values[opts.bad_offset + 1] = opts.bad_value
@@ -98,43 +99,52 @@ describe("a record that a processor fails on", function()
       local bs = broker.bootstrap
 
       local node = helpers.start_node(opts.fixture, { "-b", bs })
-      assert.equal(1, node:wait(20), "the node did not exit 1:\n" .. node:log())
-      local log = node:log()
-      assert.matches(escape(string.format("process failed on record %s/0/%d: %s:%d: %s",
-                                          opts.input, opts.bad_offset, opts.fixture,
-                                          line_of(opts.fixture, opts.marker), opts.message)),
-                     log)
-      assert.matches("stopped after a failure", log)
+      local where = string.format("process failed on record %s/0/%d: %s:%d: %s", opts.input,
+                                  opts.bad_offset, opts.fixture,
+                                  line_of(opts.fixture, opts.marker), opts.message)
+      node:wait_log(escape(where), 20)
+      local command = string.format("beck skip -b %s --app %s --topic %s --partition 0 " ..
+                                    "--offset %d", bs, opts.group, opts.input, opts.bad_offset)
+      assert.matches(escape(command), node:log())
 
       -- what came before the bad record is out and committed; nothing after
       local before = {}
       for i = 0, opts.bad_offset - 1 do before[#before + 1] = opts.transform(values[i + 1]) end
+      helpers.eventually(function()
+        return (helpers.committed(bs, opts.input, opts.group)[0] or 0) == opts.bad_offset
+      end, 20, 0.2)
       assert.same(before, values_of(helpers.consume(bs, opts.output)))
+      helpers.sleep(1)
+      assert.is_true(node:alive(), node:log())
       assert.same({ [0] = opts.bad_offset }, helpers.committed(bs, opts.input, opts.group))
 
-      -- restart with skip: the bad record is met again (and skipped), not lost
-      local again = helpers.start_node(opts.fixture, { "-b", bs, "--on-error", "skip" })
+      -- beck skip: the task goes on past that record, and only that one
+      local st, out, err = helpers.run({ BECK, "skip", "-b", bs, "--app", opts.group, "--topic",
+                                         opts.input, "--partition", "0", "--offset",
+                                         tostring(opts.bad_offset) }, { timeout = 60 })
+      assert.equal(0, st, err)
+      assert.matches(escape(string.format("listed %s/0/%d in %s-skips", opts.input,
+                                          opts.bad_offset, opts.group)), out)
+      node:wait_log(escape(string.format("record %s/0/%d is listed by beck skip", opts.input,
+                                         opts.bad_offset)), 20)
+      node:wait_log(escape(string.format("skipped record %s/0/%d, listed by beck skip",
+                                         opts.input, opts.bad_offset)), 20)
       local good = {}
       for i, v in ipairs(values) do
         if i ~= opts.bad_offset + 1 then good[#good + 1] = opts.transform(v) end
       end
       helpers.eventually(function()
-        return helpers.count(bs, opts.output) >= #good
+        return (helpers.committed(bs, opts.input, opts.group)[0] or 0) == 10
       end, 20, 0.2)
-      again:wait_log(escape(string.format("skipped record %s/0/%d: %s:%d:", opts.input,
-                                          opts.bad_offset, opts.fixture,
-                                          line_of(opts.fixture, opts.marker))))
-      assert.equal(0, again:stop())
-      -- each good record exactly once, in order: nothing before the bad
-      -- record was read twice
+      assert.equal(0, node:stop())
+      -- each good record exactly once, in order: nothing before the bad record was read twice
       assert.same(good, values_of(helpers.consume(bs, opts.output)))
-      assert.matches(string.format("stopped: %d in, %d out, 1 skipped, 0 dead%%-lettered",
-                                   10 - opts.bad_offset, 9 - opts.bad_offset), again:log())
-      assert.same({ [0] = 10 }, helpers.committed(bs, opts.input, opts.group))
+      assert.matches("stopped: 10 in, 9 out, 1 skipped, 0 dead%-lettered", node:log())
     end)
   end
 
-  it("forwarded to a child that does not exist: fail stops at it, skip resumes there", function()
+  it("forwarded to a child that does not exist: fail parks its task at it, beck skip goes on",
+     function()
     fail_then_resume {
       fixture = "spec/fixtures/bad_forward.lua", marker = "FORWARD", group = "bad-forward",
       input = "fw-in", output = "fw-out",
@@ -145,7 +155,7 @@ describe("a record that a processor fails on", function()
     }
   end)
 
-  it("raised: fail stops at it, commits nothing past it; skip resumes there", function()
+  it("raised: fail parks its task at it, commits nothing past it; beck skip goes on", function()
     fail_then_resume {
       fixture = "spec/fixtures/boom.lua", marker = "BOOM", group = "boom",
       input = "boom-in", output = "boom-out",

@@ -160,7 +160,7 @@ describe("a subtopology read by input partition moved to task counts of its own"
     end
     for id, n in pairs(nodes) do
       local code = n:stop()
-      assert.equal(0, code, id .. ": " .. n:log():sub(-2000))
+      assert.equal(0, code, id .. ": " .. n:last_words())
     end
     -- each task of generation 3 holds exactly the keys of its groups, each counted 7 times
     local stored = 0
@@ -207,7 +207,7 @@ describe("a subtopology read by input partition moved to task counts of its own"
       assert.equal(3, n, "tasks restored from their own changelogs alone")
     end
     for id, n in pairs(nodes) do
-      assert.equal(0, n:stop(), id .. ": " .. n:log():sub(-2000))
+      assert.equal(0, n:stop(), id .. ": " .. n:last_words())
     end
   end)
 end)

@@ -80,6 +80,9 @@ describe("a node back after its generation was retired", function()
     helpers.eventually(function()
       return (cluster.running(nodes.nb) or 0) > 0 and nodes.nb:log():find("rejoining", 1, true)
     end, 60, 0.3)
+    -- (the dev broker fences nothing: what nb's producer held when it froze is sent when it
+    -- wakes, and may land in generation 1's topic; Kafka refuses it, nb being fenced)
+    local g1_before = helpers.real_kafka() and g1_at_retirement or g1_records(bs)
     -- na dies: nb takes every task, the passthrough's too
     nodes.na:kill()
     helpers.eventually(function()
@@ -106,11 +109,11 @@ describe("a node back after its generation was retired", function()
     if helpers.real_kafka() then
       assert.equal(0, repeats, "outputs repeated under exactly-once")
     end
-    assert.equal(g1_at_retirement, g1_records(bs),
+    assert.equal(g1_before, g1_records(bs),
                  "records forwarded to the retired generation 1's topic\n" ..
                  gen.moves_state(nodes))
     for id, n in pairs(nodes) do
-      assert.equal(0, n:stop(), id .. ": " .. n:log():sub(-2000))
+      assert.equal(0, n:stop(), id .. ": " .. n:last_words())
     end
   end)
 end)

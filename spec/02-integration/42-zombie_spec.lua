@@ -74,7 +74,7 @@ describe("a node frozen past its session under at-least-once", function()
       end
       for _, id in ipairs(c.ids) do c.nodes[id]:signal(helpers.SIG.TERM) end
       for id, n in pairs(c.nodes) do
-        assert.equal(0, n:wait(60), id .. ": " .. n:log():sub(-2000))
+        assert.equal(0, n:wait(60), id .. ": " .. n:last_words())
       end
       local want, wrong, copies = chaos.sent_counts(RATE * SECONDS, KEYS), {}, 0
       for _, id in ipairs(c.ids) do

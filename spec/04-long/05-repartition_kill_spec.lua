@@ -117,7 +117,7 @@ describe("online repartitioning with a node killed during a move", function()
       -- each task of generation 3 holds exactly its key groups' keys, each counted 3 times
       local state_of = gen.running_dirs(nodes, dirs)
       for id, node in pairs(nodes) do
-        assert.equal(0, node:stop(), id .. ": " .. node:log():sub(-2000))
+        assert.equal(0, node:stop(), id .. ": " .. node:last_words())
       end
       gen.check_stores(state_of, 3, 5, KEYS, 3)
       print(string.format("\n  repartition with a kill (%s): %d keys, 3 rounds; round 1 %.1f s, "

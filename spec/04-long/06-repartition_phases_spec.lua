@@ -166,7 +166,7 @@ describe("online repartitioning with a node killed at each phase of a move", fun
       end, 60, 0.3)
       local state_of = gen.running_dirs(nodes, dirs)
       for id, node in pairs(nodes) do
-        assert.equal(0, node:stop(), id .. ": " .. node:log():sub(-2000))
+        assert.equal(0, node:stop(), id .. ": " .. node:last_words())
       end
       gen.check_stores(state_of, 4, 5, KEYS, 4)
       print(string.format("  a kill at each phase (%s): %d keys, 4 rounds; builds from "
