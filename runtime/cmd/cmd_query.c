@@ -24,14 +24,17 @@
 typedef struct {
     const char *cmd, *app, *endpoint, *token, *store, *key, *from, *to, *prefix, *node;
     const char *limit, *max_lag;
-    int replica_any, pages, timeout_ms;
+    int replica_any, pages, timeout_ms, window;
 } opts_t;
 
 static void usage(const char *cmd, FILE *out)
 {
     if (strcmp(cmd, "get") == 0) {
         fprintf(out, "usage: beck get (-b BROKERS --app ID | --endpoint HOST:PORT) STORE KEY\n"
-                     "                [--replica-any [--max-lag N]] [--token T] [--node ID]\n");
+                     "                [--window [--from T] [--to T] [--limit N]]\n"
+                     "                [--replica-any [--max-lag N]] [--token T] [--node ID]\n"
+                     "\n  --window  a window store's windows of KEY whose time (ms) is in\n"
+                     "            [--from, --to]: each window's start and value\n");
     } else {
         fprintf(out, "usage: beck scan (-b BROKERS --app ID | --endpoint HOST:PORT) STORE\n"
                      "                 [--from A] [--to B | --prefix P] [--limit N] [--pages N]\n"
@@ -68,6 +71,10 @@ static int parse(int argc, char **argv, bk_conf_t *conf, opts_t *o)
         }
         if (strcmp(a, "--replica-any") == 0) {
             o->replica_any = 1;
+            continue;
+        }
+        if (strcmp(a, "--window") == 0 && want == 2) {
+            o->window = 1;
             continue;
         }
         if (a[0] != '-' || strcmp(a, "--") == 0) {
@@ -110,7 +117,7 @@ static int parse(int argc, char **argv, bk_conf_t *conf, opts_t *o)
                : strcmp(a, "--node") == 0     ? &o->node
                : strcmp(a, "--max-lag") == 0  ? &o->max_lag
                                               : NULL;
-        if (!slot && want == 1) {
+        if (!slot) { /* (get: of a window store's windows, with --window) */
             slot = strcmp(a, "--from") == 0     ? &o->from
                    : strcmp(a, "--to") == 0     ? &o->to
                    : strcmp(a, "--prefix") == 0 ? &o->prefix
@@ -139,6 +146,11 @@ static int parse(int argc, char **argv, bk_conf_t *conf, opts_t *o)
     o->key = pos[1];
     if (!o->endpoint && (!o->app || !bk_conf_str(conf, BK_CONF_BROKERS))) {
         fprintf(stderr, "beck %s: -b BROKERS and --app ID are needed (or --endpoint)\n", o->cmd);
+        return -1;
+    }
+    if (want == 2 && !o->window && (o->from || o->to || o->prefix || o->limit)) {
+        fprintf(stderr, "beck get: --from, --to and --limit read a window store's windows: "
+                        "give --window\n");
         return -1;
     }
     if (o->prefix && (o->from || o->to)) {
@@ -228,8 +240,13 @@ static void build_path(const opts_t *o, bk_jbuf_t *b)
     char *store = bk_forward_escape(o->store, strlen(o->store));
     if (o->key) {
         char *key = bk_forward_escape(o->key, strlen(o->key));
-        bk_jbuf_printf(b, "/v1/stores/%s/keys/%s", store ? store : "", key ? key : "");
+        bk_jbuf_printf(b, "/v1/stores/%s/keys/%s%s", store ? store : "", key ? key : "",
+                       o->window ? "/windows" : "");
         free(key);
+        if (o->window) {
+            arg(b, "from", o->from);
+            arg(b, "to", o->to);
+        }
     } else if (o->prefix) {
         char *p = bk_forward_escape(o->prefix, strlen(o->prefix));
         bk_jbuf_printf(b, "/v1/stores/%s/prefix/%s", store ? store : "", p ? p : "");

@@ -318,6 +318,21 @@ static int32_t bk_status_next_progress(const bk_member_view_t *v, int32_t t, int
     return -1;
 }
 
+/* A task of a generation a move replaced, drained and given to no one: it has nothing more
+ * to do (docs/repartitioning.md). */
+static int bk_status_retired(const bk_member_view_t *v, int32_t t)
+{
+    if (v->owner[t] >= 0) {
+        return 0;
+    }
+    for (int32_t i = 0; i < v->ndrained; i++) {
+        if (v->drained[i] == t) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void bk_status_print_text(const bk_member_view_t *v, const char *app, const char *topic,
                                  char **names, const int32_t *nactive, const int32_t *nstandby)
 {
@@ -399,7 +414,9 @@ static void bk_status_print_text(const bk_member_view_t *v, const char *app, con
         } else {
             bk_status_cell(&tb, "%d", t);
         }
-        bk_status_cell(&tb, "%s", bk_status_peer_name(v, owner, a, sizeof(a)));
+        bk_status_cell(&tb, "%s", bk_status_retired(v, t)
+                                      ? "retired"
+                                      : bk_status_peer_name(v, owner, a, sizeof(a)));
         /* the holder only when a handoff is pending */
         bk_status_cell(&tb, "%s",
                        holder == owner ? "-"
@@ -544,8 +561,9 @@ static void bk_status_print_json(const bk_member_view_t *v, const char *app, con
         bk_status_json_peer(out, v, v->owner[t]);
         fputs(",\"holder\":", out);
         bk_status_json_peer(out, v, v->holder[t]);
-        fprintf(out, ",\"handoff\":%s,\"standby\":[",
-                v->holder[t] != v->owner[t] ? "true" : "false");
+        fprintf(out, ",\"handoff\":%s,\"retired\":%s,\"standby\":[",
+                v->holder[t] != v->owner[t] ? "true" : "false",
+                bk_status_retired(v, t) ? "true" : "false");
         for (int32_t j = 0; j < v->k; j++) {
             int32_t s = v->standby_of[(size_t)t * (size_t)v->k + (size_t)j];
             if (s >= 0) {

@@ -60,7 +60,11 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
 {
     (void)rk;
     int fail = strcmp(fac, "FAIL") == 0;
-    if (level <= 4 && fail && bk_brokerwatch_quiet()) {
+    if (strcmp(fac, "CONFWARN") == 0 && strstr(buf, " property and will be ignored by this ")) {
+        /* -X and -F settings go to every client beck makes, as docs/settings.md says: a
+         * consumer's setting that the producer ignores is as meant */
+        bk_log_debug("kafka %s: %s", fac, buf);
+    } else if (level <= 4 && fail && bk_brokerwatch_quiet()) {
         bk_log_debug("kafka %s: %s", fac, buf); /* a reconnect failing while no broker answers */
     } else if (level <= 3 && !fail) {
         bk_log_error("kafka %s: %s", fac, buf);

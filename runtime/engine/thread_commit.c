@@ -429,7 +429,10 @@ void bk_thread_make_snapshots(bk_thread_t *thr)
             }
         }
         if (!r->ok) {
-            bk_log_warn("%s: snapshot for %s failed: %s", thr->name, r->req, r->err);
+            /* a task that left the thread since it was asked (a move, a handoff) is no fault:
+             * the asker asks its active then */
+            bk_log(t < 0 ? BK_LOG_INFO : BK_LOG_WARN, "%s: snapshot for %s failed: %s",
+                   thr->name, r->req, r->err);
         }
         pthread_mutex_lock(&thr->snap_lock);
         if (thr->nsnap_done < BK_SNAPSHOT_REQUESTS) {

@@ -77,6 +77,15 @@ void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
         return;
     }
     bk_plan_task_table(plan, &ntasks, &cap);
+    if (sub >= 0 && sub < plan->nsubs && plan->subs[sub].of != sub &&
+        !plan->subs[sub].passthrough) {
+        /* a later generation's index, as its tasks' names show it (task 5_1): the
+         * subtopology it is a generation of is meant */
+        bk_log_info("repartition from %s: subtopology %ld is generation %d of subtopology %d: "
+                    "moving that",
+                    note->from, sub, plan->subs[sub].generation, plan->subs[sub].of);
+        sub = plan->subs[sub].of;
+    }
     now = sub >= 0 && sub < plan->nsubs ? bk_node_moves_tasks_of(plan, (int)sub) : 0;
     /* generation 0 (by input partition) moves to generation 1, with as many tasks too:
      * then its keys are owned by key group and its input may grow */
@@ -86,8 +95,11 @@ void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
     }
     if (sub < 0 || tasks < 0) {
         snprintf(why, sizeof(why), "'%.200s' is not \"sub=S tasks=N\"", note->text);
-    } else if (sub >= plan->nsubs || plan->subs[sub].of != sub || plan->subs[sub].passthrough ||
-               plan->subs[sub].generation > 1) {
+    } else if (sub < plan->nsubs && plan->subs[sub].passthrough) {
+        snprintf(why, sizeof(why), "subtopology %ld is the passthrough that feeds subtopology "
+                                   "%d's generations: move %d (--subtopology %d)",
+                 sub, plan->subs[sub].of, plan->subs[sub].of, plan->subs[sub].of);
+    } else if (sub >= plan->nsubs || plan->subs[sub].of != sub) {
         snprintf(why, sizeof(why), "the topology has no subtopology %ld (beck describe lists "
                                    "them)",
                  sub);

@@ -40,7 +40,8 @@ int bk_preflight_local(const bk_conf_t *conf, char *errstr, size_t errstr_size)
         return -1;
     }
     if (bk_fs_mkdirs(dir) != 0) {
-        snprintf(errstr, errstr_size, "state_dir %s: cannot make it: %s", dir, strerror(errno));
+        snprintf(errstr, errstr_size, "cannot create state directory %s: %s", dir,
+                 strerror(errno));
         return -1;
     }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {

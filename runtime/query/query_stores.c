@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/keys.h"
 #include "base/task.h"
 #include "engine/dbread.h"
 #include "query/forward.h"
@@ -78,7 +79,15 @@ enum MHD_Result bk_query_stores(bk_qreq_t *r)
         bk_jbuf_printf(&b, ",\"kind\":\"%s\",\"logged\":%s,\"changelog\":",
                        s->window ? "window" : "key-value", s->logged ? "true" : "false");
         if (s->logged) {
-            bk_jbuf_str(&b, s->changelog, strlen(s->changelog));
+            /* the changelog written now: the serving generation's copy's, after a move */
+            const char *cl = s->changelog;
+            for (int j = 0; j < plan->nstores; j++) {
+                if (plan->stores[j].of_store == i && plan->stores[j].sub == sub &&
+                    plan->stores[j].changelog) {
+                    cl = plan->stores[j].changelog;
+                }
+            }
+            bk_jbuf_str(&b, cl, strlen(cl));
         } else {
             bk_jbuf_lit(&b, "null");
         }
@@ -590,6 +599,30 @@ static int scan_remote(bk_qreq_t *r, const char *store, int32_t t, bk_task_id_t 
     return -1;
 }
 
+/* A window store's key as a reader wants it (base/keys.h's layout): its record key, and
+ * its time (a window's start, a session's end, a join record's time) with what follows it
+ * (a session's start, a join's sequence number), as the per-key /windows answer has them;
+ * the raw key too, hex, for a range's bounds. 0 when the key has no window shape. */
+static int window_item(bk_jbuf_t *b, const bk_plan_store_t *ps, const char *k, size_t kl)
+{
+    size_t rl;
+    const char *rec = ps->window ? bk_keys_window_record(k, kl, &rl) : NULL;
+    const unsigned char *t;
+    if (!rec || kl < 4 + rl + 8) {
+        return 0;
+    }
+    t = (const unsigned char *)rec + rl;
+    bk_jbuf_bytes(b, "key", rec, rl);
+    bk_jbuf_printf(b, ",\"time\":%lld", (long long)get64(t));
+    if (kl >= 4 + rl + 16) {
+        bk_jbuf_printf(b, ",\"time2\":%lld", (long long)get64(t + 8));
+    }
+    bk_jbuf_lit(b, ",\"raw_key\":\"");
+    bk_jbuf_hex(b, k, kl);
+    bk_jbuf_lit(b, "\"");
+    return 1;
+}
+
 enum MHD_Result bk_query_scan(bk_qreq_t *r, const char *store, const char *prefix, size_t plen)
 {
     const bk_plan_store_t *ps = find_store(r->q->env.plan, store);
@@ -675,11 +708,16 @@ enum MHD_Result bk_query_scan(bk_qreq_t *r, const char *store, const char *prefi
             break;
         }
         last = &parts[best].pg.e[parts[best].next++];
+        if (ps->window && last->kl >= 4 && memcmp(last->k, "\xff\xff\xff\xff", 4) == 0) {
+            continue; /* a window store's time index: its own entries, not the user's */
+        }
         if (emitted++) {
             bk_jbuf_lit(&b, ",");
         }
         bk_jbuf_lit(&b, "{");
-        bk_jbuf_bytes(&b, "key", last->k, last->kl);
+        if (!window_item(&b, ps, last->k, last->kl)) {
+            bk_jbuf_bytes(&b, "key", last->k, last->kl);
+        }
         bk_jbuf_lit(&b, ",");
         bk_jbuf_bytes(&b, "value", last->v, last->vl);
         bk_jbuf_printf(&b, ",\"task\":\"%s\"}", BK_TASK_NAME(parts[best].tid));

@@ -594,7 +594,11 @@ static void end_job(bk_bootstrap_t *b, int32_t t, int ok, const char *why)
                     "asked again in %d ms, of the active then",
                     b->env.names[t], why, RETRY_LATER_MS);
     } else if (later) {
-        bk_log(said ? BK_LOG_DEBUG : BK_LOG_WARN,
+        /* a busy active (bootstrap_max_concurrent), or one that had not started the task
+         * yet or had given it up (a move's handoffs), is no fault: it is asked again */
+        int passing = why && (strstr(why, "busy:") || strstr(why, NO_SNAPSHOT) ||
+                              strstr(why, "made no snapshot of it"));
+        bk_log(said ? BK_LOG_DEBUG : passing ? BK_LOG_INFO : BK_LOG_WARN,
                "bootstrap %s: failed: %s; a later generation's replica has no changelog to start "
                "from: asked for again every %d ms until it has one",
                b->env.names[t], why, RETRY_LATER_MS);
@@ -741,7 +745,9 @@ static void on_request(bk_bootstrap_t *b, const bk_member_note_t *n)
         }
         s->tasks[s->ntasks] = t;
         if (b->env.ask(b->env.opaque, t, req) != 0) {
-            bk_log_warn("bootstrap: %s asks for a snapshot of %s, which is not active here",
+            /* a view behind or ahead of the asker's (a move, a handoff): it asks again, of
+             * the active then */
+            bk_log_info("bootstrap: %s asks for a snapshot of %s, which is not active here",
                         n->from, p);
             s->got[s->ntasks] = 1;
         }

@@ -22,6 +22,8 @@
 /* A request not answered by then is sent again, to the nodes alive then: a node that
  * started since (it does not read notes from before its start) or died meanwhile. */
 #define ASK_AGAIN_MS 2000
+#define NONE_ROUNDS 3     /* asks answered "none" by every node before it is given up */
+#define NONE_AGAIN_MS 300 /* ... and the pause before the next */
 
 enum { F_ASKED = 1, F_FETCHING, F_DONE, F_FAILED };
 
@@ -31,6 +33,7 @@ typedef struct want_s {
     int state;
     char req[320], prev[320]; /* the request's id, and the one before (answers still count) */
     int expected, nones; /* answers that may come, "drained-none" ones received */
+    int none_rounds;     /* asks every node answered "none" to */
     int64_t t0, deadline, asked_at;
     char from[BK_MEMBER_MAX_ID + 1], host[256], dir[2048];
     int port;
@@ -303,7 +306,14 @@ static void on_none(bk_drainfetch_t *df, const bk_member_note_t *n)
     bk_member_note_word(n->text, "req", req, sizeof(req));
     if ((w = by_req(df, req)) != NULL && w->state == F_ASKED && strcmp(w->req, req) == 0 &&
         ++w->nones >= w->expected) {
-        give_up(w, "no node holds it");
+        /* The node that drained it may have answered before its checkpoint was in place (it
+         * publishes the drain as it commits): asked again shortly, a few times, before the
+         * build falls back to the changelogs. */
+        if (++w->none_rounds < NONE_ROUNDS) {
+            w->asked_at = bk_clock_mono_ms() - ASK_AGAIN_MS + NONE_AGAIN_MS;
+        } else {
+            give_up(w, "no node holds it");
+        }
     }
 }
 

@@ -88,6 +88,31 @@ describe("beck.query and window stores", function()
     st, ans = http(url, "/v1/stores/per-second/keys/%C3%BCn%C3%AF/windows")
     assert.equal(200, st)
     assert.same({ { time = B + 3000, value = "2" } }, ans.windows)
+    -- a range of a window store: each window as its record key and time (no raw bytes, no
+    -- entry of the store's own time index), in key order
+    st, ans, body = http(url, "/v1/stores/per-second/range?limit=1000")
+    assert.equal(200, st, body)
+    local windows = {}
+    for _, it in ipairs(ans.items) do
+      assert.is_string(it.key, body)
+      assert.is_number(it.time, body)
+      windows[#windows + 1] = string.format("%s@%d=%s", it.key, it.time - B, it.value)
+    end
+    table.sort(windows)
+    assert.same({ "a%c@1000=1", "a/b@1000=2", "a/b@3000=1", "b1@1000=1", "b2@1000=2",
+                  "b3@1000=1", "raw@5000=1", "ünï@3000=2" }, windows)
+    -- and `beck get --window`
+    local gst, gout, gerr = helpers.run({ helpers.beck_bin(), "get", "--endpoint",
+                                          url:gsub("^http://", ""), "per-second", "a/b",
+                                          "--window", "--from", tostring(B),
+                                          "--to", tostring(B + 2000) }, { timeout = 30 })
+    assert.equal(0, gst, gerr)
+    assert.same({ { time = B + 1000, value = "2" } }, assert(cjson.decode(gout)).windows)
+    gst, _, gerr = helpers.run({ helpers.beck_bin(), "get", "--endpoint", url:gsub("^http://", ""),
+                                 "per-second", "a/b", "--from", "1" }, { timeout = 30 })
+    assert.equal(2, gst, gerr)
+    assert.matches("give %-%-window", gerr)
+
     -- a value that is not UTF-8 text comes as base64
     st, ans, body = http(url, "/v1/stores/last/keys/raw")
     assert.equal(200, st, body)

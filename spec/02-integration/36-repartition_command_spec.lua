@@ -92,18 +92,28 @@ describe("beck repartition", function()
     assert.equal(0, st, err)
     assert.matches("moves: 0=8 %(subtopology=tasks, oldest first%); 5 task%(s%) of replaced "
                    .. "generations drained", out)
+    assert.matches("\n0 +retired ", out) -- a replaced generation's task, not a row of dashes
     st, out, err = helpers.run({ helpers.beck_bin(), "status", "-b", bs, "--app", APP, "--json" },
                                { timeout = 30 })
     assert.equal(0, st, err)
     local js = require("cjson").decode(out)
     assert.equal("0=8", js.moves)
     assert.same({ 0, 1, 2, 3, 4 }, js.drained)
+    assert.is_true(js.tasks[1].retired)
 
     -- refused by the leader, which says why to the command
     st, _, err = repartition(bs, 1, 3)
     assert.equal(1, st)
-    assert.matches("refused the move: the topology has no subtopology 1", err)
+    assert.matches("refused the move: subtopology 1 is the passthrough that feeds subtopology "
+                   .. "0's generations: move 0 %(%-%-subtopology 0%)", err)
+    st, _, err = repartition(bs, 9, 3)
+    assert.equal(1, st)
+    assert.matches("refused the move: the topology has no subtopology 9", err)
     st, _, err = repartition(bs, 0, 8)
+    assert.equal(1, st)
+    assert.matches("refused the move: subtopology 0 runs 8 tasks already", err)
+    -- a generation's index, as its tasks are named (2_x), means the subtopology it moves
+    st, _, err = repartition(bs, 2, 8)
     assert.equal(1, st)
     assert.matches("refused the move: subtopology 0 runs 8 tasks already", err)
     -- refused by the command itself

@@ -79,8 +79,8 @@ function M.source(app, topic, opts)
   local store = opts.store or b:derived(name .. "-store")
   b:processor(name, "table", source_def(store, kser, vser, "table " .. tostring(topic)), { src },
               where)
-  b:store(store, { changelog = opts.changelog, ttl = opts.ttl, ttl_clock = opts.ttl_clock }, name,
-          "table", where)
+  b:store(store, { changelog = opts.changelog, ttl = opts.ttl, ttl_clock = opts.ttl_clock,
+                   key_serde = kser.name, value_serde = vser.name }, name, "table", where)
   return M.materialized(b, name, store, kser, vser)
 end
 
@@ -111,8 +111,8 @@ function M.from_stream(s, opts, where)
       ctx:forward(k, v)
     end,
   }, { input }, where)
-  b:store(store, { changelog = opts.changelog, ttl = opts.ttl, ttl_clock = opts.ttl_clock }, name,
-          "to_table", where)
+  b:store(store, { changelog = opts.changelog, ttl = opts.ttl, ttl_clock = opts.ttl_clock,
+                   key_serde = kser.name, value_serde = vser.name }, name, "to_table", where)
   return M.materialized(b, name, store, kser, vser)
 end
 
@@ -142,7 +142,8 @@ local function derive(self, op, opts, compute, vser)
     end,
   }, { self.node }, where)
   if store then
-    b:store(store, { changelog = opts.changelog }, name, op, where)
+    b:store(store, { changelog = opts.changelog, key_serde = self.kser.name,
+                     value_serde = vser.name }, name, op, where)
     return M.materialized(b, name, store, self.kser, vser, self.windowed)
   end
   local parent = self
