@@ -287,10 +287,16 @@ static void start_reading(bk_member_t *m, int64_t now)
     rd_kafka_topic_partition_list_t *list;
 
     if (err) {
-        bk_log_warn("member %s: cannot read the end of %s yet: %s", m->node_id, m->topic,
-                    rd_kafka_err2str(err));
+        /* a control topic just made is unknown to some brokers for a moment: that is said
+         * as info; still so after 30 s, as a warning */
+        int64_t since = m->end_err_since ? m->end_err_since : now;
+        m->end_err_since = since;
+        bk_log(now - since >= 30000 ? BK_LOG_WARN : BK_LOG_INFO,
+               "member %s: cannot read the end of %s yet (for %lld s): %s", m->node_id, m->topic,
+               (long long)((now - since) / 1000), rd_kafka_err2str(err));
         return;
     }
+    m->end_err_since = 0;
     list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, m->topic, 0);
     err = hi > lo ? rd_kafka_committed(m->consumer, list, 5000) : RD_KAFKA_RESP_ERR_NO_ERROR;

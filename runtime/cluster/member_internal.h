@@ -233,6 +233,7 @@ struct bk_member_s {
      * whether the one before held tasks back), kept while the result holds tasks back. */
     int64_t probe_at;
     int64_t next_wake; /* when the member thread must look again: heartbeat, tick */
+    int64_t end_err_since; /* start: since when the control topic's end cannot be read (0) */
     int leave_state;   /* 0 in flight, 1 delivered, -1 failed */
     uint64_t notified;
 

@@ -64,6 +64,9 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
         /* -X and -F settings go to every client beck makes, as docs/settings.md says: a
          * consumer's setting that the producer ignores is as meant */
         bk_log_debug("kafka %s: %s", fac, buf);
+    } else if (strstr(buf, "Coordinator load in progress: retrying")) {
+        /* a cluster just started loads its coordinators: librdkafka asks again */
+        bk_log_info("kafka %s: %s", fac, buf);
     } else if (level <= 4 && fail && bk_brokerwatch_quiet()) {
         bk_log_debug("kafka %s: %s", fac, buf); /* a reconnect failing while no broker answers */
     } else if (level <= 3 && !fail) {
