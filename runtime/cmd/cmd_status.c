@@ -18,6 +18,7 @@
 #include "base/conf.h"
 #include "base/log.h"
 #include "cluster/member.h"
+#include "replica/standby.h"
 #include "engine/kafka.h"
 #include "engine/plan.h"
 #include "engine/vm.h"
@@ -435,6 +436,11 @@ static void bk_status_print_text(const bk_member_view_t *v, const char *app, con
              pr = bk_status_next_progress(v, t, pr)) {
             const bk_member_progress_t *x = &v->progress[pr];
             bk_status_ago(ago, sizeof(ago), v->log_time - x->changed_ts);
+            if (x->lag >= BK_STANDBY_UNBUILT_LAG) {
+                used += (size_t)snprintf(prog + used, sizeof(prog) - used, "%s%s: not built",
+                                         used ? "; " : "", v->peers[x->peer].id);
+                continue;
+            }
             used +=
                 (size_t)snprintf(prog + used, sizeof(prog) - used,
                                  "%s%s: offset %" PRId64 ", lag %" PRId64 ", applied %s ago",
@@ -580,8 +586,10 @@ static void bk_status_print_json(const bk_member_view_t *v, const char *app, con
             fputs(first ? "{\"node\":" : ",{\"node\":", out);
             bk_status_json_peer(out, v, x->peer);
             fprintf(out,
-                    ",\"offset\":%" PRId64 ",\"lag\":%" PRId64 ",\"applied_ms_ago\":%" PRId64 "}",
-                    x->offset, x->lag, v->log_time - x->changed_ts);
+                    ",\"offset\":%" PRId64 ",\"lag\":%" PRId64 ",\"applied_ms_ago\":%" PRId64
+                    ",\"built\":%s}",
+                    x->offset, x->lag, v->log_time - x->changed_ts,
+                    x->lag >= BK_STANDBY_UNBUILT_LAG ? "false" : "true");
             first = 0;
         }
         fputs("]}", out);

@@ -443,19 +443,34 @@ static int describe_topic(rd_kafka_t *rk, rd_kafka_queue_t *q, const char *topic
                           rd_kafka_event_t **evp, const rd_kafka_ConfigEntry_t ***cfg,
                           size_t *ncfg, char *errstr, size_t errstr_size)
 {
-    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
     const rd_kafka_ConfigResource_t **rs;
     size_t nres;
+    int64_t deadline = bk_clock_mono_ms() + timeout_ms;
 
-    rd_kafka_DescribeConfigs(rk, &res, 1, NULL, q);
-    rd_kafka_ConfigResource_destroy(res);
-    *ncfg = 0;
-    *cfg = NULL;
-    if (!(*evp = admin_result(q, timeout_ms, "DescribeConfigs", topic, errstr, errstr_size))) {
-        return -1;
+    for (;;) {
+        rd_kafka_ConfigResource_t *res =
+            rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+        rd_kafka_DescribeConfigs(rk, &res, 1, NULL, q);
+        rd_kafka_ConfigResource_destroy(res);
+        *ncfg = 0;
+        *cfg = NULL;
+        if (!(*evp = admin_result(q, timeout_ms, "DescribeConfigs", topic, errstr,
+                                  errstr_size))) {
+            return -1;
+        }
+        rs = rd_kafka_DescribeConfigs_result_resources(
+            rd_kafka_event_DescribeConfigs_result(*evp), &nres);
+        /* a topic just made: the broker asked may not know it for a moment */
+        if (nres >= 1 &&
+            rd_kafka_ConfigResource_error(rs[0]) == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART &&
+            bk_clock_mono_ms() + 200 < deadline) {
+            rd_kafka_event_destroy(*evp);
+            *evp = NULL;
+            bk_clock_sleep_ms(200);
+            continue;
+        }
+        break;
     }
-    rs = rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(*evp),
-                                                   &nres);
     if (nres < 1 || rd_kafka_ConfigResource_error(rs[0])) {
         snprintf(errstr, errstr_size, "topic %s: DescribeConfigs failed: %s", topic,
                  nres ? rd_kafka_ConfigResource_error_string(rs[0]) : "no result");

@@ -16,6 +16,7 @@
 #include "engine/kafka.h"
 
 #define AGAIN_MS 2000 /* a directory in use is tried again this often */
+#define PURGE_TRIES 10 /* DeleteRecords of a changelog made compact,delete, 300 ms apart */
 
 enum { RETIRED = 1, DIRS_DONE = 2, TOPICS_DONE = 4, DRAINED_DONE = 8, LOGS_DONE = 16, SEALED = 32 };
 
@@ -31,6 +32,9 @@ struct bk_node_cleanup_s {
     int64_t again_at;
     rd_kafka_t *admin;    /* made when first needed */
     rd_kafka_t *consumer; /* of the app's group: its committed offsets' metadata */
+    /* the leader alone empties topics and changelogs: two nodes altering one changelog's
+     * cleanup.policy for their DeleteRecords undid each other's (a policy violation) */
+    int leader;
 };
 
 bk_node_cleanup_t *bk_node_cleanup_new(bk_plan_t *plan, const bk_conf_t *conf,
@@ -152,8 +156,14 @@ static void purge(bk_node_cleanup_t *c, const char *topic, int partitions, int c
         bk_log_warn("cleanup: %s: its records stay", err);
         return;
     }
-    if (admin) {
+    /* (a config just altered reaches the partitions' leaders a moment later: until then
+     * DeleteRecords still sees a compacted topic) */
+    for (int tries = 0; admin && tries < PURGE_TRIES; tries++) {
         rc = bk_kafka_purge_topic(admin, topic, partitions, err, sizeof(err));
+        if (rc >= 0 || !compacted || !strstr(err, "Policy violation")) {
+            break;
+        }
+        bk_clock_sleep_ms(300);
     }
     if (admin && compacted) {
         char err2[1024];
@@ -283,8 +293,12 @@ static void work(bk_node_cleanup_t *c)
             }
         }
         if (!(*st & TOPICS_DONE)) {
-            purge_topics(c, s);
-            *st |= TOPICS_DONE;
+            if (c->dev_port > 0 || c->leader) {
+                purge_topics(c, s);
+                *st |= TOPICS_DONE;
+            } else {
+                c->pending = 1; /* the leader's; this node's if it becomes the leader */
+            }
         }
         next = bk_plan_generation_sub(plan, sub->of, sub->generation + 1);
         if (!(*st & DRAINED_DONE) && next >= 0 && (c->state[next] & RETIRED)) {
@@ -298,11 +312,16 @@ static void work(bk_node_cleanup_t *c)
                 c->pending = 1;
                 continue;
             }
-            purge_changelogs(c, s, m);
             if (!(*st & DRAINED_DONE)) {
                 remove_drained(c, s);
+                *st |= DRAINED_DONE;
             }
-            *st |= LOGS_DONE | DRAINED_DONE;
+            if (!c->leader) {
+                c->pending = 1; /* the leader's; this node's if it becomes the leader */
+                continue;
+            }
+            purge_changelogs(c, s, m);
+            *st |= LOGS_DONE;
         }
     }
     c->again_at = bk_clock_mono_ms() + AGAIN_MS;
@@ -314,6 +333,7 @@ void bk_node_cleanup_view(bk_node_cleanup_t *c, const bk_member_view_t *view)
     if (!c || view->lost) {
         return;
     }
+    c->leader = view->is_leader;
     nsubs = c->plan->nsubs;
     for (int s = 0; s < nsubs; s++) {
         /* retired by the node as it applied the view (node.c, retire_replaced) */

@@ -148,6 +148,33 @@ static int open_db(bk_standby_t *sb, int t, bk_store_t **store_of)
     return 0;
 }
 
+/* A later generation's replica that cannot be kept: without cold bootstrap (ssh_key) there
+ * is no state to tail its changelog from. Said once per task and process, loudly: a
+ * failover to this node builds the task then (from drained checkpoints, or by replaying the
+ * generations before), which takes longer than a warm standby's promotion. */
+static void warn_unbuilt(bk_task_id_t task)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static char said[256][BK_TASK_NAME_MAX];
+    static int nsaid;
+    const char *name = BK_TASK_NAME(task);
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nsaid; i++) {
+        if (strcmp(said[i], name) == 0) {
+            pthread_mutex_unlock(&lock);
+            return;
+        }
+    }
+    if (nsaid < 256) {
+        snprintf(said[nsaid++], BK_TASK_NAME_MAX, "%s", name);
+    }
+    pthread_mutex_unlock(&lock);
+    bk_log_warn("standby %s: a later generation's replica is kept only by cold bootstrap, "
+                "and ssh_key is not set: it stays empty (beck status: not built), and a "
+                "failover to this node builds the task from the generations before it",
+                name);
+}
+
 /* Opens the DB of every task that has a logged store (but fresh ones, see is_fresh) and
  * lists its changelogs. */
 static int open_dbs(bk_standby_t *sb)
@@ -175,12 +202,15 @@ static int open_dbs(bk_standby_t *sb)
             if (sb->unbuilt[t] &&
                 (!sb->boot_on || sb->boot_mode[t] == BK_BOOTSTRAP_MODE_NEVER ||
                  sb->boot_mode[t] == BK_BOOTSTRAP_MODE_BUSY)) {
-                sb->boot_lag[t] = INT64_C(1) << 40;
+                if (!sb->boot_on) {
+                    warn_unbuilt(sb->tasks[t]);
+                }
+                sb->boot_lag[t] = BK_STANDBY_UNBUILT_LAG;
                 continue;
             }
         }
         if (sb->boot_on && sb->boot_mode[t] == BK_BOOTSTRAP_MODE_BUSY) {
-            sb->boot_lag[t] = INT64_C(1) << 40; /* being built elsewhere: far behind */
+            sb->boot_lag[t] = BK_STANDBY_UNBUILT_LAG; /* being built elsewhere: far behind */
             continue;
         }
         for (int s = 0; s < plan->nstores; s++) {

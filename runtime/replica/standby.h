@@ -23,6 +23,11 @@
 #include "engine/thread.h"
 #include "replica/bootstrap_mode.h"
 
+/* The lag a replica reports while it holds no state to tail from (being built by cold
+ * bootstrap, or a later generation's replica without it): far behind any acceptable lag, so
+ * that no task moves to it; `beck status` shows it as "not built". */
+#define BK_STANDBY_UNBUILT_LAG (INT64_C(1) << 40)
+
 typedef struct bk_standby_s bk_standby_t;
 
 /* A task's progress: `task` is the caller's id of it (as given to bk_standby_new),

@@ -189,7 +189,7 @@ describe("the node's hooks", function()
   end)
 
   it("that raises is logged with its file and line, and the node goes on", function()
-    helpers.with_timeout(30, function()
+    helpers.with_timeout(60, function()
       local broker = helpers.start_broker { topics = { "text-lines:3" } }
       local bs = broker.bootstrap
       local path = helpers.tmpdir() .. "/boom_hooks.lua"
@@ -224,7 +224,7 @@ describe("the node's hooks", function()
 
   it("of a node alone (no --cluster): every task assigned at start, revoked at stop",
      function()
-    helpers.with_timeout(30, function()
+    helpers.with_timeout(60, function()
       local broker = helpers.start_broker { topics = { "text-lines:4" } }
       local n = helpers.start_node(cluster.WORDCOUNT, { "-b", broker.bootstrap, "--hooks", HOOKS },
                                    { name = "alone" })
