@@ -21,7 +21,7 @@ describe("a cluster of nodes", function()
     -- three nodes: 4 tasks each
     helpers.eventually(function()
       return running(a) == 4 and running(b) == 4 and running(c) == 4
-    end, 30, 0.2)
+    end, 60, 0.2)
     helpers.produce(bs, "text-lines", make_lines(1, 20000, exact), { timeout = 60 })
     helpers.eventually(function() return committed_total(bs) == 20000 end, 60, 0.3)
 

@@ -88,9 +88,11 @@ describe("an input topic that grows", function()
     assert.matches("input topic stamp%-in grew from 6 to 10 partitions: subtopology 0, which " ..
                    "reads it by input partition, moves to generation 1 with its 6 tasks",
                    plain:log())
+    -- (the passthrough's commits come first; the tasks of generation 1 count after them)
     helpers.eventually(function()
-      return cluster.committed_total(bs, "stamp-in", "stamped0") == 3 * KEYS
-    end, 60, 0.3)
+      return cluster.committed_total(bs, "stamp-in", "stamped0") == 3 * KEYS and
+             helpers.count(bs, "stamp-out0") >= 3 * KEYS
+    end, 90, 0.5)
     local counts, outputs = {}, 0
     for _, r in ipairs(helpers.consume(bs, "stamp-out0", { timeout = 60 })) do
       local n, task = r.value:match("^(%d+) %d+ %d+ %S+ (%S+)$")
