@@ -122,11 +122,13 @@ static void live_list(const bk_member_view_t *v, char *out, size_t size)
 }
 
 /* A live member holding node_id: whether its heartbeats go on. It is watched for a little
- * more than two of this app's heartbeat intervals: one that sends one meanwhile is live. */
+ * more than three of this app's heartbeat intervals: one that sends two more meanwhile is
+ * live. (One is not enough: a process killed a moment ago may have had a heartbeat on its
+ * way, which a busy broker appends after this started reading.) */
 static int id_held(bk_member_t *obs, bk_member_view_t *view, const char *node_id, int hb_ms,
                    uint64_t *inc)
 {
-    int64_t seen = INT64_MIN, until = bk_clock_mono_ms() + 2 * hb_ms + 500;
+    int64_t seen = INT64_MIN, first = INT64_MIN, until = bk_clock_mono_ms() + 3 * hb_ms + 500;
     for (;;) {
         int32_t at = -1;
         struct timespec pause = {0, 50 * 1000 * 1000};
@@ -140,8 +142,11 @@ static int id_held(bk_member_t *obs, bk_member_view_t *view, const char *node_id
             return 0; /* ended meanwhile (left, or its session ran out) */
         }
         if (seen != INT64_MIN && view->peers[at].last_ts > seen) {
-            *inc = view->peers[at].incarnation;
-            return 1;
+            if (first != INT64_MIN && view->peers[at].last_ts > first) {
+                *inc = view->peers[at].incarnation;
+                return 1;
+            }
+            first = view->peers[at].last_ts;
         }
         if (seen == INT64_MIN) {
             seen = view->peers[at].last_ts;
@@ -149,7 +154,7 @@ static int id_held(bk_member_t *obs, bk_member_view_t *view, const char *node_id
         if (bk_clock_mono_ms() > until) {
             bk_log_info("node id %s: its incarnation %" PRIu64 " in the log has sent no "
                         "heartbeat for %d ms: taking its place",
-                        node_id, view->peers[at].incarnation, 2 * hb_ms + 500);
+                        node_id, view->peers[at].incarnation, 3 * hb_ms + 500);
             return 0;
         }
         nanosleep(&pause, NULL);
