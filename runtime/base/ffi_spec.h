@@ -43,6 +43,7 @@ int bk_ffi_assign_set_prev(bk_assign_builder_t *b, int32_t task, int32_t active,
 int bk_ffi_assign_add_lag(bk_assign_builder_t *b, int32_t task, int32_t member, int64_t lag);
 /* Warm-up (assign.h): on, and the acceptable recovery lag. */
 int bk_ffi_assign_set_warmup(bk_assign_builder_t *b, int on, int64_t acceptable_lag);
+int bk_ffi_assign_set_no_standby(bk_assign_builder_t *b, int32_t task);
 int bk_ffi_assign_compute(bk_assign_builder_t *b);
 /* After a compute: tasks held on a caught-up replica while another warms up. */
 int32_t bk_ffi_assign_warmups(const bk_assign_builder_t *b);

@@ -216,7 +216,7 @@ static int32_t warm_up(asg_t *a, int64_t acceptable)
         int32_t nw = a->active[t], c = -1, slot = -1;
         int64_t best = LAG_NONE;
         int32_t *row = &a->standby[t * a->K];
-        if (bk_assign_lag_of(a, t, nw) <= acceptable) {
+        if ((a->bare && a->bare[t]) || bk_assign_lag_of(a, t, nw) <= acceptable) {
             continue;
         }
         for (int32_t i = a->cstart[t]; i < a->cstart[t + 1]; i++) {
@@ -526,7 +526,9 @@ int bk_assign_compute(const bk_assign_input_t *in, bk_assign_result_t *res, char
     }
     for (int32_t t = 0; t < a.T; t++) {
         a.active[t] = -1;
+        a.nbare += in->no_standby && in->no_standby[t];
     }
+    a.bare = in->no_standby;
     for (size_t s = 0; s < (size_t)a.T * a.K; s++) {
         a.standby[s] = -1;
     }
@@ -553,8 +555,10 @@ int bk_assign_compute(const bk_assign_input_t *in, bk_assign_result_t *res, char
         res->active_count[res->active[t]]++;
     }
     for (size_t s = 0; s < (size_t)a.T * a.K; s++) {
-        res->standby[s] = a.order[a.standby[s]];
-        res->standby_count[res->standby[s]]++;
+        res->standby[s] = a.standby[s] >= 0 ? a.order[a.standby[s]] : -1;
+        if (res->standby[s] >= 0) {
+            res->standby_count[res->standby[s]]++;
+        }
     }
     free(tmp);
     free(torder);

@@ -7,7 +7,8 @@
  * threads, T = tasks):
  *  - balance: member m with c threads gets between c*floor(T/C) and c*ceil(T/C) actives, so
  *    its threads can each hold floor(T/C) or ceil(T/C): +-1 task per thread cluster-wide.
- *    Standbys (S = T*K') aim at the same bounds with S for T, but the node and rack rules
+ *    Standbys (S = T'*K' for the T' tasks that hold state, no_standby) aim at the same
+ *    bounds with S for T, but the node and rack rules
  *    below win over them. No single standby move that keeps the rules lowers the excess over
  *    those bounds or the shortfall below them; with K' = 1 the standbys are within their
  *    bounds whenever any placement of them could be (chains of moves, within a work bound
@@ -65,6 +66,10 @@ typedef struct bk_assign_input {
      * slot of it to warm up in. Balance then holds only once the warm-ups caught up. */
     int warmup;
     int64_t acceptable_lag;
+    /* [ntasks] 1: the task holds no state (stateless, or no store logged), so a standby of
+     * it would keep nothing: its row of standbys stays empty and it is never held for a
+     * warm-up. NULL: every task gets standbys. */
+    const uint8_t *no_standby;
 } bk_assign_input_t;
 
 /* What it returns. Owned by the result; freed by bk_assign_result_destroy(). */
@@ -73,7 +78,7 @@ typedef struct bk_assign_result {
     int32_t nmembers;
     int32_t k;              /* standbys per task: min(K, nmembers - 1) */
     int32_t *active;        /* [ntasks] member index */
-    int32_t *standby;       /* [ntasks * k], row t = the standbys of task t */
+    int32_t *standby;       /* [ntasks * k], row t = the standbys of task t, -1: none */
     int32_t *active_count;  /* [nmembers] */
     int32_t *standby_count; /* [nmembers] */
     int32_t moved;          /* tasks that left a previous active that is still present */

@@ -22,6 +22,7 @@ struct bk_assign_builder_s {
     int32_t prev_width;
     bk_assign_lag_t *lags;
     int32_t lcap;
+    uint8_t *bare; /* [ntasks] or NULL: in.no_standby */
     int computed;
     char err[256];
 };
@@ -155,6 +156,21 @@ int bk_ffi_assign_set_warmup(bk_assign_builder_t *b, int on, int64_t acceptable_
     return BK_FFI_OK;
 }
 
+int bk_ffi_assign_set_no_standby(bk_assign_builder_t *b, int32_t task)
+{
+    if (task < 0 || task >= b->in.ntasks) {
+        snprintf(b->err, sizeof(b->err), "set_no_standby: task %d out of range", (int)task);
+        return BK_FFI_ERR;
+    }
+    if (!b->bare && !(b->bare = calloc((size_t)b->in.ntasks + 1, 1))) {
+        snprintf(b->err, sizeof(b->err), "out of memory");
+        return BK_FFI_ERR;
+    }
+    b->bare[task] = 1;
+    b->in.no_standby = b->bare;
+    return BK_FFI_OK;
+}
+
 int32_t bk_ffi_assign_warmups(const bk_assign_builder_t *b)
 {
     return b->computed ? b->res.warmups : BK_FFI_ERR;
@@ -213,6 +229,7 @@ void bk_ffi_assign_free(bk_assign_builder_t *b)
     free(b->prev_active);
     free(b->prev_standby);
     free(b->lags);
+    free(b->bare);
     free(b);
 }
 

@@ -42,6 +42,8 @@ typedef struct asg {
     int32_t *rstamp;    /* [R] scratch marks: rack is used by the task at hand */
     int32_t stamp;
     int32_t *pair; /* [M*M] or NULL: pair[x*M + m] = standbys on m of x's actives */
+    const uint8_t *bare; /* [T] or NULL: 1 for a task that gets no standbys (no_standby) */
+    int32_t nbare;
 } asg_t;
 
 /* Up to this many members the standby fill counts pairs (4 MiB at most). */

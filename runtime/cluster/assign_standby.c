@@ -144,7 +144,9 @@ static int balance_standbys(asg_t *a)
         /* Each member's standby slots (t*K + j), rebuilt per round. */
         memset(start, 0, ((size_t)a->M + 1) * sizeof(*start));
         for (size_t s = 0; s < (size_t)a->T * a->K; s++) {
-            start[a->standby[s] + 1]++;
+            if (a->standby[s] >= 0) { /* (a task without standbys has none to move) */
+                start[a->standby[s] + 1]++;
+            }
         }
         for (int32_t m = 0; m < a->M; m++) {
             start[m + 1] += start[m];
@@ -152,7 +154,10 @@ static int balance_standbys(asg_t *a)
         /* start[m] serves as m's cursor, then shifts back into place. */
         for (size_t s = 0; s < (size_t)a->T * a->K; s++) {
             int32_t m = a->standby[s];
-            list[start[m]++] = (slotkey_t){bk_assign_lag_of(a, (int32_t)(s / a->K), m), (int32_t)s};
+            if (m >= 0) {
+                list[start[m]++] =
+                    (slotkey_t){bk_assign_lag_of(a, (int32_t)(s / a->K), m), (int32_t)s};
+            }
         }
         for (int32_t m = a->M; m > 0; m--) {
             start[m] = start[m - 1];
@@ -241,6 +246,9 @@ static int chain_standbys(asg_t *a)
     for (size_t s = 0; s < S; s++) {
         int32_t m = a->standby[s];
         prev[s] = -1;
+        if (m < 0) {
+            continue; /* a task without standbys */
+        }
         next[s] = head[m];
         if (head[m] >= 0) {
             prev[head[m]] = (int32_t)s;
@@ -343,7 +351,7 @@ int bk_assign_standbys(asg_t *a)
     if (a->K == 0) {
         return 0;
     }
-    budget = bk_assign_set_quota(a, (int64_t)a->T * a->K);
+    budget = bk_assign_set_quota(a, (int64_t)(a->T - a->nbare) * a->K);
     /* Keep: every replica that holds state, lowest lag first, as far as the rules allow.
      * No quota here: the local search below moves only what lowers the imbalance, so a
      * placement the rack rule forced out of balance is not reshuffled for nothing. */
@@ -352,7 +360,8 @@ int bk_assign_standbys(asg_t *a)
         return -1;
     }
     for (int32_t i = 0; i < a->cstart[a->T]; i++) {
-        if (a->cands[i].lag != LAG_NONE && a->cands[i].member != a->active[a->cands[i].task]) {
+        if (a->cands[i].lag != LAG_NONE && a->cands[i].member != a->active[a->cands[i].task] &&
+            !(a->bare && a->bare[a->cands[i].task])) {
             c[n] = a->cands[i];
             c[n++].shed = 0;
         }
@@ -376,6 +385,9 @@ int bk_assign_standbys(asg_t *a)
     /* Fill: each empty slot to the allowed member with the lowest load per thread, members
      * under their lower bound first, then those the budget lets above it. */
     for (int32_t t = 0; t < a->T; t++) {
+        if (a->bare && a->bare[t]) {
+            continue; /* it holds no state: a standby would keep nothing */
+        }
         for (int32_t filled = standby_fill(a, t); filled < a->K; filled++) {
             int32_t racks = mark_task(a, t, NO_SLOT), best = -1, best_class = 3;
             for (int32_t m = 0; m < a->M; m++) {

@@ -936,7 +936,7 @@ bk_assigncodec_t *bk_assigncodec_from_result(const bk_assigncodec_t *prev,
         ac->active[t] = slot_of[res->active[t]];
         for (int32_t j = 0; j < res->k; j++) {
             size_t s = (size_t)t * (size_t)res->k + (size_t)j;
-            ac->standby[s] = slot_of[res->standby[s]];
+            ac->standby[s] = res->standby[s] >= 0 ? slot_of[res->standby[s]] : -1;
         }
     }
     free(ix);

@@ -219,7 +219,8 @@ int bk_member_released(bk_member_t *member, uint64_t epoch, const int32_t *tasks
 /* The node's task table changed (a later generation grew its plan, or a generation's tasks
  * stopped or started being assignable): tasks are now 0..ntasks-1, no fewer than before, and
  * the leader assigns only those with assignable[t] != 0 (NULL: all), leaving the others
- * unassigned; it recomputes its epoch when the current one differs. origin[t] >= 0 (NULL:
+ * unassigned, and gives no standbys to those with BK_MEMBER_ACTIVE_ONLY (tasks that hold no
+ * state: a standby would keep nothing); it recomputes its epoch when the current one differs. origin[t] >= 0 (NULL:
  * none) names the task whose state t is built from (the task of the generation before
  * that overlaps it most): a task without a present previous active (never assigned yet,
  * or its node gone) is placed as if it had been that task's, beside it when balance
@@ -229,6 +230,7 @@ int bk_member_released(bk_member_t *member, uint64_t epoch, const int32_t *tasks
  * of memory: nothing changed). @locality any thread */
 int bk_member_set_tasks(bk_member_t *member, int32_t ntasks, const uint8_t *assignable,
                         const int32_t *origin);
+#define BK_MEMBER_ACTIVE_ONLY 2 /* assignable[t]: an active, no standbys */
 
 /* Notes: short messages between the nodes of an app on the control topic (cold bootstrap's
  * snapshot requests and replies, operator commands). A note goes to one node by id, or to

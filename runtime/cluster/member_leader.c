@@ -132,15 +132,23 @@ static int assignable(const bk_member_t *m, int32_t t)
     return !m->assignable || m->assignable[t];
 }
 
+/* Whether task t gets no standbys (BK_MEMBER_ACTIVE_ONLY). */
+static int active_only(const bk_member_t *m, int32_t t)
+{
+    return m->assignable && m->assignable[t] == BK_MEMBER_ACTIVE_ONLY;
+}
+
 /* The current assignment has a row for each of the member's tasks, with an active for
- * exactly those it may assign. */
+ * exactly those it may assign, and no standby for those that get none. */
 static int covers_tasks(const bk_member_t *m)
 {
     if (m->cur->ntasks != m->ntasks) {
         return 0;
     }
     for (int32_t t = 0; t < m->ntasks; t++) {
-        if ((m->cur->active[t] >= 0) != assignable(m, t)) {
+        if ((m->cur->active[t] >= 0) != assignable(m, t) ||
+            (active_only(m, t) && m->cur->k > 0 &&
+             m->cur->standby[(size_t)t * (size_t)m->cur->k] >= 0)) {
             return 0;
         }
     }
@@ -238,6 +246,7 @@ void bk_member_lead(bk_member_t *m, int64_t now, int probe)
     /* the assignor sees the assignable tasks only, numbered 0..nc-1 (compact_of, full_of) */
     int32_t *full_of = malloc(((size_t)m->ntasks + 1) * sizeof(*full_of));
     int32_t *compact_of = malloc(((size_t)m->ntasks + 1) * sizeof(*compact_of)), nc = 0;
+    uint8_t *bare = calloc((size_t)m->ntasks + 1, 1); /* [nc] the assignor's no_standby */
     bk_assign_lag_t *lags = NULL;
     bk_assign_result_t res = {0};
     bk_assign_input_t in;
@@ -247,13 +256,14 @@ void bk_member_lead(bk_member_t *m, int64_t now, int probe)
     bk_wire_buf_t w = {0};
     char err[256];
 
-    if (!idx || !members || !pa || !ps || !full_of || !compact_of) {
+    if (!idx || !members || !pa || !ps || !full_of || !compact_of || !bare) {
         snprintf(err, sizeof(err), "out of memory");
         goto fail;
     }
     for (int32_t t = 0; t < m->ntasks; t++) {
         compact_of[t] = assignable(m, t) ? nc : -1;
         if (assignable(m, t)) {
+            bare[nc] = (uint8_t)active_only(m, t);
             full_of[nc++] = t;
         }
     }
@@ -305,7 +315,8 @@ void bk_member_lead(bk_member_t *m, int64_t now, int probe)
                              .lags = lags,
                              .nlags = nlags,
                              .warmup = m->warmup,
-                             .acceptable_lag = m->acceptable_lag};
+                             .acceptable_lag = m->acceptable_lag,
+                             .no_standby = bare};
     if (bk_assign_compute(&in, &res, err, sizeof(err)) != 0) {
         goto fail;
     }
@@ -356,6 +367,7 @@ done:
     free(pa);
     free(full_of);
     free(compact_of);
+    free(bare);
     free(members);
     free(idx);
 }

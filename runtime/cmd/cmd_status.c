@@ -706,7 +706,13 @@ int bk_cmd_status_main(int argc, char **argv)
             }
         }
     }
-    if (plan && view.ntasks > 0) {
+    /* a repartitioned app: the topology described again with its moves, as its nodes do */
+    if (plan && view.generations[0] &&
+        (!plan->generations || strcmp(plan->generations, view.generations) != 0) &&
+        bk_plan_grow(plan, conf, L, view.generations, err, sizeof(err)) != 0) {
+        fprintf(stderr, "beck status: tasks are numbered, not named: the moves %s: %s\n",
+                view.generations, err);
+    } else if (plan && view.ntasks > 0) {
         names = bk_status_names(plan, conf, view.ntasks);
     }
     if (o.json) {

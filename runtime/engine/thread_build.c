@@ -7,7 +7,8 @@
  *      partitions are listed in BUILT-FROM.
  *   2. Its DB open (bk_thread_build_slot): the groups of the overlapping tasks whose
  *      checkpoints are elsewhere are read from the changelogs of every generation before,
- *      oldest first, filtered by key group.
+ *      oldest first, filtered by key group (engine/build.h, which a standby replica of the
+ *      task uses too).
  * Done once in its directory (a BUILT file says so); its own changelog is then replayed on
  * top, as any task's is. On the opening job's thread. */
 #include <errno.h>
@@ -22,7 +23,7 @@
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/task.h"
-#include "engine/changelog.h"
+#include "engine/build.h"
 #include "engine/db.h"
 #include "engine/drained.h"
 #include "engine/regroup.h"
@@ -31,18 +32,6 @@
 #include "engine/thread_internal.h"
 
 #define FROM_FILE "BUILT-FROM" /* "<p> <p> ...": the partitions step 1 took */
-
-/* The store of subtopology `sub` that copies (or is) the store `root`, -1: none. */
-static int store_in(const bk_plan_t *plan, int sub, int root)
-{
-    int nstores = plan->nstores;
-    for (int i = 0; i < nstores; i++) {
-        if (plan->stores[i].sub == sub && (i == root || plan->stores[i].of_store == root)) {
-            return i;
-        }
-    }
-    return -1;
-}
 
 static int write_file(const char *dir, const char *name, const char *text, char *err,
                       size_t errsz)
@@ -180,53 +169,6 @@ static void read_from(const char *dir, uint8_t *taken, int np)
     free(text);
 }
 
-/* Counts what a replay applied (its last progress report). */
-static void count_applied(void *opaque, const bk_restore_progress_t *p)
-{
-    *(int64_t *)opaque = p->records;
-}
-
-/* Replays into slot s's stores the keys of groups [lo, hi) from the changelogs of
- * generation g's tasks whose ranges overlap it, one task at a time (a store settles its
- * records by the markers of one changelog partition, changelog.h). Names them in text. */
-static int replay_generation(bk_thread_job_t *job, rd_kafka_t *consumer, int s, const char *name,
-                             int gsub, int only, int lo, int hi, bk_restore_item_t *items,
-                             char *text, size_t size, size_t *tlen, int64_t *applied)
-{
-    bk_thread_t *thr = job->thr;
-    const bk_plan_t *plan = thr->plan;
-    int np = plan->subs[gsub].partitions;
-    for (int p = 0; p < np; p++) {
-        int plo, phi, n = 0;
-        int64_t got = 0;
-        bk_plan_task_groups(plan, gsub, p, &plo, &phi);
-        if (phi <= lo || plo >= hi || (only >= 0 && p != only)) {
-            continue;
-        }
-        for (int i = 0; i < plan->nstores; i++) {
-            bk_store_t *st = thr->store_of[s][i];
-            int root = plan->stores[i].of_store >= 0 ? plan->stores[i].of_store : i, from;
-            if (!st || !plan->stores[i].logged || (from = store_in(plan, gsub, root)) < 0) {
-                continue;
-            }
-            items[n++] = (bk_restore_item_t){st, plan->stores[from].changelog, p, name, lo, hi};
-        }
-        if (bk_restore_run(consumer, items, n, count_applied, &got, &job->stop, job->err,
-                           sizeof(job->err)) != 0) {
-            return -1;
-        }
-        for (int i = 0; i < n; i++) {
-            bk_changelog_rebase(items[i].st);
-        }
-        *applied += got;
-        if (*tlen < size) {
-            *tlen += (size_t)snprintf(text + *tlen, size - *tlen, " %d_%d[%d,%d)", gsub, p, lo,
-                                      hi);
-        }
-    }
-    return 0;
-}
-
 int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, const char *name)
 {
     bk_thread_t *thr = job->thr;
@@ -234,9 +176,8 @@ int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, cons
     int s = job->slots[k];
     const bk_task_id_t task = thr->tasks[s];
     const bk_plan_sub_t *sub = &plan->subs[task.sub];
-    bk_restore_item_t *items = NULL;
     uint8_t *taken = NULL;
-    int lo, hi, prev, np, rc = -1;
+    int prev, np, rc = -1;
     int64_t applied = 0, t0 = bk_clock_mono_ms();
     char dir[4096], text[1024];
     size_t tlen = 0;
@@ -263,46 +204,20 @@ int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, cons
         return -1;
     }
     np = plan->subs[prev].partitions;
-    bk_hash_group_range(task.partition, sub->partitions, &lo, &hi);
-    items = calloc((size_t)plan->nstores + 1, sizeof(*items));
     taken = calloc((size_t)np + 1, 1);
-    if (!items || !taken) {
+    if (!taken) {
         snprintf(job->err, sizeof(job->err), "out of memory");
         goto done;
     }
     read_from(dir, taken, np);
-    tlen = (size_t)snprintf(text, sizeof(text), "generation %d of subtopology %d, key groups "
-                                                "[%d, %d)",
-                            sub->generation, sub->of, lo, hi);
-    /* the overlapping tasks of the generation before whose checkpoints are elsewhere: their
-     * groups from the changelogs of every generation before, oldest first (a later one's
-     * changelog holds only what its tasks wrote after they were built, and each key's
-     * writes of one generation all come before the next one's) */
-    for (int p = 0; p < np; p++) {
-        int plo, phi, rlo, rhi;
-        bk_plan_task_groups(plan, prev, p, &plo, &phi);
-        rlo = plo > lo ? plo : lo;
-        rhi = phi < hi ? phi : hi;
-        if (rlo >= rhi || taken[p]) {
-            continue;
+    {
+        bk_build_in_t in = {plan,  consumer, task, thr->store_of[s], taken,
+                            name,  &job->stop, NULL, NULL};
+        if (bk_build_replay(&in, text, sizeof(text), &applied, job->err, sizeof(job->err)) !=
+            0) {
+            goto done;
         }
-        /* from generation 0 when there is one (a move from input partitions): every
-         * partition of its changelogs may hold keys of these groups, but when it is the
-         * generation before, those of the other tasks are in their checkpoints or come in
-         * their own turn: its task p's alone */
-        for (int g = bk_plan_generation_sub(plan, sub->of, 0) >= 0 ? 0 : 1; g < sub->generation;
-             g++) {
-            int gsub = bk_plan_generation_sub(plan, sub->of, g);
-            if (gsub < 0) {
-                snprintf(job->err, sizeof(job->err),
-                         "task %s: subtopology %d has no generation %d", name, sub->of, g);
-                goto done;
-            }
-            if (replay_generation(job, consumer, s, name, gsub, gsub == prev && g == 0 ? p : -1,
-                                  rlo, rhi, items, text, sizeof(text), &tlen, &applied) != 0) {
-                goto done;
-            }
-        }
+        tlen = strlen(text);
     }
     if (tlen < sizeof(text)) {
         int taken_n = 0;
@@ -322,7 +237,6 @@ int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, cons
                 (long long)(bk_clock_mono_ms() - t0));
     rc = 0;
 done:
-    free(items);
     free(taken);
     return rc;
 }

@@ -19,6 +19,7 @@
 #include "cluster/reconcile.h"
 #include "engine/brokerwatch.h"
 #include "engine/diskwatch.h"
+#include "engine/drained.h"
 #include "engine/crew.h"
 #include "engine/db.h"
 #include "engine/hooks.h"
@@ -284,6 +285,12 @@ typedef struct member_node_s {
     bk_node_growth_t *growth;   /* inputs grown under generation 0: moved (the leader) */
     uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
     bk_standby_t *standby;
+    /* [cap] per standing task: 1 when the runner was told it may build it (standby_ready);
+     * sb_waiting counts those it was not, which a view's drains make ready (restart_ready) */
+    uint8_t *sb_ready;
+    int sb_waiting;
+    int64_t sb_ready_at; /* when restart_ready first saw one of them ready (mono), 0: not */
+    const bk_member_view_t *view; /* the latest view (run_member's) */
     bk_archive_t *arch; /* the snapshot archive, or NULL */
     recover_ctx_t rctx; /* what recovering from it needs */
     int64_t rebuilt_at[REBUILDS_MAX]; /* when damaged replicas were last rebuilt (mono) */
@@ -327,6 +334,8 @@ static int crew_take(void *opaque, bk_snapshot_made_t *out)
     return 0;
 }
 
+static int standby_ready(const member_node_t *mn, const bk_member_view_t *view, int32_t task);
+
 static void start_standby(member_node_t *mn, const int32_t *which, int n)
 {
     bk_task_id_t *tt = calloc((size_t)n + 1, sizeof(*tt));
@@ -345,6 +354,12 @@ static void start_standby(member_node_t *mn, const int32_t *which, int n)
     if (bk_conf_str(mn->conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
         bk_standby_set_recover(mn->standby, archive_recover, &mn->rctx);
     }
+    mn->sb_waiting = 0;
+    for (int i = 0; i < n; i++) {
+        mn->sb_ready[i] = (uint8_t)standby_ready(mn, mn->view, which[i]);
+        mn->sb_waiting += !mn->sb_ready[i];
+    }
+    bk_standby_set_ready(mn->standby, mn->sb_ready);
     if (mn->boot) {
         int *modes = calloc((size_t)n + 1, sizeof(*modes));
         for (int i = 0; modes && i < n; i++) {
@@ -478,34 +493,98 @@ static int pass_ready(const member_node_t *mn, const bk_member_view_t *view, bk_
     return 1;
 }
 
-/* A later generation's task starts from the state of the generation before it
- * (engine/thread_build.c): only once each task of that generation whose key groups overlap
- * its own has drained (read every passthrough's barrier and committed what came before),
- * and its drained checkpoint is on this node or cannot be had (replica/drainfetch.h: then
- * the build replays changelogs). Any other task is ready at once. */
-static int build_ready(const member_node_t *mn, const bk_member_view_t *view, int32_t task)
+/* Whether each task of the generation before a later generation's task whose key groups
+ * overlap its own has drained (read every passthrough's barrier and committed what came
+ * before): their changelogs end there, and the task may be built (engine/build.h). A task of
+ * generation 0, and one of a sealed generation (its own changelogs restore it), need not
+ * wait. */
+static int drained_before(const member_node_t *mn, const bk_member_view_t *view,
+                          bk_task_id_t t)
 {
     const bk_plan_t *plan = mn->plan;
-    const bk_task_id_t t = mn->tasks[task];
-    const bk_plan_sub_t *sub = &plan->subs[t.sub];
-    int prev, first, n, lo, hi, here = 1;
-    if (sub->passthrough) {
-        return pass_ready(mn, view, t);
-    }
-    prev = bk_plan_prev_generation(plan, t.sub);
+    int prev = bk_plan_prev_generation(plan, t.sub), first, lo, hi;
     if (prev < 0 || bk_plan_sealed(plan, t.sub)) {
-        return 1; /* a sealed one restores from its own changelogs (thread_build.c) */
+        return 1;
+    }
+    if (!view) {
+        return 0;
     }
     first = bk_plan_first_task(plan, prev);
-    n = plan->subs[prev].partitions;
-    bk_hash_group_range(t.partition, sub->partitions, &lo, &hi);
-    for (int p = 0; p < n; p++) {
+    bk_hash_group_range(t.partition, plan->subs[t.sub].partitions, &lo, &hi);
+    for (int p = 0; p < plan->subs[prev].partitions; p++) {
         int plo, phi;
         bk_plan_task_groups(plan, prev, p, &plo, &phi);
         if (phi > lo && plo < hi && !in_sorted(view->drained, view->ndrained, first + p)) {
             return 0;
         }
     }
+    return 1;
+}
+
+/* Whether the standby runner may build a replica of `task` now (standby.h's ready). */
+static int standby_ready(const member_node_t *mn, const bk_member_view_t *view, int32_t task)
+{
+    const bk_task_id_t t = mn->tasks[task];
+    return mn->plan->subs[t.sub].passthrough || drained_before(mn, view, t);
+}
+
+/* Starts the standby runner again once replicas it was told to wait for may be built: when
+ * all of them may, or RESTART_READY_MS after the first one could (a restart stops a build
+ * under way, to start it over: the drains of one move come close together). */
+#define RESTART_READY_MS 5000
+static void restart_ready(member_node_t *mn)
+{
+    int now = 0;
+    if (!mn->standby || mn->sb_waiting == 0) {
+        mn->sb_ready_at = 0;
+        return;
+    }
+    for (int i = 0; i < mn->nstand; i++) {
+        now += !mn->sb_ready[i] && standby_ready(mn, mn->view, mn->standing[i]);
+    }
+    if (now > 0 && mn->sb_ready_at == 0) {
+        mn->sb_ready_at = bk_clock_mono_ms();
+    }
+    if (now > 0 && (now == mn->sb_waiting ||
+                    bk_clock_mono_ms() - mn->sb_ready_at >= RESTART_READY_MS)) {
+        mn->sb_ready_at = 0;
+        bk_log_info("%d standby replica(s) of a later generation may be built now: the tasks "
+                    "they are built from have drained",
+                    now);
+        memcpy(mn->scratch, mn->standing, (size_t)mn->nstand * sizeof(int32_t));
+        stop_standby(mn);
+        start_standby(mn, mn->scratch, mn->nstand);
+    }
+}
+
+/* A later generation's task starts from the state of the generation before it
+ * (engine/thread_build.c): only once each task of that generation whose key groups overlap
+ * its own has drained (drained_before), and its drained checkpoint is on this node or cannot
+ * be had (replica/drainfetch.h: then the build replays changelogs). A task built here
+ * before (as active or standby), and any other task, is ready at once. */
+static int build_ready(const member_node_t *mn, const bk_member_view_t *view, int32_t task)
+{
+    const bk_plan_t *plan = mn->plan;
+    const bk_task_id_t t = mn->tasks[task];
+    const bk_plan_sub_t *sub = &plan->subs[t.sub];
+    int prev, n, lo, hi, here = 1;
+    char dir[4096];
+    if (sub->passthrough) {
+        return pass_ready(mn, view, t);
+    }
+    if (!drained_before(mn, view, t)) {
+        return 0;
+    }
+    prev = bk_plan_prev_generation(plan, t.sub);
+    if (prev < 0 || bk_plan_sealed(plan, t.sub)) {
+        return 1; /* a sealed one restores from its own changelogs (thread_build.c) */
+    }
+    bk_plan_task_dir(plan, mn->conf, t, dir, sizeof(dir));
+    if (bk_drained_built(dir)) {
+        return 1; /* its changelog follows on what was built */
+    }
+    n = plan->subs[prev].partitions;
+    bk_hash_group_range(t.partition, sub->partitions, &lo, &hi);
     for (int p = 0; p < n; p++) { /* every one asked for at once */
         int plo, phi;
         bk_plan_task_groups(plan, prev, p, &plo, &phi);
@@ -699,6 +778,19 @@ static int follow_moves(member_node_t *mn, const bk_member_view_t *view)
     return 0;
 }
 
+/* What the member may do with subtopology s's tasks while they are not retired: give them
+ * standbys only when they hold state a standby keeps (a logged store); a stateless task's
+ * standby would keep nothing, and cost the leader a slot and the node a runner. */
+static uint8_t assign_mark(const bk_plan_t *plan, int s)
+{
+    for (int i = 0; i < plan->nstores; i++) {
+        if (plan->stores[i].sub == s && plan->stores[i].logged) {
+            return 1;
+        }
+    }
+    return BK_MEMBER_ACTIVE_ONLY;
+}
+
 /* Once a move is complete (every task of the generation it replaced drained), those tasks
  * have nothing more to do: the member stops assigning them and the nodes running them close
  * them. Their changelogs stay: a later generation's task is built from them. Tells the
@@ -719,8 +811,9 @@ static void retire_replaced(member_node_t *mn, const bk_member_view_t *view)
             bk_plan_set_retired(mn->plan, s);
         }
         for (int p = 0; p < sub->partitions && first + p < mn->ntasks; p++) {
-            changed |= mn->assignable[first + p] != !done;
-            mn->assignable[first + p] = (uint8_t)!done;
+            uint8_t mark = done ? 0 : assign_mark(plan, s);
+            changed |= mn->assignable[first + p] != mark;
+            mn->assignable[first + p] = mark;
         }
         first += sub->partitions;
     }
@@ -783,9 +876,15 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     }
     if (mn.assignable) {
         memset(mn.assignable, 1, (size_t)mn.cap + 1);
+        for (int s = 0, first = 0; s < plan->nsubs; first += plan->subs[s++].partitions) {
+            for (int p = 0; p < plan->subs[s].partitions && first + p < mn.cap; p++) {
+                mn.assignable[first + p] = assign_mark(plan, s);
+            }
+        }
     }
-    mn.told_tasks = mn.ntasks; /* the member starts with all of them assignable */
+    mn.told_tasks = mn.ntasks; /* told before the member starts (below) */
     mn.was_sb = calloc((size_t)mn.cap + 1, 1);
+    mn.sb_ready = calloc((size_t)mn.cap + 1, 1);
     mn.due = calloc((size_t)mn.cap + 1, sizeof(int32_t));
     mn.rctx = (recover_ctx_t){plan, conf};
     mn.arch = bk_archive_new(plan, conf);
@@ -812,6 +911,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     main_thread = pthread_self();
     mc.on_change = wake_main;
     memset(&view, 0, sizeof(view));
+    mn.view = &view;
     mn.pool = bk_taskdb_pool_new();
     /* the query server first: the endpoint published names the port it got */
     if (bk_node_queries_start(&q, plan, conf, mn.pool, err, sizeof(err)) != 0) {
@@ -823,7 +923,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         mc.endpoint = q.endpoint;
     }
     if (!mn.names || !mn.running || !mn.standing || !mn.scratch || !mn.held ||
-        !mn.assignable || !mn.origin || !mn.told || !mn.was_sb ||
+        !mn.assignable || !mn.origin || !mn.told || !mn.was_sb || !mn.sb_ready ||
         !mn.due ||
         bk_reconcile_actions_new(&mn.actions, mn.cap) != 0) {
         bk_log_error("cannot join app %s: out of memory", plan->id);
@@ -831,6 +931,11 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         goto done;
     }
     mn.member = bk_member_new(&mc, err, sizeof(err));
+    if (mn.member && bk_member_set_tasks(mn.member, mn.ntasks, mn.assignable, NULL) != 0) {
+        snprintf(err, sizeof(err), "out of memory");
+        bk_member_destroy(mn.member);
+        mn.member = NULL;
+    }
     if (!mn.member || bk_member_start(mn.member, err, sizeof(err)) != 0) {
         bk_log_error("cannot join app %s: %s", plan->id, err);
         failed = 1;
@@ -888,6 +993,9 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             start_ready(&mn, &view, NULL, 0) != 0) {
             failed = 1;
             break;
+        }
+        if (!view.lost) {
+            restart_ready(&mn); /* a replica waiting for a drain may be built now */
         }
         if ((take_notes(&mn, &view) | bk_bootstrap_poll(mn.boot, &view)) && mn.standby &&
             !view.lost) {
@@ -1005,6 +1113,7 @@ done:
     free(mn.told);
     bk_reconcile_actions_free(&mn.actions);
     free(mn.was_sb);
+    free(mn.sb_ready);
     free(mn.due);
     return failed ? 1 : 0;
 }

@@ -7,11 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/fs.h"
 #include "base/log.h"
 #include "base/task.h"
+#include "engine/build.h"
 #include "engine/changelog.h"
 #include "engine/db.h"
 #include "engine/dbverify.h"
@@ -66,7 +69,9 @@ struct bk_standby_s {
     bk_dbverify_t *scrub;
     int scrub_t; /* the replica being scrubbed */
     char *fresh;   /* [ntasks] 1: no state on disk yet, DB opened only if kept here */
-    char *unbuilt; /* [ntasks] 1: a later generation's task not built here: cold bootstrap */
+    char *unbuilt; /* [ntasks] 1: a later generation's task not built here */
+    char *build;   /* [ntasks] 1: ... that this runner builds from changelogs (build_task) */
+    uint8_t *ready; /* [ntasks] bk_standby_set_ready's */
     item_t *items;
     int nitems;
     int64_t *applied;    /* [ntasks] records applied since the start */
@@ -102,6 +107,8 @@ bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
     sb->dbs = calloc((size_t)ntasks + 1, sizeof(*sb->dbs));
     sb->fresh = calloc((size_t)ntasks + 1, 1);
     sb->unbuilt = calloc((size_t)ntasks + 1, 1);
+    sb->build = calloc((size_t)ntasks + 1, 1);
+    sb->ready = calloc((size_t)ntasks + 1, 1);
     sb->corrupt = calloc((size_t)ntasks + 1, 1);
     sb->items = calloc((size_t)(ntasks * plan->nstores) + 1, sizeof(*sb->items));
     sb->applied = calloc((size_t)ntasks + 1, sizeof(int64_t));
@@ -148,11 +155,9 @@ static int open_db(bk_standby_t *sb, int t, bk_store_t **store_of)
     return 0;
 }
 
-/* A later generation's replica that cannot be kept: without cold bootstrap (ssh_key) there
- * is no state to tail its changelog from. Said once per task and process, loudly: a
- * failover to this node builds the task then (from drained checkpoints, or by replaying the
- * generations before), which takes longer than a warm standby's promotion. */
-static void warn_unbuilt(bk_task_id_t task)
+/* A later generation's replica that waits for the generation before to drain: said once
+ * per task and process. */
+static void say_waiting(bk_task_id_t task)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static char said[256][BK_TASK_NAME_MAX];
@@ -169,10 +174,24 @@ static void warn_unbuilt(bk_task_id_t task)
         snprintf(said[nsaid++], BK_TASK_NAME_MAX, "%s", name);
     }
     pthread_mutex_unlock(&lock);
-    bk_log_warn("standby %s: a later generation's replica is kept only by cold bootstrap, "
-                "and ssh_key is not set: it stays empty (beck status: not built), and a "
-                "failover to this node builds the task from the generations before it",
+    bk_log_info("standby %s: waits until the tasks of the generation before it have drained, "
+                "then builds from their changelogs (beck status: not built)",
                 name);
+}
+
+/* A later generation's replica this runner builds (build_task): what an earlier attempt
+ * left is not trusted, so it starts from an empty directory. 0, or -1 with sb->err. */
+static int clear_unbuilt(bk_standby_t *sb, int t)
+{
+    char dir[4096];
+    bk_plan_task_dir(sb->plan, sb->conf, sb->tasks[t], dir, sizeof(dir));
+    bk_taskdb_pool_close(sb->pool, sb->tasks[t]);
+    if (access(dir, F_OK) == 0 && bk_fs_rm_tree(dir) != 0) {
+        snprintf(sb->err, sizeof(sb->err), "standby %s: cannot remove %.900s, built only in part",
+                 BK_TASK_NAME(sb->tasks[t]), dir);
+        return -1;
+    }
+    return 0;
 }
 
 /* Opens the DB of every task that has a logged store (but fresh ones, see is_fresh) and
@@ -199,14 +218,24 @@ static int open_dbs(bk_standby_t *sb)
             char dir[4096];
             bk_plan_task_dir(plan, sb->conf, sb->tasks[t], dir, sizeof(dir));
             sb->unbuilt[t] = (char)!bk_drained_built(dir);
-            if (sb->unbuilt[t] &&
-                (!sb->boot_on || sb->boot_mode[t] == BK_BOOTSTRAP_MODE_NEVER ||
-                 sb->boot_mode[t] == BK_BOOTSTRAP_MODE_BUSY)) {
-                if (!sb->boot_on) {
-                    warn_unbuilt(sb->tasks[t]);
-                }
-                sb->boot_lag[t] = BK_STANDBY_UNBUILT_LAG;
+            if (sb->unbuilt[t] && sb->boot_on && sb->boot_mode[t] == BK_BOOTSTRAP_MODE_BUSY) {
+                sb->boot_lag[t] = BK_STANDBY_UNBUILT_LAG; /* being built elsewhere */
                 continue;
+            }
+            if (sb->unbuilt[t] &&
+                (!sb->boot_on || sb->boot_mode[t] == BK_BOOTSTRAP_MODE_NEVER)) {
+                /* built here as its active is, from the changelogs of the generations
+                 * before (build_task), once those have drained; then tailed */
+                if (!sb->ready[t] && !bk_plan_sealed(plan, sb->tasks[t].sub)) {
+                    say_waiting(sb->tasks[t]);
+                    sb->boot_lag[t] = BK_STANDBY_UNBUILT_LAG;
+                    continue;
+                }
+                if (clear_unbuilt(sb, t) != 0) {
+                    rc = -1;
+                    break;
+                }
+                sb->build[t] = 1;
             }
         }
         if (sb->boot_on && sb->boot_mode[t] == BK_BOOTSTRAP_MODE_BUSY) {
@@ -219,7 +248,7 @@ static int open_dbs(bk_standby_t *sb)
                     NULL, s, plan->stores[s].changelog, sb->tasks[t].partition, t, 0, 0, -1};
             }
         }
-        sb->fresh[t] = (char)(sb->unbuilt[t] || is_fresh(sb, t));
+        sb->fresh[t] = (char)(!sb->build[t] && (sb->unbuilt[t] || is_fresh(sb, t)));
         if (!sb->fresh[t]) {
             rc = open_db(sb, t, store_of);
         }
@@ -631,6 +660,140 @@ static int tail(bk_standby_t *sb)
     return rc;
 }
 
+/* What a build reports while it reads: the records it has left, and its own changelogs'. */
+typedef struct {
+    bk_standby_t *sb;
+    int t;
+    int64_t total; /* records in the changelogs the build reads */
+    int64_t own;   /* ... and in the task's own, tailed after it */
+} build_progress_t;
+
+static void build_progress(void *opaque, const bk_restore_progress_t *p)
+{
+    build_progress_t *bp = opaque;
+    bk_standby_t *sb = bp->sb;
+    int64_t left = bp->total > p->records ? bp->total - p->records : 0;
+    if (sb->cb) {
+        sb->cb(sb->opaque, sb->ids[bp->t], -1, left + bp->own + 1);
+    }
+    bk_taskdb_set_lag(sb->pool, sb->tasks[bp->t], left + bp->own + 1);
+}
+
+/* The records of n changelog partitions (their ends less their starts), or -1 with sb->err. */
+static int64_t records_in(bk_standby_t *sb, const char **topics, const int32_t *parts, int n)
+{
+    int64_t *lo = calloc((size_t)n + 1, sizeof(*lo)), *hi = calloc((size_t)n + 1, sizeof(*hi));
+    int64_t sum = 0;
+    rd_kafka_resp_err_t err = lo && hi ? bk_kafka_watermarks(sb->consumer, topics, parts, n, lo,
+                                                             hi, 60000, &sb->stop)
+                                       : RD_KAFKA_RESP_ERR__FAIL;
+    if (err) {
+        snprintf(sb->err, sizeof(sb->err), "standby: cannot read the offsets of %d changelog "
+                 "partition(s): %s", n, rd_kafka_err2str(err));
+        sb->retriable = bk_kafka_retriable(err);
+        sum = -1;
+    }
+    for (int i = 0; !err && i < n; i++) {
+        sum += hi[i] > lo[i] ? hi[i] - lo[i] : 0;
+    }
+    free(lo);
+    free(hi);
+    return sum;
+}
+
+/* Builds a later generation's replica as its active was built (engine/build.h): the keys of
+ * its key groups from the changelogs of the generations before, which have drained, into its
+ * empty stores; its own changelog is then tailed from its start (assign). A sealed
+ * generation's own changelogs hold its whole state: nothing to read before them. The task's
+ * directory says BUILT once durable, so that a promotion here replays only the tail of its
+ * own changelog. 0, or -1 with sb->err (a stop is not a failure: the next runner builds it
+ * anew). */
+static int build_task(bk_standby_t *sb, int t)
+{
+    const bk_plan_t *plan = sb->plan;
+    const bk_task_id_t task = sb->tasks[t];
+    bk_store_t **store_of = calloc((size_t)plan->cap_stores + 1, sizeof(*store_of));
+    int n = 0, rc = -1, nsrc = bk_build_sources(plan, task, NULL, NULL, NULL, 0);
+    int max = sb->nitems + (nsrc > 0 ? nsrc : 0); /* its own changelogs, then the sources */
+    const char **topics = calloc((size_t)max + 1, sizeof(*topics));
+    int32_t *parts = calloc((size_t)max + 1, sizeof(*parts));
+    char dir[4096], text[1024];
+    int64_t applied = 0, t0 = bk_clock_mono_ms();
+    const char *name = BK_TASK_NAME(task);
+    build_progress_t bp = {sb, t, 0, 0};
+
+    if (!store_of || !topics || !parts) {
+        snprintf(sb->err, sizeof(sb->err), "out of memory");
+        goto done;
+    }
+    bk_plan_task_dir(plan, sb->conf, task, dir, sizeof(dir));
+    for (int i = 0; i < sb->nitems; i++) {
+        if (sb->items[i].task == t) {
+            store_of[sb->items[i].store] = sb->items[i].st;
+            topics[n] = sb->items[i].topic;
+            parts[n++] = sb->items[i].partition;
+        }
+    }
+    if (bk_plan_sealed(plan, task.sub)) {
+        snprintf(text, sizeof(text), "sealed: restored from its own changelogs\n");
+    } else {
+        int ns = bk_build_sources(plan, task, NULL, topics + n, parts + n, max - n);
+        bk_build_in_t in = {plan, sb->consumer, task, store_of, NULL,
+                            name, &sb->stop,   build_progress, &bp};
+        if (ns < 0) {
+            snprintf(sb->err, sizeof(sb->err), "standby %s: too many changelogs to build from",
+                     name);
+            goto done;
+        }
+        if ((bp.own = records_in(sb, topics, parts, n)) < 0 ||
+            (bp.total = records_in(sb, topics + n, parts + n, ns)) < 0) {
+            goto done;
+        }
+        bk_log_info("standby %s: building from the changelogs of the generations before it: "
+                    "%lld record(s) in %d partition(s)",
+                    name, (long long)bp.total, ns);
+        build_progress(&bp, &(bk_restore_progress_t){0});
+        if (bk_build_replay(&in, text, sizeof(text), &applied, sb->err, sizeof(sb->err)) != 0) {
+            if (sb->stop) {
+                rc = 0; /* stopped: not built, the next runner starts it over */
+                sb->err[0] = '\0';
+            }
+            goto done;
+        }
+        snprintf(text + strlen(text), sizeof(text) - strlen(text),
+                 "; %lld changelog record(s) replayed, by a standby", (long long)applied);
+    }
+    /* durable before it says so: a crash before BUILT builds again from the start */
+    if (bk_db_checkpoint(sb->dbs[t], sb->err, sizeof(sb->err)) != 0 ||
+        bk_drained_mark_built(dir, text, sb->err, sizeof(sb->err)) != 0) {
+        sb->corrupt[t] = (char)bk_dbverify_is_corruption(sb->err);
+        goto done;
+    }
+    sb->unbuilt[t] = 0;
+    sb->build[t] = 0;
+    sb->boot_lag[t] = -1;
+    bk_log_info("standby %s: built: %s, in %lld ms; its own changelog follows", name, text,
+                (long long)(bk_clock_mono_ms() - t0));
+    rc = 0;
+done:
+    free(store_of);
+    free(topics);
+    free(parts);
+    return rc;
+}
+
+/* Builds every replica that needs it, one after the other (the others are tailed once all
+ * are built). A stopped runner leaves the rest unbuilt. */
+static int build_all(bk_standby_t *sb)
+{
+    for (int t = 0; t < sb->ntasks && !sb->stop; t++) {
+        if (sb->build[t] && sb->dbs[t] && build_task(sb, t) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void *standby_main(void *arg)
 {
     bk_standby_t *sb = arg;
@@ -644,7 +807,8 @@ static void *standby_main(void *arg)
     if (rc == 0 && sb->nitems > 0) {
         sb->consumer =
             bk_kafka_new(sb->conf, BK_KAFKA_CONSUMER, cid, sb, NULL, sb->err, sizeof(sb->err));
-        rc = sb->consumer ? assign(sb) : -1;
+        rc = sb->consumer ? build_all(sb) : -1;
+        rc = rc == 0 && !sb->stop ? assign(sb) : rc;
     }
     /* queries may read the replicas from now on (taskdb.h); report() keeps their lags */
     for (int t = 0; rc == 0 && t < sb->ntasks; t++) {
@@ -695,6 +859,13 @@ static void *standby_main(void *arg)
 void bk_standby_set_pool(bk_standby_t *sb, struct bk_taskdb_pool_s *pool)
 {
     sb->pool = pool;
+}
+
+void bk_standby_set_ready(bk_standby_t *sb, const uint8_t *ready)
+{
+    for (int t = 0; t < sb->ntasks; t++) {
+        sb->ready[t] = ready[t];
+    }
 }
 
 void bk_standby_set_bootstrap(bk_standby_t *sb, const int *modes, bk_standby_boot_cb cb,
@@ -763,6 +934,8 @@ void bk_standby_destroy(bk_standby_t *sb)
     free(sb->dbs);
     free(sb->fresh);
     free(sb->unbuilt);
+    free(sb->build);
+    free(sb->ready);
     free(sb->corrupt);
     bk_dbverify_free(sb->scrub);
     free(sb->items);

@@ -24,8 +24,9 @@
 #include "replica/bootstrap_mode.h"
 
 /* The lag a replica reports while it holds no state to tail from (being built by cold
- * bootstrap, or a later generation's replica without it): far behind any acceptable lag, so
- * that no task moves to it; `beck status` shows it as "not built". */
+ * bootstrap elsewhere, or a later generation's replica waiting for the generation before it
+ * to drain): far behind any acceptable lag, so that no task moves to it; `beck status`
+ * shows it as "not built". */
 #define BK_STANDBY_UNBUILT_LAG (INT64_C(1) << 40)
 
 typedef struct bk_standby_s bk_standby_t;
@@ -54,6 +55,15 @@ void bk_standby_set_pool(bk_standby_t *sb, struct bk_taskdb_pool_s *pool);
 typedef void (*bk_standby_boot_cb)(void *opaque, int32_t task, const char *why);
 void bk_standby_set_bootstrap(bk_standby_t *sb, const int *modes, bk_standby_boot_cb cb,
                               void *opaque);
+
+/* A later generation's replica (one of a move's new tasks) holds no state until it is built
+ * as its active was (engine/build.h), from the changelogs of the generations before it,
+ * which is right only once the tasks of the generation before whose key groups overlap its
+ * own have drained. ready[ntasks] (copied) says which may be built now: the others wait
+ * (reported with BK_STANDBY_UNBUILT_LAG) until the node starts the runner again. Without it,
+ * none is ready; a sealed generation's replica always is (its own changelogs hold its
+ * state). Cold bootstrap, when on, takes them instead. Before the start. */
+void bk_standby_set_ready(bk_standby_t *sb, const uint8_t *ready);
 
 /* The archive (docs/state.md, Recovery order): a task whose changelog lost what its state
  * needs, and that cold bootstrap did not take, is restored by cb from the newest archived

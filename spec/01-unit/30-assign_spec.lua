@@ -17,9 +17,10 @@ local ibuf = ffi.new("int32_t[16]")
 local kbuf = ffi.new("int32_t[1]")
 local stats = ffi.new("int32_t[4]")
 
-local function run(members, T, K, prev, lags, warm)
+local function run(members, T, K, prev, lags, warm, bare)
   local b = ffi.gc(C.bk_ffi_assign_new(T, K), C.bk_ffi_assign_free)
   if warm then C.bk_ffi_assign_set_warmup(b, 1, warm) end
+  for t in pairs(bare or {}) do assert(C.bk_ffi_assign_set_no_standby(b, t) == 0) end
   local index = {}
   for i, m in ipairs(members) do
     local idx = C.bk_ffi_assign_add_member(b, m.id, m.rack, nil, m.threads)
@@ -51,7 +52,9 @@ local function run(members, T, K, prev, lags, warm)
   for t = 0, T - 1 do
     res.active[t] = members[act[t] + 1].id
     local row = {}
-    for j = 0, k - 1 do row[j + 1] = members[sb[t * k + j] + 1].id end
+    for j = 0, k - 1 do
+      if sb[t * k + j] >= 0 then row[#row + 1] = members[sb[t * k + j] + 1].id end
+    end
     res.standby[t] = row
   end
   C.bk_ffi_assign_stats(b, stats, stats + 1, stats + 2, stats + 3)
@@ -576,6 +579,45 @@ describe("the assignor", function()
     assert.equal(0, solo.k)
     local none = assert(run({ { id = "x", rack = "r", threads = 1 } }, 0, 1))
     assert.same({}, none.active)
+  end)
+
+  it("gives no standby to a task that holds no state, and spreads the others' evenly", function()
+    local members = { { id = "a1", rack = "a", threads = 1 }, { id = "b1", rack = "b", threads = 1 },
+                      { id = "c1", rack = "c", threads = 1 } }
+    local bare = {}
+    for t = 0, 5 do bare[t] = true end -- tasks 0..5 stateless, 6..11 hold state
+    local res = assert(run(members, 12, 1, nil, nil, nil, bare))
+    local per = {}
+    for t = 0, 11 do
+      if bare[t] then
+        assert.same({}, res.standby[t], "task " .. t)
+      else
+        assert.equal(1, #res.standby[t], "task " .. t)
+        assert.are_not.equal(res.active[t], res.standby[t][1])
+        per[res.standby[t][1]] = (per[res.standby[t][1]] or 0) + 1
+      end
+    end
+    assert.same({ a1 = 2, b1 = 2, c1 = 2 }, per) -- 6 standbys over 3 members
+    -- a previous standby of such a task is dropped, and a move of it is never held for a
+    -- warm-up: no replica of it holds anything to warm up
+    local solo = { { id = "a1", rack = "a", threads = 1 } }
+    local all_bare = { [0] = true, [1] = true, [2] = true, [3] = true }
+    local first = assert(run(solo, 4, 1, nil, nil, nil, all_bare))
+    local lags = {}
+    for t = 0, 3 do lags[#lags + 1] = { t, "a1", 0 } end
+    local prev = { active = first.active, standby = { [0] = { "b1" }, {}, {}, {} } }
+    local two = { solo[1], { id = "b1", rack = "b", threads = 1 } }
+    local next = assert(run(two, 4, 1, prev, lags, 100, all_bare))
+    assert.equal(0, next.warmups)
+    local on_b = 0
+    for t = 0, 3 do
+      assert.same({}, next.standby[t], "task " .. t)
+      on_b = on_b + (next.active[t] == "b1" and 1 or 0)
+    end
+    assert.equal(2, on_b)
+    -- the same tasks holding state: b1 warms 2 of them up instead
+    local held = assert(run(two, 4, 1, prev, lags, 100))
+    assert.equal(2, held.warmups)
   end)
 
   it("refuses invalid input", function()

@@ -114,7 +114,7 @@ describe("beck status", function()
       local ok, why = settled(s, { "na", "nb", "nc" }, 4)
       if not ok then return nil, why end
       return s
-    end, 40, 0.3)
+    end, 60, 0.3) -- (under make test SAN=1's load, settling took over 40 s)
     helpers.eventually(function()
       return running(a) == 4 and running(b) == 4 and running(c) == 4
     end, 20, 0.2)
