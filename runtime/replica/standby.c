@@ -782,6 +782,18 @@ done:
     return rc;
 }
 
+/* Forgets the items whose stores are not open (fresh tasks assign() would have opened). */
+static void drop_unopened(bk_standby_t *sb)
+{
+    int w = 0;
+    for (int i = 0; i < sb->nitems; i++) {
+        if (sb->items[i].st) {
+            sb->items[w++] = sb->items[i];
+        }
+    }
+    sb->nitems = w;
+}
+
 /* Builds every replica that needs it, one after the other (the others are tailed once all
  * are built). A stopped runner leaves the rest unbuilt. */
 static int build_all(bk_standby_t *sb)
@@ -808,7 +820,11 @@ static void *standby_main(void *arg)
         sb->consumer =
             bk_kafka_new(sb->conf, BK_KAFKA_CONSUMER, cid, sb, NULL, sb->err, sizeof(sb->err));
         rc = sb->consumer ? build_all(sb) : -1;
-        rc = rc == 0 && !sb->stop ? assign(sb) : rc;
+        if (rc == 0 && !sb->stop) {
+            rc = assign(sb);
+        } else {
+            drop_unopened(sb); /* stopped before assign(): what is open is checkpointed */
+        }
     }
     /* queries may read the replicas from now on (taskdb.h); report() keeps their lags */
     for (int t = 0; rc == 0 && t < sb->ntasks; t++) {
