@@ -116,23 +116,40 @@ void bk_taskdb_pool_close(bk_taskdb_pool_t *pool, bk_task_id_t task)
     }
 }
 
-/* An owner took task's DB out / gave it back (pool set). */
-static void took(bk_taskdb_pool_t *pool, bk_task_id_t task)
+/* An owner took task's DB out / gave it back (pool set). Called with the lock held. */
+static void took_locked(bk_taskdb_pool_t *pool, bk_task_id_t task)
 {
-    pthread_mutex_lock(&pool->lock);
     if (pool->nout == pool->capout) {
         int cap = pool->capout ? pool->capout * 2 : 16;
         bk_task_id_t *o = realloc(pool->out, (size_t)cap * sizeof(*o));
         if (!o) {
             pool->lost = 1;
-            pthread_mutex_unlock(&pool->lock);
             return;
         }
         pool->out = o;
         pool->capout = cap;
     }
     pool->out[pool->nout++] = task;
+}
+
+/* Takes task's pooled DB (NULL: none) and marks the task out in one step, before any file
+ * of it is opened: a removal (bk_taskdb_pool_remove) that came between the two would move
+ * the directory away from under the DB being opened (make test saw a standby's checkpoint
+ * fail in a directory the cleanup of a retired generation had just removed). */
+static bk_db_t *take_out(bk_taskdb_pool_t *pool, bk_task_id_t task)
+{
+    bk_db_t *db = NULL;
+    pthread_mutex_lock(&pool->lock);
+    for (int i = 0; i < pool->n; i++) {
+        if (pool->e[i].task.sub == task.sub && pool->e[i].task.partition == task.partition) {
+            db = pool->e[i].db;
+            pool->e[i] = pool->e[--pool->n];
+            break;
+        }
+    }
+    took_locked(pool, task);
     pthread_mutex_unlock(&pool->lock);
+    return db;
 }
 
 static void gave(bk_taskdb_pool_t *pool, bk_task_id_t task)
@@ -206,21 +223,21 @@ bk_db_t *bk_taskdb_open(bk_taskdb_pool_t *pool, const bk_plan_t *plan, const bk_
     if (n < 0) {
         snprintf(errstr, errstr_size, "task %s: out of memory", BK_TASK_NAME(task));
     } else if (n > 0) {
-        db = take(pool, task);
+        db = pool ? take_out(pool, task) : NULL;
         if (!db) {
             char dir[4096], err[900];
             bk_plan_task_dir(plan, conf, task, dir, sizeof(dir));
             db = bk_db_open(dir, specs, n, err, sizeof(err));
             if (!db) {
                 snprintf(errstr, errstr_size, "task %s: %s", BK_TASK_NAME(task), err);
+                if (pool) {
+                    gave(pool, task);
+                }
             }
         }
         for (int i = 0; db && i < n; i++) {
             store_of[idx[i]] = bk_db_store(db, i);
             *logged += specs[i].logged;
-        }
-        if (db && pool) {
-            took(pool, task);
         }
     }
     free(specs);

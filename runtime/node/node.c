@@ -357,7 +357,9 @@ static void start_standby(member_node_t *mn, const int32_t *which, int n)
     mn->sb_waiting = 0;
     for (int i = 0; i < n; i++) {
         mn->sb_ready[i] = (uint8_t)standby_ready(mn, mn->view, which[i]);
-        mn->sb_waiting += !mn->sb_ready[i];
+        /* with cold bootstrap on, a snapshot of the built active replaces the replica: no
+         * restart of the runner waits on the drains */
+        mn->sb_waiting += !mn->sb_ready[i] && !bk_conf_str(mn->conf, BK_CONF_SSH_KEY);
     }
     bk_standby_set_ready(mn->standby, mn->sb_ready);
     if (mn->boot) {
@@ -542,6 +544,7 @@ static void restart_ready(member_node_t *mn)
     for (int i = 0; i < mn->nstand; i++) {
         now += !mn->sb_ready[i] && standby_ready(mn, mn->view, mn->standing[i]);
     }
+    now = now < mn->sb_waiting ? now : mn->sb_waiting;
     if (now > 0 && mn->sb_ready_at == 0) {
         mn->sb_ready_at = bk_clock_mono_ms();
     }
