@@ -187,20 +187,41 @@ describe("beck.dsl windows", function()
       assert.same({ { 100, 100, 1 }, { 100, 100, nil }, { 100, 107, 2 } }, seen)
     end)
 
-    it("drops a record whose session ended more than grace before stream time", function()
+    it("drops a record whose session ended more than gap + grace before stream time",
+       function()
+      -- Kafka Streams 4.4's rule: late once the merged session's end < stream time - grace
+      -- - gap (here 85)
       local app, input, out = windowed_count(dsl.session(10):grace(5))
       input:pipe("a", "x", 100)
-      input:pipe("b", "x", 96) -- its session [96, 96]: 96 + 5 >= 100, taken
+      input:pipe("b", "x", 96) -- its session [96, 96], taken
       input:pipe("b", "x", 90) -- merges with [96, 96]: session [90, 96], taken
-      input:pipe("c", "x", 94) -- alone: 94 + 5 < 100, dropped
+      input:pipe("c", "x", 85) -- alone: 85 is not before 85, taken
+      input:pipe("d", "x", 84) -- alone: 84 < 85, dropped
       assert.same({ { "a@100/100", "1" }, { "b@96/96", "1" }, { "b@96/96", nil },
-                    { "b@90/96", "2" } }, kvs(out:read_all()))
+                    { "b@90/96", "2" }, { "c@85/85", "1" } }, kvs(out:read_all()))
       assert.equal(1, dsl.stats(app).dropped_late)
+    end)
+
+    it("forwards a session a record falls into as a deletion, then anew, each at its end",
+       function()
+      local app = beck.app { id = "sess-inside" }
+      local seen = {}
+      app:stream("in"):group_by_key():windowed_by(dsl.session(10)):count():to_stream()
+         :process { process = function(ctx, w, n)
+           seen[#seen + 1] = { w.start, w["end"], n, ctx:timestamp() }
+         end }
+      driver = testing.driver(app)
+      driver:input("in"):pipe("k", "v", 100)
+      driver:input("in"):pipe("k", "v", 108) -- grows [100, 100] to [100, 108]
+      driver:input("in"):pipe("k", "v", 104) -- inside [100, 108]: deleted and put again
+      assert.same({ { 100, 100, 1, 100 }, { 100, 100, nil, 100 }, { 100, 108, 2, 108 },
+                    { 100, 108, nil, 108 }, { 100, 108, 3, 108 } }, seen)
     end)
 
     it("reduce merges sessions with its reducer; aggregate needs a merger", function()
       local app = beck.app { id = "sess-reduce" }
-      local g = app:stream("in"):group_by_key():windowed_by(dsl.session(10))
+      -- (grace 20: the store still holds [0, 0] when the record at 10 bridges it to [20, 20])
+      local g = app:stream("in"):group_by_key():windowed_by(dsl.session(10):grace(20))
       g:reduce(function(a, b) return a .. b end):to("out")
       local ok, err = pcall(function() g:aggregate("", function(_, v, a) return a .. v end) end)
       assert.is_false(ok)
@@ -214,16 +235,24 @@ describe("beck.dsl windows", function()
       assert.same({ ["k@0/20"] = "acb" }, driver:output("agg"):read_key_values())
     end)
 
-    it("expires sessions once stream time passes their end + 2 gaps + grace", function()
-      -- retention 20 ms, checked every 10 ms of stream time
+    it("expires sessions once stream time passes their end + gap + grace", function()
+      -- retention 10 ms (Kafka Streams': gap + grace), checked every 5 ms of stream time
       local _, input = windowed_count(dsl.session(10))
       input:pipe("a", "x", 0)
-      input:pipe("b", "x", 11)
-      input:pipe("b", "x", 15)
-      assert.same({ { "a", 0, 0, "1" }, { "b", 15, 11, "2" } }, windows(driver, "w"))
-      input:pipe("b", "x", 21) -- expiry at 21: sessions ending before 1 go
-      assert.same({ { "b", 21, 11, "3" } }, windows(driver, "w"))
+      input:pipe("b", "x", 9)
+      assert.same({ { "a", 0, 0, "1" }, { "b", 9, 9, "1" } }, windows(driver, "w"))
+      input:pipe("b", "x", 16) -- expiry at 16: sessions ending before 6 go
+      assert.same({ { "b", 16, 9, "2" } }, windows(driver, "w"))
       assert.equal(2, entries(driver, "w"))
+    end)
+
+    it("merges only what the store still holds", function()
+      local _, input, out = windowed_count(dsl.session(10):grace(20)) -- retention 30
+      input:pipe("a", "x", 0)
+      input:pipe("b", "x", 40) -- stream time 40: [0, 0] ended before 40 - 30 + 1
+      out:read_all()
+      input:pipe("a", "x", 10) -- within gap of [0, 0], which expired: a session of its own
+      assert.same({ { "a@10/10", "1" } }, kvs(out:read_all()))
     end)
   end)
 

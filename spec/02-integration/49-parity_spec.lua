@@ -14,7 +14,7 @@ local RECORDS = 600
 -- every update, value and timestamp)
 local MUST = {
   count = "final", reduce = "final", regroup = "final", tumbling = "final",
-  hopping = "final",
+  hopping = "final", session = "updates",
   table_table = "final", table_table_left = "final", table_table_outer = "final",
   table_filter = "updates",
 }
@@ -23,8 +23,6 @@ local MUST = {
 local KNOWN = {
   { "the timestamps of aggregation updates (count, reduce, regroup, windows)",
     "a result carries its record's time, Kafka Streams' the largest of it and the aggregate's" },
-  { "session windows", "session lateness and retention, and the timestamps of the " ..
-                       "tombstones of merged sessions" },
   { "stream-table joins", "records are processed in fetch order, not by timestamp: the " ..
                           "stream can run ahead of its table" },
   { "stream-stream joins", "fetch order, and a late nil result carries the closing " ..

@@ -194,12 +194,11 @@ function M.windowed(g, spec)
 end
 
 -- A time window is needed until it closes: size + grace after its start. A
--- session until no record can merge into it: a record that is not late
--- (ts >= stream time - grace) merges sessions ending at ts - gap or later,
--- and a record bridging two sessions may be a gap older than that.
+-- session for gap + grace after its end, as Kafka Streams keeps it: a record
+-- merges only the sessions its store still holds (session_def).
 local function retention_of(spec, opts, op)
   local min = spec.kind == "time" and spec.size + spec.grace_ms
-              or 2 * spec.gap + spec.grace_ms
+              or spec.gap + spec.grace_ms
   local r = opts.retention
   if r == nil then return min end
   ms(r, op .. ": retention")
@@ -257,9 +256,14 @@ local function time_def(b, proc, store, g, desc, spec, retention, where)
   }
 end
 
--- The processor of an aggregation over sessions: a record merges every
--- session of its key that ends at most `gap` before it or starts at most
--- `gap` after it. A merged-away session is forwarded as a deletion.
+-- The processor of an aggregation over sessions, as Kafka Streams 4.4 has it
+-- (KStreamSessionWindowAggregate): a record merges every session of its key
+-- that ends at most `gap` before it or starts at most `gap` after it, among
+-- those the store still holds (ending after stream time - retention); the
+-- merged session is late once its end is before stream time - grace - gap.
+-- When the merged session is not the record's own [ts, ts], every session it
+-- merged (also one it merely grew) is forwarded as a deletion, then the merged
+-- one; each carries its session's end as timestamp.
 local function session_def(b, proc, store, g, desc, spec, retention, where)
   local gap, grace = spec.gap, spec.grace_ms
   local ks, vs, vd = g.kser.serialize, desc.vser.serialize, desc.vser.deserialize
@@ -275,12 +279,14 @@ local function session_def(b, proc, store, g, desc, spec, retention, where)
       local ts = ctx:timestamp()
       -- no key, no value or no time (< 0): no window, as in Kafka Streams
       if k == nil or v == nil or ts < 0 then return end
-      local now = ctx:stream_time()
-      if ts > now then now = ts end
+      local before = ctx:stream_time()
+      local now = ts > before and ts or before
       local st = ctx.st
       local p = prefix(ks(k, kw))
       local plen = #p
       local lo = ts - gap
+      -- what the store holds: not what expired (Kafka Streams' fetch skips it too)
+      if lo < before - retention + 1 then lo = before - retention + 1 end
       if lo < 0 then lo = 0 end
       -- sessions [s, e] of the key with e >= ts - gap and s <= ts + gap
       local found, n, ms_, me = nil, 0, ts, ts
@@ -295,26 +301,29 @@ local function session_def(b, proc, store, g, desc, spec, retention, where)
           if e > me then me = e end
         end
       end
-      if me + grace < now then
+      if me + grace + gap < now then
         late(b, ctx, proc, ts, now, string_format("session [%d, %d] closed", ms_, me))
         return
       end
       local agg = nil
       if init ~= nil then agg = init() end
+      local grown = ms_ ~= ts or me ~= ts
       for i = 1, n, 4 do
         local wk, s, e = found[i], found[i + 1], found[i + 2]
         agg = merge(k, agg, vd(found[i + 3], vw))
-        if s ~= ms_ or e ~= me then
-          st:delete(wk)
-          st:delete(index(p, sub(wk, plen + 1, plen + 8), sub(wk, plen + 9)))
-          ctx:forward(session_key(k, s, e), nil)
+        if grown then
+          if s ~= ms_ or e ~= me then
+            st:delete(wk)
+            st:delete(index(p, sub(wk, plen + 1, plen + 8), sub(wk, plen + 9)))
+          end
+          ctx:forward_at(e, session_key(k, s, e), nil)
         end
       end
       agg = add(k, v, agg)
       local e8, s8 = be64(me), be64(ms_)
       st:put(p .. e8 .. s8, vs(agg, vw))
       st:put(index(p, e8, s8), "")
-      ctx:forward(session_key(k, ms_, me), agg)
+      ctx:forward_at(me, session_key(k, ms_, me), agg)
     end,
   }
 end
@@ -344,7 +353,7 @@ end
 -- count / reduce / aggregate over windows: as on a grouping (beck.dsl.
 -- aggregate), keyed by { key =, start =, ["end"] = } (serde.windowed).
 -- opts.retention: how long windows stay in the store (default: size +
--- grace; for sessions 2·gap + grace).
+-- grace; for sessions gap + grace, as in Kafka Streams).
 function Windowed:count(opts)
   local agg = builder.module("aggregate")
   return windowed_aggregate(self, agg.count_desc(), check_opts(opts, "count"))
