@@ -134,6 +134,14 @@ static int newest(const bk_thread_t *thr, int t)
     return plan->topics[t].pass_to;
 }
 
+/* backward(): a passthrough's target only moves forward. newest() falls back to an older
+ * generation while the newest one's handle is missing (a producer renewed after a broker
+ * fault remakes its handles at its next commit): switching back then would forward records
+ * to a generation whose tasks read every passthrough's barrier and drained, where nobody
+ * reads them, and the cleanup empties the topic (a suspect for a loss of the last rounds
+ * under every fault at once, exactly-once, spec/04-long/02-chaos). pass_on() sends to the
+ * target's handle; while that is missing its produce fails and the batch is redone. */
+
 /* Task `slot` of generation 0 of a subtopology that moved (bk_plan_gen0_moved) stops: its
  * input is the passthrough's from the offsets it committed, it processes nothing more and
  * drains at the next commit (it has no barriers to wait for: it reads the input itself). */
@@ -177,6 +185,9 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
             continue;
         }
         from = bk_thread_pass_target(thr, t);
+        if (plan->topics[to].generation < plan->topics[from].generation) {
+            continue; /* never back (backward()) */
+        }
         thr->pass_target[t] = to;
         if (bk_plan_retired(plan, plan->topics[from].sub)) {
             continue; /* a thread that starts after the move: nothing reads there any more */
@@ -258,6 +269,9 @@ int bk_thread_moves_live(bk_thread_t *thr, int slot)
     }
     for (int k = 0; k < sub->ntopics; k++) {
         int t = sub->topics[k], to = newest(thr, t), from = bk_thread_pass_target(thr, t), g;
+        if (plan->topics[to].generation < plan->topics[from].generation) {
+            to = from; /* never back (backward()) */
+        }
         /* a passthrough task starts on the newest generation (a thread that started before
          * the plan grew has not switched yet: its other live tasks of the subtopology, if
          * any, switch now, after their barriers) */
