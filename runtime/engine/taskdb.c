@@ -89,21 +89,27 @@ void bk_taskdb_pool_destroy(bk_taskdb_pool_t *pool)
     free(pool);
 }
 
-/* The pooled DB of task, removed from the pool; NULL if it holds none. */
+/* The pooled DB of task, removed from the pool; NULL if it holds none. With the lock held. */
+static bk_db_t *take_locked(bk_taskdb_pool_t *pool, bk_task_id_t task)
+{
+    for (int i = 0; i < pool->n; i++) {
+        if (pool->e[i].task.sub == task.sub && pool->e[i].task.partition == task.partition) {
+            bk_db_t *db = pool->e[i].db;
+            pool->e[i] = pool->e[--pool->n];
+            return db;
+        }
+    }
+    return NULL;
+}
+
 static bk_db_t *take(bk_taskdb_pool_t *pool, bk_task_id_t task)
 {
-    bk_db_t *db = NULL;
+    bk_db_t *db;
     if (!pool) {
         return NULL;
     }
     pthread_mutex_lock(&pool->lock);
-    for (int i = 0; i < pool->n; i++) {
-        if (pool->e[i].task.sub == task.sub && pool->e[i].task.partition == task.partition) {
-            db = pool->e[i].db;
-            pool->e[i] = pool->e[--pool->n];
-            break;
-        }
-    }
+    db = take_locked(pool, task);
     pthread_mutex_unlock(&pool->lock);
     return db;
 }
@@ -138,15 +144,9 @@ static void took_locked(bk_taskdb_pool_t *pool, bk_task_id_t task)
  * fail in a directory the cleanup of a retired generation had just removed). */
 static bk_db_t *take_out(bk_taskdb_pool_t *pool, bk_task_id_t task)
 {
-    bk_db_t *db = NULL;
+    bk_db_t *db;
     pthread_mutex_lock(&pool->lock);
-    for (int i = 0; i < pool->n; i++) {
-        if (pool->e[i].task.sub == task.sub && pool->e[i].task.partition == task.partition) {
-            db = pool->e[i].db;
-            pool->e[i] = pool->e[--pool->n];
-            break;
-        }
-    }
+    db = take_locked(pool, task);
     took_locked(pool, task);
     pthread_mutex_unlock(&pool->lock);
     return db;
