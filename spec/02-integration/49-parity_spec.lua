@@ -1,5 +1,5 @@
 -- beck against Kafka Streams 4.4 on the same input, on a real Kafka (docs/parity.md):
--- scripts/parity runs the 15 topologies of scripts/parity.d (aggregations, windows, every
+-- scripts/parity runs the 15 topologies of scripts/parity-apps (aggregations, windows, every
 -- join kind, a table filter) as beck apps and as Kafka Streams apps over one generated input
 -- (out-of-order and late records, tombstones), on 1 and on 4 partitions, and compares both
 -- outputs key by key: each key's final value, and its whole sequence of updates (values and

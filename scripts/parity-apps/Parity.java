@@ -1,0 +1,184 @@
+// The Kafka Streams side of beck's parity harness (scripts/parity, docs/parity.md): the
+// topologies of scripts/parity-apps/topologies.lua, written with Kafka Streams 4.4's DSL, each
+// in its own KafkaStreams instance of this JVM.
+//
+//   java -cp 'vendor/kstreams/lib/*' scripts/parity-apps/Parity.java BOOTSTRAP STATE_DIR INPUT \
+//        NAME=APP_ID=OUT_TOPIC...
+//
+// INPUT is the prefix of the input topics: INPUT-in (a stream), INPUT-tbl and INPUT-right (a
+// table, or a second stream). Keys and values are strings; windowed keys are written as beck
+// writes them with its string serde (key@start, sessions key@start/end). Caching is off, so
+// every update is forwarded, as beck does. Runs until SIGTERM, then closes every instance.
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.JoinWindows;
+import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.KTable;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.kstream.Windowed;
+
+public final class Parity {
+    static String in, tbl, right;
+
+    static long num(String s) {
+        return Long.parseLong(s);
+    }
+
+    static String pair(String l, String r) {
+        return (l == null ? "-" : l) + "|" + (r == null ? "-" : r);
+    }
+
+    static String timeKey(Windowed<String> w) {
+        return w.key() + "@" + w.window().start();
+    }
+
+    static String sessionKey(Windowed<String> w) {
+        return w.key() + "@" + w.window().start() + "/" + w.window().end();
+    }
+
+    static KStream<String, String> stream(StreamsBuilder b, String topic) {
+        return b.stream(topic, Consumed.with(Serdes.String(), Serdes.String()));
+    }
+
+    static KTable<String, String> table(StreamsBuilder b, String topic) {
+        return b.table(topic, Consumed.with(Serdes.String(), Serdes.String()));
+    }
+
+    /** The topology `name`, writing to `out`. Each matches its namesake in topologies.lua. */
+    static void build(StreamsBuilder b, String name, String out) {
+        Produced<String, String> to = Produced.with(Serdes.String(), Serdes.String());
+        JoinWindows jw = JoinWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(2000),
+                                                              Duration.ofMillis(1000));
+        switch (name) {
+        case "count":
+            stream(b, in).groupByKey().count().toStream()
+                .mapValues(v -> v == null ? null : v.toString()).to(out, to);
+            break;
+        case "reduce":
+            stream(b, in).groupByKey()
+                .reduce((a, v) -> Long.toString(num(a) + num(v))).toStream().to(out, to);
+            break;
+        case "regroup":
+            stream(b, in).selectKey((k, v) -> "g" + (num(v) % 5))
+                .groupByKey(Grouped.with("regroup", Serdes.String(), Serdes.String())).count()
+                .toStream().mapValues(v -> v == null ? null : v.toString()).to(out, to);
+            break;
+        case "tumbling":
+            stream(b, in).groupByKey()
+                .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(10000),
+                                                       Duration.ofMillis(3000)))
+                .count().toStream()
+                .map((w, v) -> KeyValue.pair(timeKey(w), v == null ? null : v.toString()))
+                .to(out, to);
+            break;
+        case "hopping":
+            stream(b, in).groupByKey()
+                .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(10000),
+                                                       Duration.ofMillis(2000))
+                                .advanceBy(Duration.ofMillis(5000)))
+                .count().toStream()
+                .map((w, v) -> KeyValue.pair(timeKey(w), v == null ? null : v.toString()))
+                .to(out, to);
+            break;
+        case "session":
+            stream(b, in).groupByKey()
+                .windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(3000),
+                                                                   Duration.ofMillis(2000)))
+                .count().toStream()
+                .map((w, v) -> KeyValue.pair(sessionKey(w), v == null ? null : v.toString()))
+                .to(out, to);
+            break;
+        case "stream_table":
+            stream(b, in).join(table(b, tbl), Parity::pair).to(out, to);
+            break;
+        case "stream_table_left":
+            stream(b, in).leftJoin(table(b, tbl), Parity::pair).to(out, to);
+            break;
+        case "table_table":
+            table(b, tbl).join(table(b, right), Parity::pair).toStream().to(out, to);
+            break;
+        case "table_table_left":
+            table(b, tbl).leftJoin(table(b, right), Parity::pair).toStream().to(out, to);
+            break;
+        case "table_table_outer":
+            table(b, tbl).outerJoin(table(b, right), Parity::pair).toStream().to(out, to);
+            break;
+        case "stream_stream":
+            stream(b, in).join(stream(b, right), Parity::pair, jw).to(out, to);
+            break;
+        case "stream_stream_left":
+            stream(b, in).leftJoin(stream(b, right), Parity::pair, jw).to(out, to);
+            break;
+        case "stream_stream_outer":
+            stream(b, in).outerJoin(stream(b, right), Parity::pair, jw).to(out, to);
+            break;
+        case "table_filter":
+            table(b, tbl).filter((k, v) -> num(v) % 2 == 0).toStream().to(out, to);
+            break;
+        default:
+            throw new IllegalArgumentException("no topology " + name);
+        }
+    }
+
+    public static void main(String[] args) throws InterruptedException {
+        System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+        if (args.length < 4) {
+            System.err.println("usage: Parity BOOTSTRAP STATE_DIR INPUT NAME=APP_ID=OUT...");
+            System.exit(2);
+        }
+        in = args[2] + "-in";
+        tbl = args[2] + "-tbl";
+        right = args[2] + "-right";
+        List<KafkaStreams> all = new ArrayList<>();
+        for (int i = 3; i < args.length; i++) {
+            String[] spec = args[i].split("=", 3);
+            Properties p = new Properties();
+            p.put(StreamsConfig.APPLICATION_ID_CONFIG, spec[1]);
+            p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
+            p.put(StreamsConfig.STATE_DIR_CONFIG, args[1] + "/" + spec[1]);
+            p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+            p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
+            p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
+            p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+            p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+            p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+            p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+            StreamsBuilder b = new StreamsBuilder();
+            build(b, spec[0], spec[2]);
+            KafkaStreams ks = new KafkaStreams(b.build(), p);
+            ks.setUncaughtExceptionHandler(e -> {
+                System.err.println("parity: " + spec[0] + ": " + e);
+                return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler
+                    .StreamThreadExceptionResponse.SHUTDOWN_APPLICATION;
+            });
+            all.add(ks);
+        }
+        CountDownLatch done = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            for (KafkaStreams ks : all) {
+                ks.close(Duration.ofSeconds(10));
+            }
+            done.countDown();
+        }));
+        for (KafkaStreams ks : all) {
+            ks.start();
+        }
+        System.out.println("started " + all.size());
+        System.out.flush();
+        done.await();
+    }
+}

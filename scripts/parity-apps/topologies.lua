@@ -1,0 +1,86 @@
+-- The topologies of beck's parity harness (scripts/parity, docs/parity.md), each written
+-- again with Kafka Streams' DSL in scripts/parity-apps/Parity.java under the same name.
+--
+--   PARITY_TOPOLOGY=count PARITY_APP=app1 PARITY_INPUT=par-1 PARITY_OUT=app1-out \
+--     bin/beck run scripts/parity-apps/topologies.lua -b BROKERS
+--
+-- Inputs: PARITY_INPUT-in (a stream), -tbl and -right (a table, or a second stream); keys
+-- and values are strings, values decimal numbers. Output: PARITY_OUT.
+local beck = require "beck"
+local dsl = require "beck.dsl"
+
+local name = assert(os.getenv("PARITY_TOPOLOGY"), "PARITY_TOPOLOGY is not set")
+local input = assert(os.getenv("PARITY_INPUT"), "PARITY_INPUT is not set")
+local out = assert(os.getenv("PARITY_OUT"), "PARITY_OUT is not set")
+local app = beck.app { id = assert(os.getenv("PARITY_APP"), "PARITY_APP is not set") }
+
+local IN, TBL, RIGHT = input .. "-in", input .. "-tbl", input .. "-right"
+
+local function pair(l, r)
+  return (l == nil and "-" or l) .. "|" .. (r == nil and "-" or r)
+end
+
+local function sum(agg, v)
+  return tostring(tonumber(agg) + tonumber(v))
+end
+
+local join_window = dsl.join_window(2000):grace(1000)
+
+local topologies = {
+  count = function()
+    app:stream(IN):group_by_key():count():to_stream():to(out)
+  end,
+  reduce = function()
+    app:stream(IN):group_by_key():reduce(sum):to_stream():to(out)
+  end,
+  regroup = function()
+    app:stream(IN)
+       :select_key(function(_, v) return "g" .. (tonumber(v) % 5) end)
+       :group_by_key { name = "regroup" }
+       :count():to_stream():to(out)
+  end,
+  tumbling = function()
+    app:stream(IN):group_by_key():windowed_by(dsl.tumbling(10000):grace(3000))
+       :count():to_stream():to(out)
+  end,
+  hopping = function()
+    app:stream(IN):group_by_key():windowed_by(dsl.hopping(10000, 5000):grace(2000))
+       :count():to_stream():to(out)
+  end,
+  session = function()
+    app:stream(IN):group_by_key():windowed_by(dsl.session(3000):grace(2000))
+       :count():to_stream():to(out)
+  end,
+  stream_table = function()
+    app:stream(IN):join(app:table(TBL), pair):to(out)
+  end,
+  stream_table_left = function()
+    app:stream(IN):left_join(app:table(TBL), pair):to(out)
+  end,
+  table_table = function()
+    app:table(TBL):join(app:table(RIGHT), pair):to_stream():to(out)
+  end,
+  table_table_left = function()
+    app:table(TBL):left_join(app:table(RIGHT), pair):to_stream():to(out)
+  end,
+  table_table_outer = function()
+    app:table(TBL):outer_join(app:table(RIGHT), pair):to_stream():to(out)
+  end,
+  stream_stream = function()
+    app:stream(IN):join(app:stream(RIGHT), pair, join_window):to(out)
+  end,
+  stream_stream_left = function()
+    app:stream(IN):left_join(app:stream(RIGHT), pair, join_window):to(out)
+  end,
+  stream_stream_outer = function()
+    app:stream(IN):outer_join(app:stream(RIGHT), pair, join_window):to(out)
+  end,
+  table_filter = function()
+    app:table(TBL):filter(function(_, v) return tonumber(v) % 2 == 0 end):to_stream():to(out)
+  end,
+}
+
+local build = topologies[name]
+if not build then error("no parity topology " .. name, 0) end
+build()
+return app
