@@ -896,7 +896,7 @@ function helpers.produce(bootstrap, topic, records, opts)
 end
 
 -- consume(bootstrap, topic, opts) -> list of { key, value, partition,
--- offset, headers = { name = value } }, everything from the start of each
+-- offset, timestamp, headers = { name = value } }, everything from the start of each
 -- partition to its high watermark, ordered by partition then offset. A
 -- missing key or value is nil. opts.timeout (s, default 30). opts.committed: as a
 -- read_committed reader (librdkafka's Python binding: python3-kafka 2.0.2 cannot), up to
@@ -918,7 +918,7 @@ function helpers.consume(bootstrap, topic, opts)
     end
     list[#list + 1] = { key = field(rec, "key"), value = field(rec, "value"),
                         partition = rec.partition, offset = rec.offset, headers = headers,
-                        header_list = header_list }
+                        header_list = header_list, timestamp = rec.timestamp }
   end
   table.sort(list, function(a, b)
     if a.partition ~= b.partition then return a.partition < b.partition end

@@ -44,6 +44,10 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
     {"batch_size", T_INT, "1000", 1, 100000, NULL, "records handed to Lua per call"},
     {"cache_max_bytes", T_INT, "10485760", 0, INT64_C(1) << 40, NULL,
      "per-thread write-back cache in front of the stores, flushed at commit (0: off)"},
+    {"max_task_idle_ms", T_INT, "0", -1, INT64_C(1) << 40, NULL,
+     "a task reading several partitions takes the record with the smallest timestamp next; "
+     "while one of them is empty it waits for it to reach its end, then this long (-1: "
+     "never waits)"},
     {"block_cache_bytes", T_INT, "67108864", 1 << 20, INT64_C(1) << 40, NULL,
      "RocksDB block cache shared by every store of the node"},
     {"write_buffer_bytes", T_INT, "8388608", 65536, INT64_C(1) << 30, NULL,

@@ -234,16 +234,110 @@ static int drop_batch(bk_thread_t *thr, int kept, int from, int n)
     return -1;
 }
 
+/* Does task `slot` read several input partitions, to be merged by timestamp (order.h)? A
+ * passthrough's are forwarded as they come: their order is kept per partition downstream. */
+static int ordered(const bk_thread_t *thr, int slot)
+{
+    return thr->slot_ntps[slot] > 1 && !thr->plan->subs[thr->tasks[slot].sub].passthrough;
+}
+
+/* Message m of toppar tp (topic t) of a live task: becomes record *j of the batch (*j moves
+ * on), or is done with here (a barrier, a duplicate, a passthrough's forward, a record of a
+ * drained generation 0). 0, or -1 (m destroyed, thr->err set) when it cannot be forwarded. */
+static int take(bk_thread_t *thr, rd_kafka_message_t *m, int t, int tp, int *j)
+{
+    int slot;
+    bk_rec_t *rec;
+    if (!m->key && !m->payload && thr->plan->topics[t].keygroups) {
+        /* a barrier of a move, maybe: counted, its offset done, not processed */
+        int b = bk_thread_moves_barrier(thr, m, t);
+        if (b != 0) {
+            thr->tp_next[tp] = m->offset + 1;
+            thr->tp_dirty[tp] = 1;
+            rd_kafka_message_destroy(m);
+            return b < 0 ? -1 : 0;
+        }
+    }
+    slot = thr->task_of[t][m->partition];
+    if (thr->keycheck[slot] && m->key && m->key_len > 0 &&
+        bk_hash_partition(m->key, m->key_len,
+                          thr->plan->subs[thr->tasks[slot].sub].partitions) != m->partition) {
+        bk_thread_moves_foreign(thr, slot, t, m);
+    }
+    if (thr->drain[slot] && thr->plan->subs[thr->tasks[slot].sub].generation == 0) {
+        /* generation 0 of a moved subtopology, past the offsets it drains at: the
+         * passthrough reads on from its committed offset (thread_moves.c) */
+        rd_kafka_message_destroy(m);
+        return 0;
+    }
+    if (thr->dedup[slot] && is_duplicate(thr, slot, m, tp)) {
+        rd_kafka_message_destroy(m);
+        return 0;
+    }
+    if (thr->plan->subs[thr->tasks[slot].sub].passthrough) {
+        int rc = pass_on(thr, m, t, tp);
+        rd_kafka_message_destroy(m);
+        return rc;
+    }
+    rec = &thr->io.recs[*j];
+    rec->key = m->key;
+    rec->key_len = (int32_t)m->key_len;
+    rec->value = m->payload;
+    rec->value_len = (int32_t)m->len;
+    rec->task = slot;
+    rec->topic = t;
+    rec->partition = m->partition;
+    rec->offset = m->offset;
+    rec->timestamp = rd_kafka_message_timestamp(m, NULL);
+    thr->rec_tp[*j] = tp;
+    if (rd_kafka_message_headers(m, &thr->rec_hdrs[*j]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        thr->rec_hdrs[*j] = NULL;
+    }
+    thr->msgs[(*j)++] = m;
+    return 0;
+}
+
+/* The held records of tasks with several input partitions, by timestamp, into the batch
+ * after its first j, as far as it has room and no task must wait (order.h). The new count,
+ * or -1 (the batch destroyed, thr->err set). */
+static int take_ordered(bk_thread_t *thr, int j)
+{
+    int64_t now = bk_clock_mono_ms();
+    for (int k = 0; k < thr->ntasks && j < thr->batch_size; k++) {
+        int s = thr->owned[k], tp;
+        rd_kafka_message_t *m;
+        if (!ordered(thr, s)) {
+            continue;
+        }
+        while (j < thr->batch_size && thr->slot_state[s] == SLOT_LIVE &&
+               (m = bk_order_next(&thr->order, thr->slot_tps[s], thr->slot_ntps[s], now, &tp))) {
+            if (take(thr, m, thr->tp_topic[tp], tp, &j) != 0) {
+                return drop_batch(thr, j, 0, 0);
+            }
+        }
+    }
+    return j;
+}
+
 /* Turns fetched messages into bk_rec_t, dropping errors and strays; a passthrough task's
- * records are forwarded here and not kept. -1 (every message destroyed, thr->err set) when
- * one cannot be forwarded. */
+ * records are forwarded here and not kept; a task's with several input partitions are held
+ * and come in by timestamp. -1 (every message destroyed, thr->err set) when one cannot be
+ * forwarded. */
 static int fill_batch(bk_thread_t *thr, int n)
 {
     int j = 0;
     for (int i = 0; i < n; i++) {
         rd_kafka_message_t *m = thr->msgs[i];
-        int t, tp, slot;
-        bk_rec_t *rec;
+        int t, tp;
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            /* a partition reached its end: a task waiting for it may go on */
+            if (m->rkt && (t = topic_of(thr, m->rkt)) >= 0 && m->partition < thr->parts[t] &&
+                (tp = thr->tp_of[t][m->partition]) >= 0) {
+                bk_order_eof(&thr->order, tp);
+            }
+            rd_kafka_message_destroy(m);
+            continue;
+        }
         if (m->err) {
             bk_log_warn("consumer: %s [%d]: %s", m->rkt ? rd_kafka_topic_name(m->rkt) : "-",
                         (int)m->partition, rd_kafka_message_errstr(m));
@@ -256,61 +350,19 @@ static int fill_batch(bk_thread_t *thr, int n)
             rd_kafka_message_destroy(m); /* not ours: cannot happen with assign() */
             continue;
         }
-        if (!m->key && !m->payload && thr->plan->topics[t].keygroups) {
-            /* a barrier of a move, maybe: counted, its offset done, not processed */
-            int b = bk_thread_moves_barrier(thr, m, t);
-            if (b != 0) {
-                thr->tp_next[tp] = m->offset + 1;
-                thr->tp_dirty[tp] = 1;
+        if (ordered(thr, thr->task_of[t][m->partition])) {
+            if (bk_order_push(&thr->order, tp, m) != 0) {
                 rd_kafka_message_destroy(m);
-                if (b < 0) {
-                    return drop_batch(thr, j, i + 1, n);
-                }
-                continue;
-            }
-        }
-        slot = thr->task_of[t][m->partition];
-        if (thr->keycheck[slot] && m->key && m->key_len > 0 &&
-            bk_hash_partition(m->key, m->key_len,
-                              thr->plan->subs[thr->tasks[slot].sub].partitions) !=
-                m->partition) {
-            bk_thread_moves_foreign(thr, slot, t, m);
-        }
-        if (thr->drain[slot] && thr->plan->subs[thr->tasks[slot].sub].generation == 0) {
-            /* generation 0 of a moved subtopology, past the offsets it drains at: the
-             * passthrough reads on from its committed offset (thread_moves.c) */
-            rd_kafka_message_destroy(m);
-            continue;
-        }
-        if (thr->dedup[slot] && is_duplicate(thr, slot, m, tp)) {
-            rd_kafka_message_destroy(m);
-            continue;
-        }
-        if (thr->plan->subs[thr->tasks[slot].sub].passthrough) {
-            int rc = pass_on(thr, m, t, tp);
-            rd_kafka_message_destroy(m);
-            if (rc != 0) {
+                snprintf(thr->err, sizeof(thr->err), "out of memory holding records");
                 return drop_batch(thr, j, i + 1, n);
             }
             continue;
         }
-        rec = &thr->io.recs[j];
-        rec->key = m->key;
-        rec->key_len = (int32_t)m->key_len;
-        rec->value = m->payload;
-        rec->value_len = (int32_t)m->len;
-        rec->task = slot;
-        rec->topic = t;
-        rec->partition = m->partition;
-        rec->offset = m->offset;
-        rec->timestamp = rd_kafka_message_timestamp(m, NULL);
-        thr->rec_tp[j] = tp;
-        if (rd_kafka_message_headers(m, &thr->rec_hdrs[j]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            thr->rec_hdrs[j] = NULL;
+        if (take(thr, m, t, tp, &j) != 0) {
+            return drop_batch(thr, j, i + 1, n);
         }
-        thr->msgs[j++] = m;
     }
-    return j;
+    return thr->order.held > 0 ? take_ordered(thr, j) : j;
 }
 
 /* The "first record" line of an input partition: with the "last record" line of the final
@@ -666,7 +718,7 @@ static int run_loop(bk_thread_t *thr)
         if (thr->stall_ms > 0) {
             t_poll = bk_clock_wall_ms();
         }
-        if (n > 0) {
+        if (n > 0 || thr->order.held > 0) {
             int kept = fill_batch(thr, n);
             if (kept < 0 && thr->dr_failed) {
                 continue; /* redone at the top */
@@ -942,6 +994,7 @@ void bk_thread_destroy(bk_thread_t *thr)
     /* Lua first (its iterators point into the DBs), the DBs last (the
      * producer's delivery reports point into the stores). */
     bk_vm_destroy(thr->L);
+    bk_order_free(&thr->order); /* held messages go before their consumer */
     if (thr->queue) {
         rd_kafka_queue_destroy(thr->queue);
     }

@@ -19,6 +19,7 @@
 #include "base/ffi.h"
 #include "engine/fetchkick.h"
 #include "engine/livestats.h"
+#include "engine/order.h"
 #include "engine/restore.h"
 #include "engine/store.h"
 #include "engine/taskdb.h"
@@ -133,6 +134,8 @@ struct bk_thread_s {
      * miss a record (4% of an identity's thread) */
     rd_kafka_headers_t **rec_hdrs;
     bk_fetchkick_t kick; /* wakes the fetcher when the queue ran dry early (fetchkick.h) */
+    bk_order_t order;    /* records of tasks with several input partitions, held until their
+                          * turn by timestamp (order.h) */
 
     /* Input topic-partitions (toppars): every partition of every source topic, numbered once
      * (tp_id[topic][partition]); the next offset to commit of each. A slot reads the toppars

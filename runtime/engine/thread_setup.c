@@ -437,15 +437,23 @@ int bk_thread_renew_producer(bk_thread_t *thr)
     return start_producer(thr);
 }
 
+/* A partition's end comes as an EOF message: a task reading several partitions waits for an
+ * empty one until it reached its end (order.h) */
+static const char *const eof_settings[] = {"enable.partition.eof", "true", NULL};
+
 int bk_thread_start_kafka(bk_thread_t *thr)
 {
     char cid[128];
     const bk_plan_t *plan = thr->plan;
 
     snprintf(cid, sizeof(cid), "%s-%s-%d", plan->id, "consumer", thr->index);
-    thr->consumer =
-        bk_kafka_new(thr->conf, BK_KAFKA_CONSUMER, cid, thr, NULL, thr->err, sizeof(thr->err));
-    if (!thr->consumer || start_producer(thr) != 0) {
+    thr->consumer = bk_kafka_new_with(thr->conf, BK_KAFKA_CONSUMER, cid, eof_settings, thr, NULL,
+                                      thr->err, sizeof(thr->err));
+    if (!thr->consumer) {
+        return -1;
+    }
+    bk_order_init(&thr->order, thr->consumer, bk_conf_int(thr->conf, BK_CONF_MAX_TASK_IDLE_MS));
+    if (start_producer(thr) != 0) {
         return -1;
     }
     thr->queue = rd_kafka_queue_get_consumer(thr->consumer);

@@ -496,6 +496,9 @@ static void free_slot(bk_thread_t *thr, int s, int synced)
     }
     thr->dedup[s] = NULL; /* its store's, which goes with the DB */
     thr->deduped[s] = 0;
+    for (int j = 0; j < thr->slot_ntps[s]; j++) {
+        bk_order_drop(&thr->order, thr->slot_tps[s][j]); /* read again by its next owner */
+    }
     if (thr->dbs[s]) {
         bk_taskdb_release(thr->pool, thr->tasks[s], thr->dbs[s], synced);
         thr->dbs[s] = NULL;

@@ -192,10 +192,14 @@ describe("beck.dsl joins", function()
       r:pipe("k", "r14", 14)    -- joins both, which will never come out with nil
       l:pipe("k", "l30", 30)
       assert.same({ { "k", "l10+r14" }, { "k", "l12+r14" } }, kvs(out:read_all()))
-      r:pipe("k", "r39", 39)    -- stream time 39: l30 + 5 + 5 >= 39, still waiting
+      r:pipe("z", "r35", 35)    -- stream time 35: l30 + after 5 + grace 0 >= 35, waiting
       assert.is_true(out:is_empty())
-      r:pipe("z", "r41", 41)    -- 41 > 40: l30 comes out with nil
-      assert.same({ { "k", "l30+nil" } }, kvs(out:read_all()))
+      r:pipe("z", "r36", 36)    -- 36 > 35: l30 comes out with nil, at its own time
+      local got = out:read_all()
+      assert.same({ { "k", "l30+nil" } }, kvs(got))
+      assert.equal(30, got[1].timestamp)
+      l:pipe("k", "l20", 20)    -- out of order, 20 + 5 < 36 already: with nil at once
+      assert.same({ { "k", "l20+nil" } }, kvs(out:read_all()))
     end)
 
     it("outer_join: either side without partner comes out with nil", function()
@@ -209,25 +213,36 @@ describe("beck.dsl joins", function()
                   kvs(out:read_all()))
     end)
 
-    it("drops records whose window closed (past grace), and counts them", function()
+    it("finds what the other side's store still holds, and drops nothing as late", function()
+      -- Kafka Streams' rule: a store holds before + after + grace (20 here) of its own newest
+      -- time; a record however late joins what is still there
       local app, l, r, out = build("join", dsl.join_window(5):grace(10))
       l:pipe("k", "l100", 100)
       r:pipe("k", "r100", 100)
-      r:pipe("z", "r130", 130)
-      r:pipe("k", "r116", 116)  -- 116 + 5 + 10 = 131 >= 130: kept (no partner in window)
-      l:pipe("k", "l114", 114)  -- 114 + 5 + 10 = 129 < 130: late, dropped
-      assert.same({ { "k", "l100+r100" } }, kvs(out:read_all()))
-      assert.equal(1, dsl.stats(app).dropped_late)
+      r:pipe("k", "r105", 105)
+      r:pipe("z", "r130", 130)  -- the right store's newest: 130, it holds 111 on
+      r:pipe("k", "r116", 116)
+      l:pipe("k", "l108", 108)  -- r105 is in its window, but no longer held
+      l:pipe("k", "l114", 114)  -- past its window's grace, still joins r116
+      local got = out:read_all()
+      assert.same({ { "k", "l100+r100" }, { "k", "l100+r105" }, { "k", "l114+r116" } },
+                  kvs(got))
+      assert.same({ 100, 105, 116 }, { got[1].timestamp, got[2].timestamp, got[3].timestamp })
+      assert.equal(0, dsl.stats(app).dropped_late or 0)
     end)
 
-    it("forgets records once no partner can come", function()
+    it("forgets a side's records once its own newest time is past them", function()
       local app = build("join", dsl.join_window(5))
       driver:input("left"):pipe("k", "l1", 1)
       driver:input("right"):pipe("k", "r2", 2)
       assert.equal(2, driver:store("join-1-this-store"):count()) -- record and index entry
       driver:input("left"):pipe("z", "l40", 40)
       assert.equal(2, driver:store("join-1-this-store"):count()) -- only l40 left
-      assert.equal(0, driver:store("join-1-other-store"):count())
+      -- r2 stays: the right side's newest time is 2, a late left record may still find it
+      assert.equal(2, driver:store("join-1-other-store"):count())
+      driver:input("right"):pipe("z", "r60", 60)
+      driver:input("right"):pipe("z", "r70", 70)
+      assert.equal(2, driver:store("join-1-other-store"):count()) -- only r70 left
       assert.is_nil(app:describe().store_index["join-1-outer-store"])
     end)
 

@@ -58,8 +58,10 @@ describe("the DSL on a dev broker", function()
       helpers.produce(bs, "customers", customers)
       local node = helpers.start_node(TOPOLOGY, { "-b", bs, "--commit-interval-ms", "200" })
       node:wait_running(30)
-      -- the table first: beck reads a task's topics in the order they come
-      -- (docs/dsl.md), so orders go in once every customer is in the store
+      -- the table first: the orders reach the join through a repartition topic, with
+      -- their own timestamps (later than the customers'), and a task takes its partitions'
+      -- records by timestamp (docs/dsl.md, Stream time); waiting for the customers'
+      -- offsets also makes the updates and tombstones apply before any order
       helpers.eventually(function() return committed_total(bs, "customers") == #customers end,
                          30, 0.2)
       helpers.produce(bs, "orders", orders)

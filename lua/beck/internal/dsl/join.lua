@@ -175,61 +175,86 @@ local function table_table(l, r, joiner, opts, kind, where)
 end
 
 -- -- Stream-stream -----------------------------------------------------------------------
--- Each side keeps its records in a window store (key, time, offset) for
--- before + after + grace of stream time. A left record at t joins the right
--- records in [t - before, t + after] that came before it, and the right
--- records that come later join it the same way. left_join / outer_join
--- keep a record that found no partner in the join's "outer" store (time
--- first), and emit it with nil once no partner can come any more: when the
--- stream time passes t + before + after + grace. A record is late (dropped,
--- counted) once its own window closed: t + after + grace (left) or
--- t + before + grace (right) below the stream time.
+-- As Kafka Streams 4.4 has it. Each side keeps its records in a window store (key, time,
+-- offset); a record at t joins the other side's records in [t - before, t + after] that
+-- the other store still holds: not older than its newest time - (before + after + grace)
+-- + 1 (a store's retention, by the largest time put into it). A pair's result carries the
+-- later of the two times. No record is dropped as late: one whose window is past finds
+-- what the other store still holds. left_join / outer_join: a record that found no partner
+-- comes out with nil at once when t + after is already below the stream time; else it
+-- waits in the join's outer store (time first) until a partner takes it out, or until the
+-- stream time passes its t + lookback + grace (lookback: after for a left record, before
+-- for a right one), looked at whenever a record brings the stream time to its own time.
+-- The task's stream time is both sides' (one task reads both).
 
 local function side(p)
   -- p: b, proc, kind, mine, other, outer (store names or nil), before, after
   -- (as seen from this side), grace, kser, vser (mine), oser (other's),
   -- my_tag, other_tag, buffer_me, buffer_other, left, joiner, state, where
-  local b, proc, joiner, left = p.b, p.proc, p.joiner, p.left
+  local joiner, left = p.joiner, p.left
   local before, after, grace = p.before, p.after, p.grace
-  local span = p.before + p.after + grace
+  local span = p.before + p.after + grace -- a window store's retention
   local ks, kd = p.kser.serialize, p.kser.deserialize
   local vs, vd, od = p.vser.serialize, p.vser.deserialize, p.oser.deserialize
   local kw = string_format("%s (%s): key: ", p.kind, p.where)
   local vw = string_format("%s (%s): value: ", p.kind, p.where)
   local my_tag, other_tag = p.my_tag, p.other_tag
+  -- how long past its time a stored unpaired record of each side may still find a partner
+  local lookback = { [my_tag] = after, [other_tag] = before }
   local buffer_me, buffer_other, has_outer = p.buffer_me, p.buffer_other, p.outer ~= nil
   local state, seq = p.state, 0
 
-  local function emit(ctx, k, mv, ov)
-    if left then ctx:forward(k, joiner(mv, ov, k)) else ctx:forward(k, joiner(ov, mv, k)) end
+  -- A result at time ts: a pair's is the later of its two records' (Kafka Streams'), an
+  -- unpaired record's its own.
+  local function emit(ctx, ts, k, mv, ov)
+    if left then
+      ctx:forward_at(ts, k, joiner(mv, ov, k))
+    else
+      ctx:forward_at(ts, k, joiner(ov, mv, k))
+    end
   end
 
-  -- Emits the outer store's records whose window can take no partner now.
-  local function flush_outer(ctx, now)
-    local sh = state[ctx:task_id()]
-    local cutoff = now - span
-    if sh.pending >= cutoff then return end
-    local out, n, next_min = {}, 0, math.huge
+  -- The task's shared state: the newest time put into each side's store (0 after a restart:
+  -- not known until records come), and a lower bound of the outer store's times.
+  local function shared(ctx)
+    local id = ctx:task_id()
+    local sh = state[id]
+    if not sh then
+      sh = { min = 0, newest = { L = -1, R = -1 } }
+      state[id] = sh
+    end
+    return sh
+  end
+
+  -- Emits, in time order, the outer store's records that no partner can take any more.
+  local function flush_outer(ctx, sh, now)
+    if sh.min + after + grace >= now then return end
+    local out, n = {}, 0
+    local open = {}
+    sh.min = math.huge
     local it = ctx.outer:range(be64(0), nil)
     for bk, raw in it do
-      local t = dec64(bk, 1)
-      if t >= cutoff then
-        next_min = t
+      local t, tag = dec64(bk, 1), sub(bk, 9, 9)
+      sh.min = t -- (the bound Kafka Streams keeps: the last record looked at)
+      if open[my_tag] and open[other_tag] then
         it:close()
         break
       end
-      out[n + 1], out[n + 2] = bk, raw
-      n = n + 2
+      if t + lookback[tag] + grace >= now then
+        open[tag] = true
+      else
+        out[n + 1], out[n + 2] = bk, raw
+        n = n + 2
+      end
     end
-    sh.pending = next_min
     for i = 1, n, 2 do
       local bk, raw = out[i], out[i + 1]
       local len = window.dec32(bk, 10)
-      local k = kd(sub(bk, 14, 13 + len), kw)
+      local k, t = kd(sub(bk, 14, 13 + len), kw), dec64(bk, 1)
       if sub(bk, 9, 9) == my_tag then
-        emit(ctx, k, vd(raw, vw), nil)
+        emit(ctx, t, k, vd(raw, vw), nil)
       else
-        emit(ctx, k, nil, od(raw, vw))
+        emit(ctx, t, k, nil, od(raw, vw))
       end
       ctx.outer:delete(bk)
     end
@@ -238,22 +263,30 @@ local function side(p)
   return {
     init = function(ctx)
       ctx.mine, ctx.other = ctx:store(p.mine), ctx:store(p.other)
-      if has_outer then
-        ctx.outer = ctx:store(p.outer)
-        -- unknown until the first scan of the outer store
-        state[ctx:task_id()] = { pending = 0 }
-      end
-      window.schedule_expiry(ctx, ctx.mine, span)
+      if has_outer then ctx.outer = ctx:store(p.outer) end
+      -- what no fetch can see any more goes: older than this store's newest time - span
+      ctx:schedule(math.max(1, math.floor(span / 2)), function(c)
+        local newest = shared(c).newest[my_tag]
+        if newest >= 0 then window.expire(c.mine, newest - span + 1) end
+      end, "stream")
     end,
     process = function(ctx, k, v)
-      if k == nil or v == nil then return end
+      if k == nil then return end
       local ts = ctx:timestamp()
-      local now = ctx:stream_time()
-      if ts > now then now = ts end
-      if ts < 0 or ts + after + grace < now then
-        window.late(b, ctx, proc, ts, now, "its join window closed")
+      if v == nil then
+        -- joins nothing, but its side's store has seen its time (Kafka Streams puts it)
+        local sh = shared(ctx)
+        if ts > sh.newest[my_tag] then sh.newest[my_tag] = ts end
         return
       end
+      if ts < 0 then
+        window.late(p.b, ctx, p.proc, ts, ctx:stream_time(), "it has no timestamp")
+        return
+      end
+      local now = ctx:stream_time()
+      if ts > now then now = ts end
+      local sh = shared(ctx)
+      if has_outer and ts == now then flush_outer(ctx, sh, now) end
       local pk = prefix(ks(k, kw))
       local plen = #pk
       local off = ctx:offset()
@@ -262,30 +295,40 @@ local function side(p)
         off = seq
       end
       local t8, s8 = be64(ts), be64(off)
-      ctx.mine:put(pk .. t8 .. s8, vs(v, vw))
-      ctx.mine:put(index(pk, t8, s8), "")
+      if ts > sh.newest[my_tag] - span then -- (else the store would hold it for nobody)
+        ctx.mine:put(pk .. t8 .. s8, vs(v, vw))
+        ctx.mine:put(index(pk, t8, s8), "")
+      end
+      if ts > sh.newest[my_tag] then sh.newest[my_tag] = ts end
       local lo = ts - before
+      local held = sh.newest[other_tag] - span + 1
+      if held > lo then lo = held end
       if lo < 0 then lo = 0 end
       local found, n = nil, 0
-      for ok, raw in ctx.other:range(pk .. be64(lo), pk .. be64(ts + after + 1)) do
-        found = found or {}
-        found[n + 1], found[n + 2] = ok, raw
-        n = n + 2
+      if lo <= ts + after then
+        for ok, raw in ctx.other:range(pk .. be64(lo), pk .. be64(ts + after + 1)) do
+          found = found or {}
+          found[n + 1], found[n + 2] = ok, raw
+          n = n + 2
+        end
       end
       for i = 1, n, 2 do
         local ok = found[i]
-        emit(ctx, k, v, od(found[i + 1], vw))
+        local ots = dec64(ok, plen + 1)
         if buffer_other then
           local bk = sub(ok, plen + 1, plen + 8) .. other_tag .. pk .. sub(ok, plen + 9)
           if ctx.outer:get(bk) ~= nil then ctx.outer:delete(bk) end
         end
+        emit(ctx, ots > ts and ots or ts, k, v, od(found[i + 1], vw))
       end
       if n == 0 and buffer_me then
-        ctx.outer:put(t8 .. my_tag .. pk .. s8, vs(v, vw))
-        local sh = state[ctx:task_id()]
-        if ts < sh.pending then sh.pending = ts end
+        if ts + after < now then
+          emit(ctx, ts, k, v, nil) -- its window is past already: no partner can come
+        else
+          ctx.outer:put(t8 .. my_tag .. pk .. s8, vs(v, vw))
+          if ts < sh.min then sh.min = ts end
+        end
       end
-      if has_outer then flush_outer(ctx, now) end
     end,
   }
 end
@@ -310,7 +353,7 @@ local function stream_stream(l, r, joiner, spec, opts, kind, where)
   local outer_store = nil
   if kind ~= "join" then outer_store = b:derived((opts.store or name) .. "-outer-store") end
   local lp, rp = b:derived(name .. "-this"), b:derived(name .. "-other")
-  local state = {} -- task id -> { pending = the outer store's smallest time (a lower bound) }
+  local state = {} -- task id -> the two sides' shared state (side(): shared)
   local lser = b:serde(opts.value_serde, l.vser, kind .. ": value_serde")
   local rser = b:serde(opts.other_value_serde, r.vser, kind .. ": other_value_serde")
   local common = { b = b, kind = kind, joiner = joiner, grace = spec.grace_ms, kser = l.kser,
