@@ -72,6 +72,10 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
                   : strcmp(pol, "dlq") == 0 ? POLICY_DLQ
                                             : POLICY_FAIL;
     thr->batch_size = (int)bk_conf_int(conf, BK_CONF_BATCH_SIZE);
+    /* (a later generation reads what its subtopology read: the plan's growth keeps this) */
+    for (int s = 0; s < plan->nsubs; s++) {
+        thr->merges |= !plan->subs[s].passthrough && plan->subs[s].ntopics > 1;
+    }
     thr->commit_interval_ms = bk_conf_commit_interval_ms(conf);
     thr->stall_ms = getenv("BECK_STALL_MS") ? atoll(getenv("BECK_STALL_MS")) : 0;
     thr->eos = bk_conf_exactly_once(conf);
@@ -329,18 +333,14 @@ static int fill_batch(bk_thread_t *thr, int n)
     for (int i = 0; i < n; i++) {
         rd_kafka_message_t *m = thr->msgs[i];
         int t, tp;
-        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-            /* a partition reached its end: a task waiting for it may go on */
-            if (m->rkt && (t = topic_of(thr, m->rkt)) >= 0 && m->partition < thr->parts[t] &&
-                (tp = thr->tp_of[t][m->partition]) >= 0) {
-                bk_order_eof(&thr->order, tp);
-            }
-            rd_kafka_message_destroy(m);
-            continue;
-        }
         if (m->err) {
-            bk_log_warn("consumer: %s [%d]: %s", m->rkt ? rd_kafka_topic_name(m->rkt) : "-",
-                        (int)m->partition, rd_kafka_message_errstr(m));
+            if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                bk_log_warn("consumer: %s [%d]: %s", m->rkt ? rd_kafka_topic_name(m->rkt) : "-",
+                            (int)m->partition, rd_kafka_message_errstr(m));
+            } else if (thr->merges && m->rkt && (t = topic_of(thr, m->rkt)) >= 0 &&
+                       m->partition < thr->parts[t] && (tp = thr->tp_of[t][m->partition]) >= 0) {
+                bk_order_eof(&thr->order, tp); /* at its end: a task waiting for it may go on */
+            }
             rd_kafka_message_destroy(m);
             continue;
         }
@@ -350,7 +350,7 @@ static int fill_batch(bk_thread_t *thr, int n)
             rd_kafka_message_destroy(m); /* not ours: cannot happen with assign() */
             continue;
         }
-        if (ordered(thr, thr->task_of[t][m->partition])) {
+        if (thr->merges && ordered(thr, thr->task_of[t][m->partition])) {
             if (bk_order_push(&thr->order, tp, m) != 0) {
                 rd_kafka_message_destroy(m);
                 snprintf(thr->err, sizeof(thr->err), "out of memory holding records");

@@ -136,6 +136,7 @@ struct bk_thread_s {
     bk_fetchkick_t kick; /* wakes the fetcher when the queue ran dry early (fetchkick.h) */
     bk_order_t order;    /* records of tasks with several input partitions, held until their
                           * turn by timestamp (order.h) */
+    int merges;          /* the plan has such tasks (else the record path skips order.h) */
 
     /* Input topic-partitions (toppars): every partition of every source topic, numbered once
      * (tp_id[topic][partition]); the next offset to commit of each. A slot reads the toppars

@@ -438,7 +438,7 @@ int bk_thread_renew_producer(bk_thread_t *thr)
 }
 
 /* A partition's end comes as an EOF message: a task reading several partitions waits for an
- * empty one until it reached its end (order.h) */
+ * empty one until it reached its end (order.h); a plan without such tasks needs none */
 static const char *const eof_settings[] = {"enable.partition.eof", "true", NULL};
 
 int bk_thread_start_kafka(bk_thread_t *thr)
@@ -447,8 +447,9 @@ int bk_thread_start_kafka(bk_thread_t *thr)
     const bk_plan_t *plan = thr->plan;
 
     snprintf(cid, sizeof(cid), "%s-%s-%d", plan->id, "consumer", thr->index);
-    thr->consumer = bk_kafka_new_with(thr->conf, BK_KAFKA_CONSUMER, cid, eof_settings, thr, NULL,
-                                      thr->err, sizeof(thr->err));
+    thr->consumer = bk_kafka_new_with(thr->conf, BK_KAFKA_CONSUMER, cid,
+                                      thr->merges ? eof_settings : NULL, thr, NULL, thr->err,
+                                      sizeof(thr->err));
     if (!thr->consumer) {
         return -1;
     }

@@ -124,6 +124,9 @@ local function side_def(kind, left, getter, joiner)
     process = function(ctx, k, v)
       local o = ctx.get(k)
       if o == nil and not emit_without_other then return end
+      -- a deletion of a row that never was, with no row on the other side: nothing, as in
+      -- Kafka Streams (its source says whether the row was there: table.lua)
+      if v == nil and o == nil and ctx._task.had_row == false then return end
       if left then
         ctx:forward(k, both(k, v, o))
       else

@@ -55,8 +55,13 @@ local function source_def(store, kser, vser, what)
       local k = kd(rk, kw)
       if canon then rk = ks(k, kw) end
       if raw == nil then
+        -- whether the row was there: a table-table join forwards nothing for a tombstone
+        -- of a row that never was when the other side has none either (Kafka Streams)
+        local task = ctx._task
+        task.had_row = ctx.st:get(rk) ~= nil
         ctx.st:delete(rk)
         ctx:forward(k, nil)
+        task.had_row = nil
       else
         local v = vd(raw, vw)
         ctx.st:put(rk, raw)
@@ -103,12 +108,16 @@ function M.from_stream(s, opts, where)
     init = function(ctx) ctx.st = ctx:store(store) end,
     process = function(ctx, k, v)
       if k == nil then return end
+      local task = ctx._task
       if v == nil then
-        ctx.st:delete(ks(k, kw))
+        local sk = ks(k, kw)
+        task.had_row = ctx.st:get(sk) ~= nil -- (as the table source: a join reads it)
+        ctx.st:delete(sk)
       else
         ctx.st:put(ks(k, kw), vs(v, vw))
       end
       ctx:forward(k, v)
+      task.had_row = nil
     end,
   }, { input }, where)
   b:store(store, { changelog = opts.changelog, ttl = opts.ttl, ttl_clock = opts.ttl_clock,
