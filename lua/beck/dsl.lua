@@ -19,6 +19,7 @@ local window = require "beck.internal.dsl.window"
 local serde = require "beck.serde"
 require "beck.internal.dsl.aggregate"
 require "beck.internal.dsl.join"
+require "beck.internal.dsl.regroup"
 
 local M = {}
 

@@ -129,6 +129,14 @@ public final class Parity {
         case "table_filter":
             table(b, tbl).filter((k, v) -> num(v) % 2 == 0).toStream().to(out, to);
             break;
+        case "table_regroup":
+            table(b, tbl)
+                .groupBy((k, v) -> KeyValue.pair("g" + (num(v) % 5), v),
+                         Grouped.with("regroup", Serdes.String(), Serdes.String()))
+                .reduce((a, v) -> Long.toString(num(a) + num(v)),
+                        (a, v) -> Long.toString(num(a) - num(v)))
+                .toStream().to(out, to);
+            break;
         default:
             throw new IllegalArgumentException("no topology " + name);
         }

@@ -78,6 +78,12 @@ local topologies = {
   table_filter = function()
     app:table(TBL):filter(function(_, v) return tonumber(v) % 2 == 0 end):to_stream():to(out)
   end,
+  table_regroup = function()
+    app:table(TBL)
+       :group_by(function(_, v) return "g" .. (tonumber(v) % 5), v end, { name = "regroup" })
+       :reduce(sum, function(agg, v) return tostring(tonumber(agg) - tonumber(v)) end)
+       :to_stream():to(out)
+  end,
 }
 
 local build = topologies[name]

@@ -249,4 +249,71 @@ describe("beck.dsl aggregations", function()
                   kvs(driver:output("even"):read_all()))
     end)
   end)
+
+  describe("tables re-grouped", function()
+    -- users -> region; a user who moves leaves the old region's count
+    local function regions(id, build)
+      local app = beck.app { id = id }
+      local t = app:table("users"):group_by(function(_, region) return region, region end)
+      build(t):to_stream():to("out")
+      driver = testing.driver(app, { partitions = 3 })
+      return driver:input("users"), driver:output("out")
+    end
+
+    it("count: an update leaves its old group and joins its new one", function()
+      local users, out = regions("rg1", function(g) return g:count() end)
+      users:pipe("u1", "eu")
+      users:pipe("u2", "eu")
+      users:pipe("u1", "us")       -- moves: eu down first, then us up
+      users:pipe("u2", "eu")       -- same group: one change, one update
+      users:pipe_list { { "u2", nil } } -- leaves: eu down to 0, kept at 0
+      users:pipe_list { { "u9", nil } } -- a row that never was: nothing
+      assert.same({ { "eu", "1" }, { "eu", "2" }, { "eu", "1" }, { "us", "1" }, { "eu", "1" },
+                    { "eu", "0" } }, kvs(out:read_all()))
+      assert.truthy(driver.app:describe().topic_index["rg1-table_group_by-1-repartition"])
+    end)
+
+    it("reduce with an adder and a subtractor, and aggregate from init", function()
+      local app = beck.app { id = "rg2" }
+      local g = app:table("scores"):group_by(function(k, v) return k:sub(1, 1), v end)
+      g:reduce(function(a, v) return tostring(tonumber(a) + tonumber(v)) end,
+               function(a, v) return tostring(tonumber(a) - tonumber(v)) end,
+               { name = "sum" }):to("sums")
+      g:aggregate(function() return "" end,
+                  function(_, v, agg) return agg .. "+" .. v end,
+                  function(_, v, agg) return agg .. "-" .. v end, { name = "log" }):to("logs")
+      driver = testing.driver(app, { partitions = 2 })
+      local scores = driver:input("scores")
+      scores:pipe("a1", "5")
+      scores:pipe("a2", "7")
+      scores:pipe("a1", "6")       -- a: 12 - 5 + 6
+      scores:pipe("b1", "1")
+      assert.same({ { "a", "5" }, { "a", "12" }, { "a", "13" }, { "b", "1" } },
+                  kvs(driver:output("sums"):read_all()))
+      assert.same({ { "a", "+5" }, { "a", "+5+7" }, { "a", "+5+7-5+6" }, { "b", "+1" } },
+                  kvs(driver:output("logs"):read_all()))
+    end)
+
+    it("a row whose selector gives no key joins no group", function()
+      local app = beck.app { id = "rg3" }
+      app:table("users"):group_by(function(_, v)
+        if v == "none" then return nil, v end
+        return v, v
+      end):count():to("out")
+      driver = testing.driver(app)
+      local u = driver:input("users")
+      u:pipe("u1", "none")
+      u:pipe("u1", "eu")           -- from no group into eu
+      u:pipe("u1", "none")         -- out of eu, into no group
+      assert.same({ { "eu", "1" }, { "eu", "0" } }, kvs(driver:output("out"):read_all()))
+    end)
+
+    it("refuses a selector that is not a function, at the topology's line", function()
+      local app = beck.app { id = "rg5" }
+      local ok, err = pcall(function() app:table("t"):group_by("region") end)
+      assert.is_false(ok)
+      assert.matches("table group_by: expected a function", err)
+      assert.matches("21%-dsl_aggregate_spec.lua:%d+", err)
+    end)
+  end)
 end)

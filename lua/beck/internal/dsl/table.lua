@@ -200,11 +200,10 @@ function Table:to_stream()
   return builder.module("stream").new(self.b, self.node, self.kser, self.vser, false)
 end
 
--- Re-grouping a table needs the old value of each update (to take it out
--- of its old group), which table nodes do not forward yet.
-function Table:group_by()
-  builder.fail("table group_by is not supported yet; to_stream():group_by(...) groups the " ..
-               "updates as a stream (each one counts, none is taken back)")
+-- group_by(fn(k, v) -> new key, new value [, opts]): the rows re-grouped, to be
+-- aggregated with an adder and a subtractor (beck.internal.dsl.regroup).
+function Table:group_by(fn, opts)
+  return builder.module("regroup").group_by(self, fn, opts)
 end
 
 -- to(topic [, opts]): to_stream():to(topic, opts).
