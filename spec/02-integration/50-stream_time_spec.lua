@@ -7,7 +7,8 @@ local helpers = require "spec.helpers"
 
 local TOPOLOGY = "spec/fixtures/by_time_join.lua"
 local PARTITIONS, USERS, CLICKS = 4, 200, 4000
-local BASE = 1700000000000
+-- an hour ago: a Kafka's retention (7 days by its records' times) keeps them
+local BASE = (os.time() - 3600) * 1000
 
 local function inputs()
   local clicks, users = {}, {}
