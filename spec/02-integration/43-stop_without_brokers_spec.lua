@@ -57,3 +57,22 @@ describe("a node asked to stop while no broker answers", function()
                    "their last commit", node:log())
   end)
 end)
+
+describe("a node asked to stop while it starts", function()
+  after_each(helpers.cleanup)
+
+  -- (the signal's default action ended it with 143 before: a SIGTERM right after a restart,
+  -- while it loaded its topology or read the control topic; one before main() runs still
+  -- does, as for any program)
+  it("ends cleanly whenever the SIGTERM comes", function()
+    local broker = helpers.start_broker { topics = { "stamp-in:3", "stamp-out:3" } }
+    for i, delay in ipairs { 0.05, 0.1, 0.2, 0.5, 1 } do
+      local node = helpers.start_node("spec/fixtures/stamped_count.lua",
+                                      { "-b", broker.bootstrap, "--node-id", "early" .. i,
+                                        "--state-dir", helpers.tmpdir() },
+                                      { name = "early" .. i })
+      helpers.sleep(delay)
+      assert.equal(0, node:stop(), "SIGTERM after " .. delay .. " s:\n" .. node:log():sub(-2000))
+    end
+  end)
+end)
