@@ -274,14 +274,10 @@ local function side(p)
       end, "stream")
     end,
     process = function(ctx, k, v)
-      if k == nil then return end
+      -- (a record without a value joins nothing, and moves no store's time: Kafka Streams'
+      -- join stores keep duplicates, and skip the put of a null value)
+      if k == nil or v == nil then return end
       local ts = ctx:timestamp()
-      if v == nil then
-        -- joins nothing, but its side's store has seen its time (Kafka Streams puts it)
-        local sh = shared(ctx)
-        if ts > sh.newest[my_tag] then sh.newest[my_tag] = ts end
-        return
-      end
       if ts < 0 then
         window.late(p.b, ctx, p.proc, ts, ctx:stream_time(), "it has no timestamp")
         return
