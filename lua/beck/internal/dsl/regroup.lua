@@ -8,10 +8,12 @@
 -- does. A row whose selector gives no key or no value joins no group.
 local builder = require "beck.internal.dsl.builder"
 local serde = require "beck.serde"
+local window = require "beck.internal.dsl.window"
 builder.internal()
 
 local type, setmetatable = type, setmetatable
 local string_format, char, byte, sub = string.format, string.char, string.byte, string.sub
+local be32, dec32 = window.be32, window.dec32
 local fail, check_fn, check_opts = builder.fail, builder.check_fn, builder.check_opts
 
 local M = {}
@@ -21,11 +23,6 @@ GroupedTable.__index = GroupedTable
 -- A change through the repartition topic: one byte (1: an old value, 2: a new one, 3:
 -- both), the old value's length (4 bytes, big-endian) when there is one, the old value,
 -- the new one; each serialized by the grouping's value serde.
-local function be32(n)
-  return char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
-              math.floor(n / 256) % 256, n % 256)
-end
-
 local function change_serde(vser)
   local vs, vd = vser.serialize, vser.deserialize
   return {
@@ -39,8 +36,7 @@ local function change_serde(vser)
     deserialize = function(raw, where)
       local flags, c, at = byte(raw, 1) or 0, {}, 2
       if flags % 2 == 1 then
-        local a, b, cc, d = byte(raw, 2, 5)
-        local n = ((a * 256 + b) * 256 + cc) * 256 + d
+        local n = dec32(raw, 2)
         c.old = vd(sub(raw, 6, 5 + n), where)
         at = 6 + n
       end
