@@ -64,6 +64,10 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     thr->dbs = calloc((size_t)thr->cap + 1, sizeof(*thr->dbs));
     thr->dedup = calloc((size_t)thr->cap + 1, sizeof(*thr->dedup));
     thr->deduped = calloc((size_t)thr->cap + 1, sizeof(*thr->deduped));
+    thr->slot_time = malloc(((size_t)thr->cap + 1) * sizeof(*thr->slot_time));
+    for (int s = 0; thr->slot_time && s <= thr->cap; s++) {
+        thr->slot_time[s] = -1;
+    }
     thr->store_of = calloc((size_t)thr->cap + 1, sizeof(*thr->store_of));
     thr->box_add = calloc((size_t)thr->cap + 1, sizeof(int32_t));
     thr->box_rm = calloc((size_t)thr->cap + 1, sizeof(int32_t));
@@ -293,6 +297,9 @@ static int take(bk_thread_t *thr, rd_kafka_message_t *m, int t, int tp, int *j)
     rec->partition = m->partition;
     rec->offset = m->offset;
     rec->timestamp = rd_kafka_message_timestamp(m, NULL);
+    if (rec->timestamp > thr->slot_time[slot]) {
+        thr->slot_time[slot] = rec->timestamp;
+    }
     thr->rec_tp[*j] = tp;
     if (rd_kafka_message_headers(m, &thr->rec_hdrs[*j]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
         thr->rec_hdrs[*j] = NULL;
@@ -1015,6 +1022,7 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->dbs);
     free(thr->dedup);
     free(thr->deduped);
+    free(thr->slot_time);
     free(thr->store_of);
     if (thr->task_of) {
         for (int t = 0; t < thr->plan->cap_topics; t++) {

@@ -101,6 +101,11 @@ struct bk_thread_s {
      * owned by its first logged store), NULL: none; and the records it skipped. */
     struct bk_dedup_s **dedup;
     int64_t *deduped;
+    /* [cap] a task's stream time: the newest timestamp of a record given to it, -1 none. It
+     * goes with its input offsets' commits ("beck.st=<ms>"), so that the task opened again
+     * (a restart, another node) goes on from it, as Kafka Streams' partition time does:
+     * windows closed before stay closed, and a late record stays late. */
+    int64_t *slot_time;
     /* a move's step waits for a commit (a barrier read made a task drained): the thread
      * commits at once instead of at its interval (thread_moves.c) */
     int moves_soon;
@@ -256,11 +261,13 @@ int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t
  * (its key's state is another task's) until the move to generation 1; else the input is
  * not partitioned by murmur2 and its keys are checked no more. */
 void bk_thread_moves_foreign(bk_thread_t *thr, int slot, int t, const rd_kafka_message_t *m);
-/* The barriers slot's task has read, as the metadata of its input offsets' commits
- * ("beck.barriers=<hex>", malloc'd), so that whoever opens the task next knows them: NULL
- * when it has read none. And back: a committed metadata read when the task opens (a task
+/* The barriers slot's task has read, its seal and its stream time, as the metadata of its
+ * input offsets' commits ("beck.barriers=<hex>;beck.sealed;beck.st=<ms>", each part only
+ * when there is one, malloc'd), so that whoever opens the task next knows them: NULL when
+ * there is nothing to say. And back: a committed metadata read when the task opens (a task
  * that had read them all drains again at its next commit, and the node says so again, as
- * a node killed between the commit and its drained record did not). */
+ * a node killed between the commit and its drained record did not; its stream time is the
+ * newest of its partitions'). */
 char *bk_thread_moves_meta(const bk_thread_t *thr, int slot);
 void bk_thread_moves_restore(bk_thread_t *thr, int slot, const char *meta);
 /* Sealing (thread_seal.c): tables (init 0 or -1; free), a slot that leaves, a committed

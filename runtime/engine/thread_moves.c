@@ -387,28 +387,33 @@ static int barrier_bits(const bk_thread_t *thr, int slot)
     return pass < 0 ? 0 : plan->subs[pass].partitions * plan->subs[pass].ntopics;
 }
 
+#define TIME_META "beck.st="
+
 char *bk_thread_moves_meta(const bk_thread_t *thr, int slot)
 {
     int bits = barrier_bits(thr, slot), bytes = (bits + 7) / 8;
     int barriers = thr->barriers[slot] && bits > 0, sealed = bk_thread_seal_done(thr, slot);
+    int64_t st = thr->slot_time ? thr->slot_time[slot] : -1;
+    size_t cap = sizeof(META_PREFIX) + 2 * (size_t)bytes + sizeof(BK_THREAD_SEALED_META) +
+                 sizeof(TIME_META) + 24, len = 0;
     char *meta;
-    size_t len = 0;
-    /* "beck.barriers=<hex>", "beck.sealed", or both with ';' between */
-    if ((!barriers && !sealed) ||
-        !(meta = malloc(sizeof(META_PREFIX) + 2 * (size_t)bytes + sizeof(BK_THREAD_SEALED_META) +
-                        1))) {
+    /* "beck.barriers=<hex>;beck.sealed;beck.st=<ms>", each part when there is one */
+    if ((!barriers && !sealed && st < 0) || !(meta = malloc(cap))) {
         return NULL;
     }
     meta[0] = '\0';
     if (barriers) {
-        len = (size_t)snprintf(meta, sizeof(META_PREFIX), "%s", META_PREFIX);
+        len = (size_t)snprintf(meta, cap, "%s", META_PREFIX);
         for (int b = 0; b < bytes; b++) {
-            len += (size_t)snprintf(meta + len, 3, "%02x", thr->barriers[slot][b]);
+            len += (size_t)snprintf(meta + len, cap - len, "%02x", thr->barriers[slot][b]);
         }
     }
     if (sealed) {
-        snprintf(meta + len, sizeof(BK_THREAD_SEALED_META) + 1, "%s%s", barriers ? ";" : "",
-                 BK_THREAD_SEALED_META);
+        len += (size_t)snprintf(meta + len, cap - len, "%s%s", len ? ";" : "",
+                                BK_THREAD_SEALED_META);
+    }
+    if (st >= 0) {
+        snprintf(meta + len, cap - len, "%s%s%lld", len ? ";" : "", TIME_META, (long long)st);
     }
     return meta;
 }
@@ -416,8 +421,14 @@ char *bk_thread_moves_meta(const bk_thread_t *thr, int slot)
 void bk_thread_moves_restore(bk_thread_t *thr, int slot, const char *meta)
 {
     int bits = barrier_bits(thr, slot), bytes = (bits + 7) / 8, all = 1;
-    const char *hex;
+    const char *hex, *st = strstr(meta, TIME_META);
     bk_thread_seal_restore(thr, slot, meta);
+    if (st && thr->slot_time) { /* the newest of the task's partitions' */
+        long long t = strtoll(st + strlen(TIME_META), NULL, 10);
+        if (t > thr->slot_time[slot]) {
+            thr->slot_time[slot] = t;
+        }
+    }
     if (bits == 0 || strncmp(meta, META_PREFIX, strlen(META_PREFIX)) != 0 ||
         strcspn(hex = meta + strlen(META_PREFIX), ";") != 2 * (size_t)bytes) {
         return; /* not ours, or of another passthrough count */

@@ -692,7 +692,8 @@ static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *
     lua_pushinteger(L, slot);
     lua_pushinteger(L, thr->tasks[slot].sub);
     lua_pushinteger(L, thr->tasks[slot].partition);
-    if (bk_vm_pcall(L, 3, 0, 1, thr->err, sizeof(thr->err)) != 0 ||
+    lua_pushnumber(L, (lua_Number)thr->slot_time[slot]);
+    if (bk_vm_pcall(L, 4, 0, 1, thr->err, sizeof(thr->err)) != 0 ||
         lua_slot(thr, thr->ref_init_task, slot) != 0) {
         return -1; /* an init() that raises stops the thread, as at start-up */
     }
@@ -783,9 +784,11 @@ static int job_finish(bk_thread_t *thr, bk_thread_job_t *job)
     for (int i = 0; i < job->ntp; i++) {
         thr->tp_next[job->tp[i]] = job->tp_off[i]; /* the committed offsets the job read */
     }
-    /* the barriers its tasks had read, as their commits' metadata says */
+    /* the barriers its tasks had read and their stream times, as their commits' metadata
+     * says */
     for (int k = 0; k < job->n; k++) {
         int s = job->slots[k];
+        thr->slot_time[s] = -1;
         for (int j = 0; j < thr->slot_ntps[s]; j++) {
             for (int i = 0; i < job->ntp; i++) {
                 if (job->tp[i] == thr->slot_tps[s][j] && job->tp_meta[i]) {

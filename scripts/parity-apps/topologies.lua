@@ -25,6 +25,8 @@ local function sum(agg, v)
 end
 
 local join_window = dsl.join_window(2000):grace(1000)
+-- the emit-final topologies' retention, as Parity.java's FINAL_RETENTION says why
+local FINAL_RETENTION = 73000
 
 local topologies = {
   count = function()
@@ -50,6 +52,14 @@ local topologies = {
   session = function()
     app:stream(IN):group_by_key():windowed_by(dsl.session(3000):grace(2000))
        :count():to_stream():to(out)
+  end,
+  tumbling_final = function()
+    app:stream(IN):group_by_key():windowed_by(dsl.tumbling(10000):grace(3000))
+       :count { emit = "final", retention = FINAL_RETENTION }:to_stream():to(out)
+  end,
+  session_final = function()
+    app:stream(IN):group_by_key():windowed_by(dsl.session(3000):grace(2000))
+       :count { emit = "final", retention = FINAL_RETENTION }:to_stream():to(out)
   end,
   stream_table = function()
     app:stream(IN):join(app:table(TBL), pair):to(out)

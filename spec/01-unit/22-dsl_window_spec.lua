@@ -46,6 +46,17 @@ describe("beck.dsl windows", function()
                     { "a@20", "1" } }, kvs(out:read_all()))
     end)
 
+    it("stamps each update with the window's newest record's time, as Kafka Streams",
+       function()
+      local _, input, out = windowed_count(dsl.tumbling(10):grace(10))
+      input:pipe("a", "x", 5)
+      input:pipe("a", "x", 3) -- older: the window keeps 5
+      input:pipe("a", "x", 8)
+      local got = {}
+      for i, r in ipairs(out:read_all()) do got[i] = { r.key, r.value, r.timestamp } end
+      assert.same({ { "a@0", "1", 5 }, { "a@0", "2", 5 }, { "a@0", "3", 8 } }, got)
+    end)
+
     it("forwards windowed keys { key, start, end }", function()
       local app = beck.app { id = "win-keys" }
       local seen = {}
@@ -292,6 +303,66 @@ describe("beck.dsl windows", function()
       ok, err = pcall(dsl.tumbling, 0)
       assert.is_false(ok)
       assert.matches("tumbling: expected a whole number of ms >= 1, got 0", err)
+    end)
+  end)
+
+  describe("emit final", function()
+    local function ktv(records)
+      local list = {}
+      for i, r in ipairs(records) do list[i] = { r.key, r.timestamp, r.value } end
+      return list
+    end
+
+    it("forwards each time window once, when stream time passes its end + grace", function()
+      local app, input, out = windowed_count(dsl.tumbling(10):grace(5),
+                                             { store = "w", emit = "final" })
+      input:pipe("a", "x", 1)
+      input:pipe("b", "x", 7)
+      input:pipe("a", "x", 5)
+      input:pipe("a", "x", 12) -- stream time 12: [0, 10) open until 15
+      assert.same({}, out:read_all())
+      input:pipe("a", "x", 15) -- closes [0, 10): every key's, at its newest record's time
+      assert.same({ { "a@0", 5, "2" }, { "b@0", 7, "1" } }, ktv(out:read_all()))
+      input:pipe("a", "x", 9)  -- late: dropped, nothing forwarded
+      input:pipe("c", "x", 24) -- stream time 24: [10, 20) open until 25
+      assert.same({}, out:read_all())
+      assert.equal(1, dsl.stats(app).dropped_late)
+      input:pipe("c", "x", 40) -- closes [10, 20) and [20, 30) at once
+      assert.same({ { "a@10", 15, "2" }, { "c@20", 24, "1" } }, ktv(out:read_all()))
+      -- the store still holds them until retention (size + grace) passes
+      input:pipe("c", "x", 40)
+      assert.same({}, out:read_all())
+    end)
+
+    it("forwards each hopping window of a record once", function()
+      local _, input, out = windowed_count(dsl.hopping(10, 5), { store = "w", emit = "final" })
+      input:pipe("a", "x", 7)  -- in [0, 10) and [5, 15)
+      input:pipe("a", "x", 11) -- in [5, 15) and [10, 20); closes [0, 10)
+      assert.same({ { "a@0", 7, "1" } }, ktv(out:read_all()))
+      input:pipe("a", "x", 19) -- closes [5, 15)
+      assert.same({ { "a@5", 11, "2" } }, ktv(out:read_all()))
+      input:pipe("a", "x", 100)
+      assert.same({ { "a@10", 19, "2" }, { "a@15", 19, "1" } }, ktv(out:read_all()))
+    end)
+
+    it("forwards each session once it closes (end + gap + grace), at its end", function()
+      local _, input, out = windowed_count(dsl.session(10), { store = "w", emit = "final" })
+      input:pipe("a", "x", 0)
+      input:pipe("a", "x", 5)  -- [0, 5]
+      input:pipe("b", "x", 3)
+      assert.same({}, out:read_all())
+      input:pipe("a", "x", 14) -- [0, 14]: no deletion forwarded; close time 4: [3, 3] closes
+      assert.same({ { "b@3/3", 3, "1" } }, ktv(out:read_all()))
+      input:pipe("c", "x", 24) -- close time 14: sessions ending before 14 close
+      assert.same({}, out:read_all())
+      input:pipe("c", "x", 25)
+      assert.same({ { "a@0/14", 14, "3" } }, ktv(out:read_all()))
+    end)
+
+    it("refuses an emit it does not know, saying where", function()
+      local ok, err = pcall(windowed_count, dsl.tumbling(10), { emit = "on_close" })
+      assert.is_false(ok)
+      assert.matches("22%-dsl_window_spec.lua:%d+: count: emit must be \"update\"", err)
     end)
   end)
 end)

@@ -66,4 +66,53 @@ describe("stream time", function()
       assert.equal(0, node:stop())
     end)
   end)
+
+  -- A task's stream time goes with its commits (the input offsets' metadata), as Kafka
+  -- Streams' partition time does: opened again, here by a node with an empty state
+  -- directory that restores from the changelog, it drops a record as late that was late
+  -- before the stop, and emits no window twice. (It started from nothing before: the late
+  -- record made its expired window anew, and emit final sent that window a second time.)
+  it("goes on after a restart from the stream time its last commit says", function()
+    helpers.with_timeout(180, function()
+      local broker = helpers.start_broker { topics = { "window-in:1", "window-counts:1" } }
+      local bs = broker.bootstrap
+      local W = 1000 -- the fixture's tumbling windows; BASE is a multiple of it
+      local env = { WINDOW_EMIT = "final" }
+      local function node()
+        local n = helpers.start_node("spec/fixtures/window_count.lua", { "-b", bs },
+                                     { env = env })
+        n:wait_running(60)
+        return n
+      end
+      local function outputs(n)
+        return helpers.eventually(function()
+          local got = helpers.consume(bs, "window-counts", { timeout = 5 })
+          return #got >= n and got, #got .. " of " .. n .. " outputs"
+        end, 60, 0.5)
+      end
+      local first = node()
+      helpers.produce(bs, "window-in", {
+        { key = "a", value = "1", timestamp = BASE },
+        { key = "a", value = "2", timestamp = BASE + 500 },
+        { key = "b", value = "3", timestamp = BASE + 900 },
+        { key = "a", value = "4", timestamp = BASE + 1500 }, -- closes [BASE, BASE + W)
+      })
+      local got = outputs(2)
+      assert.same({ { "a@" .. BASE, "2" }, { "b@" .. BASE, "1" } }, helpers.kvs(got))
+      assert.equal(BASE + 500, got[1].timestamp) -- the window's newest record's
+      assert.equal(0, first:stop())
+      local second = node()
+      helpers.produce(bs, "window-in", {
+        { key = "a", value = "5", timestamp = BASE + 100 },      -- late since BASE + 1500
+        { key = "a", value = "6", timestamp = BASE + 2 * W + 600 }, -- closes [BASE + W, ...)
+      })
+      got = outputs(3)
+      helpers.sleep(1) -- (a second emission of the first window would come with the third)
+      got = helpers.consume(bs, "window-counts", { timeout = 5 })
+      assert.same({ { "a@" .. BASE, "2" }, { "b@" .. BASE, "1" }, { "a@" .. (BASE + W), "1" } },
+                  helpers.kvs(got))
+      second:wait_log("dropped a late record %(timestamp " .. (BASE + 100), 30)
+      assert.equal(0, second:stop())
+    end)
+  end)
 end)

@@ -289,10 +289,12 @@ local function node_fns(rt, app, name)
 end
 
 -- Builds one task: its stores and each node's context in it.
-local function build_task(rt, app, plan, index, sub_index, partition)
+-- stream_time: what the task's last commit said (a task opened again goes on from it, as
+-- in Kafka Streams), -1 none.
+local function build_task(rt, app, plan, index, sub_index, partition, stream_time)
   local task = { sub = sub_index, partition = partition, io = rt.io, rt = rt,
                  topics = plan.topics, plan = plan, cur = -1, ts = 0, ctxs = {}, sources = {},
-                 stores = {}, stream_time = -1, stream_due = math.huge, stream_schedules = {},
+                 stores = {}, stream_time = stream_time or -1, stream_due = math.huge, stream_schedules = {},
                  id = string_format("%d_%d", sub_index, partition) }
   for i, st in ipairs(plan.stores) do
     if st.sub == sub_index + 1 then
@@ -478,8 +480,8 @@ function M.new(app, io_ptr, thr_ptr, task_list, cache_bytes, env)
     task.closed = true
   end
 
-  function fns.add_task(slot, sub, partition)
-    local task = build_task(rt, app, plan, slot, sub, partition)
+  function fns.add_task(slot, sub, partition, stream_time)
+    local task = build_task(rt, app, plan, slot, sub, partition, stream_time)
     tasks[slot + 1] = task
     order[#order + 1] = task
   end

@@ -8,7 +8,8 @@
 -- or the record time then a sequence number (joins). Retention: each entry
 -- has an index entry [ff ff ff ff][time][length][key][rest] (no key has
 -- length 2^32-1), so expiry is one scan of the index up to the cutoff, on a
--- stream-time punctuation.
+-- stream-time punctuation. A time window's index entry holds the time of its
+-- newest record (8 bytes big-endian), the timestamp of its results.
 local bit = require "bit"
 local builder = require "beck.internal.dsl.builder"
 local serde = require "beck.serde"
@@ -179,6 +180,61 @@ function M.late(b, ctx, proc, ts, now, what)
 end
 local late = M.late
 
+-- -- Emit final (Kafka Streams' EmitStrategy.onWindowClose, KIP-825) -----------------
+-- One result per window, once stream time closes it: after each record, every window of
+-- the store that closed since the last emission goes out (Kafka Streams throttles this
+-- check to once a second of wall-clock time, an internal setting; beck makes it at every
+-- record, as Kafka Streams does with that setting at 0). The close time of the last
+-- emission is not stored: it is the task's stream time less the grace (and a session's
+-- gap), as committed with its input offsets (a window that closed before a commit was
+-- emitted in it), so a restart or another node emits nothing twice and loses nothing.
+
+-- emit_closed(st, kd, kw, lo, hi, emit_one): calls emit_one(record key, index time, second
+-- time or nil, value bytes, index entry's value) for each window whose index time is in [lo, hi] (a window's
+-- start, a session's end), in index order. Keys are gathered first: a store takes no writes
+-- while an iterator on it is open, and what a forward reaches may write.
+local function emit_closed(st, kd, kw, lo, hi, emit_one)
+  if hi < lo then return end
+  local keys, vals, n = {}, {}, 0
+  for ik, iv in st:range(IDX .. be64(lo), IDX .. be64(hi + 1)) do
+    n = n + 1
+    keys[n], vals[n] = ik, iv
+  end
+  for i = 1, n do
+    local ik = keys[i]
+    local len = dec32(ik, 13)
+    local sk = sub(ik, 17, 16 + len)
+    local raw = st:get(sub(ik, 13, 16 + len) .. sub(ik, 5, 12) .. sub(ik, 17 + len))
+    if raw ~= nil then
+      emit_one(kd(sk, kw), dec64(ik, 5), #ik > 16 + len and dec64(ik, 17 + len) or nil, raw,
+               vals[i])
+    end
+  end
+end
+
+-- The close time of the last emission a task made before it was opened here, -1 none:
+-- its stream time at its last commit less shift, if a window had closed by then (its
+-- newest start at least 0: close - min >= 0).
+local function last_close(ctx, shift, min)
+  local t = ctx:stream_time()
+  return t >= 0 and t - shift - min >= 0 and t - shift or -1
+end
+
+-- A time window's time (its newest record's) from its index entry's value; `default` for
+-- an entry without one (written before windows kept it).
+local function window_time(iv, default)
+  if iv ~= nil and #iv == 8 then return dec64(iv, 1) end
+  return default
+end
+
+local function check_emit(opts, op)
+  local e = opts.emit
+  if e == nil or e == "update" then return false end
+  if e == "final" then return true end
+  fail("%s: emit must be \"update\" (every change, the default) or \"final\" (one " ..
+       "result per window, once it closes), got %s", op, tostring(e))
+end
+
 -- -- Windowed aggregations -----------------------------------------------------------
 
 local Windowed = {}
@@ -209,15 +265,31 @@ local function retention_of(spec, opts, op)
 end
 
 -- The processor of an aggregation over time windows.
-local function time_def(b, proc, store, g, desc, spec, retention, where)
+local function time_def(b, proc, store, g, desc, spec, retention, where, final)
   local size, advance, grace = spec.size, spec.advance, spec.grace_ms
   local ks, vs, vd = g.kser.serialize, desc.vser.serialize, desc.vser.deserialize
+  local kd = g.kser.deserialize
   local kw = string_format("%s (%s): store %s: key: ", desc.op, where, store)
   local vw = string_format("%s (%s): store %s: value: ", desc.op, where, store)
   local init, add = desc.init, desc.add
+  -- emit final: the windows that closed, by start: [last close - size + 1, close - size]
+  local function emit_final(ctx, now)
+    local close = now - grace
+    local last = ctx.last_close
+    if last >= 0 and last >= close then return end
+    local lo = last < 0 and 0 or math.max(0, last - size) + 1
+    local hi = close - size
+    -- no window starts in [lo, hi] (a multiple of advance): nothing closed since
+    if hi < 0 or lo + (advance - lo % advance) % advance > hi then return end
+    ctx.last_close = close
+    emit_closed(ctx.st, kd, kw, lo, hi, function(k, s, _, raw, iv)
+      ctx:forward_at(window_time(iv, s + size - 1), windowed_key(k, s, s + size), vd(raw, vw))
+    end)
+  end
   return {
     init = function(ctx)
       ctx.st = ctx:store(store)
+      ctx.last_close = last_close(ctx, grace, size)
       M.schedule_expiry(ctx, ctx.st, retention)
     end,
     process = function(ctx, k, v)
@@ -238,20 +310,26 @@ local function time_def(b, proc, store, g, desc, spec, retention, where)
           late(b, ctx, proc, ts, now, string_format("window [%d, %d) closed", s, e))
         else
           local t8 = be64(s)
-          local wk = p .. t8
+          local wk, ik = p .. t8, index(p, t8, "")
           local raw = st:get(wk)
-          local agg
+          local agg, wts
           if raw ~= nil then
             agg = vd(raw, vw)
-          else
-            st:put(index(p, t8, ""), "")
-            if init ~= nil then agg = init() end
+            wts = window_time(st:get(ik), ts)
+          elseif init ~= nil then
+            agg = init()
           end
           agg = add(k, v, agg)
           if agg == nil then st:delete(wk) else st:put(wk, vs(agg, vw)) end
-          ctx:forward(windowed_key(k, s, e), agg)
+          -- the window's time: its newest record's, as Kafka Streams stamps an aggregate
+          if wts == nil or ts > wts then
+            wts = ts
+            st:put(ik, be64(ts))
+          end
+          if not final then ctx:forward_at(wts, windowed_key(k, s, e), agg) end
         end
       end
+      if final then emit_final(ctx, now) end
     end,
   }
 end
@@ -264,15 +342,29 @@ end
 -- When the merged session is not the record's own [ts, ts], every session it
 -- merged (also one it merely grew) is forwarded as a deletion, then the merged
 -- one; each carries its session's end as timestamp.
-local function session_def(b, proc, store, g, desc, spec, retention, where)
+local function session_def(b, proc, store, g, desc, spec, retention, where, final)
   local gap, grace = spec.gap, spec.grace_ms
   local ks, vs, vd = g.kser.serialize, desc.vser.serialize, desc.vser.deserialize
+  local kd = g.kser.deserialize
   local kw = string_format("%s (%s): store %s: key: ", desc.op, where, store)
   local vw = string_format("%s (%s): store %s: value: ", desc.op, where, store)
   local init, add, merge = desc.init, desc.add, desc.merge
+  -- emit final: the sessions that closed, by end: [last close, close - 1], each at its end
+  local function emit_final(ctx, now)
+    local close = now - grace - gap
+    local last = ctx.last_close
+    if last >= 0 and last >= close then return end
+    local lo, hi = math.max(0, last), close - 1
+    if hi < lo then return end
+    ctx.last_close = close
+    emit_closed(ctx.st, kd, kw, lo, hi, function(k, e, s, raw)
+      ctx:forward_at(e, session_key(k, s, e), vd(raw, vw))
+    end)
+  end
   return {
     init = function(ctx)
       ctx.st = ctx:store(store)
+      ctx.last_close = last_close(ctx, grace + gap, 1)
       M.schedule_expiry(ctx, ctx.st, retention)
     end,
     process = function(ctx, k, v)
@@ -303,6 +395,7 @@ local function session_def(b, proc, store, g, desc, spec, retention, where)
       end
       if me + grace + gap < now then
         late(b, ctx, proc, ts, now, string_format("session [%d, %d] closed", ms_, me))
+        if final then emit_final(ctx, now) end
         return
       end
       local agg = nil
@@ -316,14 +409,18 @@ local function session_def(b, proc, store, g, desc, spec, retention, where)
             st:delete(wk)
             st:delete(index(p, sub(wk, plen + 1, plen + 8), sub(wk, plen + 9)))
           end
-          ctx:forward_at(e, session_key(k, s, e), nil)
+          if not final then ctx:forward_at(e, session_key(k, s, e), nil) end
         end
       end
       agg = add(k, v, agg)
       local e8, s8 = be64(me), be64(ms_)
       st:put(p .. e8 .. s8, vs(agg, vw))
       st:put(index(p, e8, s8), "")
-      ctx:forward_at(me, session_key(k, ms_, me), agg)
+      if final then
+        emit_final(ctx, now)
+      else
+        ctx:forward_at(me, session_key(k, ms_, me), agg)
+      end
     end,
   }
 end
@@ -341,8 +438,9 @@ local function windowed_aggregate(w, desc, opts)
   local input = builder.module("aggregate").input(g, proc, opts.store)
   local store = opts.store or b:derived(proc .. "-store")
   local def = spec.kind == "time" and time_def or session_def
-  b:processor(proc, desc.op, def(b, proc, store, g, desc, spec, retention, where), { input },
-              where)
+  local final = check_emit(opts, desc.op)
+  b:processor(proc, desc.op, def(b, proc, store, g, desc, spec, retention, where, final),
+              { input }, where)
   b:store(store, { changelog = opts.changelog, kind = "window", retention = retention,
                    key_serde = g.kser.name, value_serde = desc.vser.name }, proc, desc.op, where)
   local t = builder.module("table").materialized(b, proc, store, g.kser, desc.vser, true)
