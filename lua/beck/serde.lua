@@ -125,6 +125,81 @@ M.number = {
   end,
 }
 
+-- -- Kafka Streams' windowed keys ------------------------------------------------
+-- The bytes of Kafka Streams' TimeWindowedSerde and SessionWindowedSerde, so that a Java
+-- consumer reads a beck topic with WindowedSerdes.timeWindowedSerdeFrom(String.class,
+-- size) / sessionWindowedSerdeFrom(String.class): a time window is [key][start: 8 bytes
+-- big-endian], a session [key][end: 8 bytes][start: 8 bytes], the key written by the inner
+-- serde (default string).
+
+local char, byte, sub = string.char, string.byte, string.sub
+
+local function be64(n, where)
+  if type(n) ~= "number" or n < 0 or n >= 9007199254740992 or n ~= floor(n) then
+    error(string_format("%sa window time must be a whole number of ms in [0, 2^53), got %s",
+                        where or "", tostring(n)), 0)
+  end
+  local b = {}
+  for i = 8, 1, -1 do
+    b[i] = n % 256
+    n = (n - b[i]) / 256
+  end
+  return char(b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8])
+end
+
+local function dec64(s, i)
+  local n = 0
+  for j = i, i + 7 do n = n * 256 + byte(s, j) end
+  return n
+end
+
+local function windowed_serde(name, inner, tail, make, level)
+  inner = M.of(inner, nil, (level or 1) + 1)
+  local ks, kd = inner.serialize, inner.deserialize
+  return {
+    name = name,
+    serialize = function(w, where)
+      if w == nil then return nil end
+      local mt = getmetatable(w)
+      if mt ~= Windowed and mt ~= Session then
+        error(string_format("%sthe %s serde writes windowed keys (a windowed aggregation's), " ..
+                            "got a %s", where or "", name, type(w)), 0)
+      end
+      local k = ks(w.key, where)
+      if mt == Session or tail == 16 then
+        return k .. be64(w["end"], where) .. be64(w.start, where)
+      end
+      return k .. be64(w.start, where)
+    end,
+    deserialize = function(s, where)
+      if s == nil then return nil end
+      if #s < tail then
+        error(string_format("%snot a %s key: %d bytes, fewer than %d", where or "", name, #s,
+                            tail), 0)
+      end
+      return make(kd(sub(s, 1, #s - tail), where), s, #s - tail + 1)
+    end,
+  }
+end
+
+-- time_windowed(size [, key_serde]): Kafka Streams' TimeWindowedSerde of that window size.
+function M.time_windowed(size, inner)
+  if type(size) ~= "number" or size < 1 or size ~= floor(size) then
+    error("time_windowed: expected the window size in ms (> 0), got " .. tostring(size), 2)
+  end
+  return windowed_serde("time_windowed", inner, 8, function(k, s, i)
+    local start = dec64(s, i)
+    return M.windowed(k, start, start + size)
+  end, 2)
+end
+
+-- session_windowed([key_serde]): Kafka Streams' SessionWindowedSerde.
+function M.session_windowed(inner)
+  return windowed_serde("session_windowed", inner, 16, function(k, s, i)
+    return M.session(k, dec64(s, i + 8), dec64(s, i))
+  end, 2)
+end
+
 local BY_NAME = { string = M.string, json = M.json, number = M.number }
 
 -- custom { serialize = fn, deserialize = fn [, name = ] }: checks its shape

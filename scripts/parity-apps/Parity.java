@@ -32,6 +32,7 @@ import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.SessionWindows;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
+import org.apache.kafka.streams.kstream.WindowedSerdes;
 import org.apache.kafka.streams.state.SessionStore;
 import org.apache.kafka.streams.state.WindowStore;
 
@@ -122,6 +123,16 @@ public final class Parity {
                 .toStream()
                 .map((w, v) -> KeyValue.pair(timeKey(w), v == null ? null : v.toString()))
                 .to(out, to);
+            break;
+        case "tumbling_bytes":
+            // windowed keys as TimeWindowedSerde writes them (beck: dsl.serde.time_windowed)
+            stream(b, in).groupByKey()
+                .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(10000),
+                                                       Duration.ofMillis(3000)))
+                .count().toStream()
+                .mapValues(v -> v == null ? null : v.toString())
+                .to(out, Produced.with(WindowedSerdes.timeWindowedSerdeFrom(String.class, 10000L),
+                                       Serdes.String()));
             break;
         case "session_final":
             stream(b, in).groupByKey()

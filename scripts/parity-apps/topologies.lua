@@ -57,6 +57,10 @@ local topologies = {
     app:stream(IN):group_by_key():windowed_by(dsl.tumbling(10000):grace(3000))
        :count { emit = "final", retention = FINAL_RETENTION }:to_stream():to(out)
   end,
+  tumbling_bytes = function()
+    app:stream(IN):group_by_key():windowed_by(dsl.tumbling(10000):grace(3000))
+       :count():to_stream():to(out, { key_serde = dsl.serde.time_windowed(10000) })
+  end,
   session_final = function()
     app:stream(IN):group_by_key():windowed_by(dsl.session(3000):grace(2000))
        :count { emit = "final", retention = FINAL_RETENTION }:to_stream():to(out)

@@ -181,4 +181,50 @@ describe("beck.dsl serdes", function()
     assert.matches("24%-dsl_serde_spec.lua:" .. line .. ": stream: value_serde: serde: unknown " ..
                    "serde 'xml'", err)
   end)
+
+  describe("Kafka Streams' windowed serdes", function()
+    it("writes a time window as TimeWindowedSerde does, and reads it back", function()
+      local sd = serde.time_windowed(60000)
+      local raw = sd.serialize(serde.windowed("k1", 1796627640000, 1796627700000))
+      -- the key's bytes, then the start: 8 bytes big-endian (1796627640000 = 0x1a24f5a2ec0)
+      assert.equal("k1\0\0\1\162\79\90\46\192", raw)
+      local w = sd.deserialize(raw)
+      assert.same({ "k1", 1796627640000, 1796627700000, true },
+                  { w.key, w.start, w["end"], serde.is_windowed(w) })
+      assert.equal("k1@1796627640000", tostring(w))
+    end)
+
+    it("writes a session as SessionWindowedSerde does: key, end, start", function()
+      local sd = serde.session_windowed("json")
+      local raw = sd.serialize(serde.session({ id = 7 }, 256, 65536))
+      assert.equal('{"id":7}' .. "\0\0\0\0\0\1\0\0" .. "\0\0\0\0\0\0\1\0", raw)
+      local w = sd.deserialize(raw)
+      assert.same({ { id = 7 }, 256, 65536 }, { w.key, w.start, w["end"] })
+    end)
+
+    it("writes a topic a Java consumer reads with WindowedSerdes", function()
+      local dsl = require "beck.dsl"
+      local app = beck.app { id = "sd-win" }
+      app:stream("in"):group_by_key():windowed_by(dsl.tumbling(1000)):count():to_stream()
+         :to("out", { key_serde = dsl.serde.time_windowed(1000) })
+      driver = testing.driver(app)
+      driver:input("in"):pipe("a", "x", 2500)
+      local r = driver:output("out"):read_all()[1]
+      assert.equal("a\0\0\0\0\0\0\7\208", r.key) -- start 2000
+      assert.equal("1", r.value)
+    end)
+
+    it("says what is wrong with what it cannot write or read", function()
+      local sd = serde.time_windowed(10)
+      local ok, err = pcall(sd.serialize, "plain", "to out: key: ")
+      assert.is_false(ok)
+      assert.matches("to out: key: the time_windowed serde writes windowed keys", err)
+      ok, err = pcall(sd.deserialize, "short", "source in: key: ")
+      assert.is_false(ok)
+      assert.matches("source in: key: not a time_windowed key: 5 bytes, fewer than 8", err)
+      ok, err = pcall(serde.time_windowed, 0)
+      assert.is_false(ok)
+      assert.matches("time_windowed: expected the window size in ms", err)
+    end)
+  end)
 end)
