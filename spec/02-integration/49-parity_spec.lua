@@ -1,8 +1,9 @@
 -- beck against Kafka Streams 4.4 on the same input, on a real Kafka (docs/parity.md):
--- scripts/parity runs the 19 topologies of scripts/parity-apps (aggregations, windows, emit-final windows,
--- windowed keys in Kafka Streams' bytes, every join kind, a table filter, a table re-grouped) as beck apps and
--- as Kafka Streams apps over one generated input (out-of-order and late records,
--- tombstones), on 1 and on 4 partitions, and compares both
+-- scripts/parity runs the 19 topologies of scripts/parity-apps (aggregations, windows,
+-- emit-final windows, windowed keys in Kafka Streams' bytes, every join kind, a table
+-- filter, a table re-grouped) as beck apps and as Kafka Streams apps over one generated
+-- input (out-of-order and late records, tombstones), on 1 and on 4 partitions, and
+-- compares both
 -- outputs key by key: each key's final value, and its whole sequence of updates (values and
 -- timestamps, caches off on both sides).
 -- What agrees today must keep agreeing. What does not is pending here, with the reason
