@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "engine/changelog.h"
 #include "engine/db.h"
+#include "engine/dbformat.h"
 #include "engine/store_internal.h"
 
 /* -- Open and close ----------------------------------------------------- */
@@ -219,6 +220,10 @@ bk_db_t *bk_db_open(const char *dir, const bk_store_spec_t *specs, int nspecs, c
         rocksdb_list_column_families_destroy(existing, nexisting);
     }
     read_checkpoint(db);
+    /* a store whose settings changed its bytes on disk is not read with the wrong layout */
+    if (bk_dbformat_settle(db, specs, nspecs, errstr, errstr_size) != 0) {
+        goto fail;
+    }
     return db;
 
 fail:

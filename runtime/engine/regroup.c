@@ -393,8 +393,13 @@ int bk_regroup_check(const char *dir, int32_t lo, int32_t hi, int32_t *first_bad
         *nkeys = 0;
     }
     for (size_t i = 0; i < r.n; i++) {
-        rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
-        rocksdb_iterator_t *it = rocksdb_create_iterator_cf(r.db, ro, r.cfs[i]);
+        rocksdb_readoptions_t *ro;
+        rocksdb_iterator_t *it;
+        if (strcmp(r.names[i], "default") == 0) {
+            continue; /* no store's: the stores' formats (dbformat.h) */
+        }
+        ro = rocksdb_readoptions_create();
+        it = rocksdb_create_iterator_cf(r.db, ro, r.cfs[i]);
         for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
             size_t kl;
             const unsigned char *k = (const unsigned char *)rocksdb_iter_key(it, &kl);

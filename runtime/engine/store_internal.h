@@ -1,7 +1,7 @@
 /* store_internal.h - the insides of a task's DB and its stores, shared by the files of the
- * store layer only: db.c (open, commit, checkpoint), store.c (reads and writes of the
- * record path), changelog.c (restore, markers, repair), iter.c (scans) and dbread.c
- * (queries' reads). Nothing else includes it. Every field belongs to the task's owning
+ * store layer only: db.c (open, commit, checkpoint), dbformat.c (the format check at open),
+ * store.c (reads and writes of the record path), changelog.c (restore, markers, repair),
+ * iter.c (scans) and dbread.c (queries' reads). Nothing else includes it. Every field belongs to the task's owning
  * stream thread, or to the standby runner's thread for a DB it tails (taskdb.h hands a DB
  * to one thread at a time); dbread.c only reads what stays fixed while the DB is open
  * (handles, names, read options). */
