@@ -20,6 +20,7 @@ local serde = require "beck.serde"
 require "beck.internal.dsl.aggregate"
 require "beck.internal.dsl.join"
 require "beck.internal.dsl.regroup"
+require "beck.internal.dsl.cogroup"
 
 local M = {}
 

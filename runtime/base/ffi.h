@@ -53,6 +53,9 @@ int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t 
 /* A stream-time punctuation raised: logged; under on_error=fail the thread
  * stops after the batch in hand. */
 void bk_ffi_thread_punctuation_failed(bk_thread_t *thr, const char *msg, size_t len);
+/* Task `task` (a slot of the thread) dropped n records as late for store `store` (index in
+ * the topology's store table): counted for /metrics. */
+void bk_ffi_thread_late(bk_thread_t *thr, int32_t task, int32_t store, int64_t n);
 /* Text of the last error of this thread (static or thread-owned). */
 const char *bk_ffi_thread_error(bk_thread_t *thr);
 /* Headers of record `rec` of the current batch: count, then each by index. */

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-bk_livestats_t *bk_livestats_new(int ntasks, int nthreads)
+bk_livestats_t *bk_livestats_new(int ntasks, int nthreads, int nstores)
 {
     bk_livestats_t *s = calloc(1, sizeof(*s));
     if (!s) {
@@ -11,9 +11,11 @@ bk_livestats_t *bk_livestats_new(int ntasks, int nthreads)
     }
     s->ntasks = ntasks;
     s->nthreads = nthreads;
+    s->nstores = nstores;
     s->task = calloc((size_t)ntasks + 1, sizeof(*s->task));
     s->thread = calloc((size_t)nthreads + 1, sizeof(*s->thread));
-    if (!s->task || !s->thread) {
+    s->late = calloc((size_t)ntasks * (size_t)nstores + 1, sizeof(*s->late));
+    if (!s->task || !s->thread || !s->late) {
         bk_livestats_destroy(s);
         return NULL;
     }
@@ -31,6 +33,7 @@ void bk_livestats_destroy(bk_livestats_t *s)
     if (s) {
         free(s->task);
         free(s->thread);
+        free(s->late);
         free(s);
     }
 }

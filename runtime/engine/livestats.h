@@ -1,6 +1,6 @@
 /* livestats.h - a node's live counters for /metrics (docs/queries.md): per task (records
  * in, out, skipped, dead-lettered, its input lag at the last commit, the age of its latest
- * record) and per stream thread (commits and their time, the record cache's hits and misses).
+ * record; records dropped as late, per store) and per stream thread (commits and their time, the record cache's hits and misses).
  * Counters live in C so that any thread reads them, not in a Lua VM.
  *
  * Each task's counters have one writer at a time, the stream thread that runs the task (a
@@ -32,13 +32,17 @@ typedef struct bk_livestats_thread_s {
 } bk_livestats_thread_t;
 
 typedef struct bk_livestats_s {
-    int ntasks, nthreads;
+    int ntasks, nthreads, nstores;
     bk_livestats_task_t *task;     /* [ntasks] */
     bk_livestats_thread_t *thread; /* [nthreads] */
+    /* [ntasks * nstores] records a task dropped as late, by the store of the window or join
+     * they came too late for (task t, store s at t * nstores + s): Kafka Streams' dropped
+     * records sensor, by store */
+    _Atomic uint64_t *late;
 } bk_livestats_t;
 
-/* NULL without memory. */
-bk_livestats_t *bk_livestats_new(int ntasks, int nthreads);
+/* NULL without memory. nstores: the plan's room for stores. */
+bk_livestats_t *bk_livestats_new(int ntasks, int nthreads, int nstores);
 void bk_livestats_destroy(bk_livestats_t *s);
 
 /* The one writer's add and set. */

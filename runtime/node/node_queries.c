@@ -73,7 +73,7 @@ int bk_node_queries_start(bk_node_queries_t *q, const bk_plan_t *plan, const bk_
         int ntasks = 0, cap = 0;
         bk_plan_task_table(plan, &ntasks, &cap);
         q->live = bk_livestats_new(cap > ntasks ? cap : ntasks,
-                                   (int)bk_conf_int(conf, BK_CONF_THREADS));
+                                   (int)bk_conf_int(conf, BK_CONF_THREADS), plan->cap_stores);
     }
     if (!q->live || !(q->route = bk_route_new(plan, node_id))) {
         snprintf(errstr, errstr_size, "out of memory");

@@ -323,6 +323,29 @@ static void live_metrics(bk_qreq_t *r, bk_jbuf_t *b)
             }
         }
     }
+    /* records dropped as late, by task and by the window or join store of each task's
+     * subtopology (every one, 0 too, so that a rate can be taken from the start) */
+    if (live) {
+        const bk_plan_t *plan = r->q->env.plan;
+        int nst = atomic_load(&plan->nstores);
+        head(b, "beck_task_late_records_total", "counter",
+             "records dropped as late (their window closed), by task and store");
+        for (int i = 0; i < n; i++) {
+            if (mine[i] >= live->ntasks) {
+                continue;
+            }
+            for (int s = 0; s < nst && s < live->nstores; s++) {
+                const bk_plan_store_t *ps = &plan->stores[s];
+                if (ps->window && ps->sub == all[mine[i]].sub) {
+                    sample(r, b, "beck_task_late_records_total", BK_TASK_NAME(all[mine[i]]),
+                           ps->name, NULL,
+                           (long long)atomic_load_explicit(
+                               &live->late[(size_t)mine[i] * (size_t)live->nstores + (size_t)s],
+                               memory_order_relaxed));
+                }
+            }
+        }
+    }
     for (size_t f = 0; live && f < sizeof(tfigs) / sizeof(tfigs[0]); f++) {
         head(b, tfigs[f].name, tfigs[f].type, tfigs[f].help);
         for (int t = 0; t < live->nthreads; t++) {

@@ -124,6 +124,13 @@ public final class Parity {
                 .map((w, v) -> KeyValue.pair(timeKey(w), v == null ? null : v.toString()))
                 .to(out, to);
             break;
+        case "cogroup":
+            stream(b, in).groupByKey()
+                .cogroup((String k, String v, String a) -> Long.toString(num(a) + num(v)))
+                .cogroup(stream(b, right).groupByKey(),
+                         (String k, String v, String a) -> Long.toString(num(a) - num(v)))
+                .aggregate(() -> "0").toStream().to(out, to);
+            break;
         case "tumbling_bytes":
             // windowed keys as TimeWindowedSerde writes them (beck: dsl.serde.time_windowed)
             stream(b, in).groupByKey()

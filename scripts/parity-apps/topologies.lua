@@ -57,6 +57,12 @@ local topologies = {
     app:stream(IN):group_by_key():windowed_by(dsl.tumbling(10000):grace(3000))
        :count { emit = "final", retention = FINAL_RETENTION }:to_stream():to(out)
   end,
+  cogroup = function()
+    app:stream(IN):group_by_key():cogroup(function(_, v, agg) return sum(agg, v) end)
+       :cogroup(app:stream(RIGHT):group_by_key(),
+                function(_, v, agg) return tostring(tonumber(agg) - tonumber(v)) end)
+       :aggregate("0"):to_stream():to(out)
+  end,
   tumbling_bytes = function()
     app:stream(IN):group_by_key():windowed_by(dsl.tumbling(10000):grace(3000))
        :count():to_stream():to(out, { key_serde = dsl.serde.time_windowed(10000) })

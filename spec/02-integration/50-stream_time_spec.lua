@@ -79,8 +79,8 @@ describe("stream time", function()
       local W = 1000 -- the fixture's tumbling windows; BASE is a multiple of it
       local env = { WINDOW_EMIT = "final" }
       local function node()
-        local n = helpers.start_node("spec/fixtures/window_count.lua", { "-b", bs },
-                                     { env = env })
+        local n = helpers.start_node("spec/fixtures/window_count.lua",
+                                     { "-b", bs, "--endpoint", "127.0.0.1:0" }, { env = env })
         n:wait_running(60)
         return n
       end
@@ -112,6 +112,14 @@ describe("stream time", function()
       assert.same({ { "a@" .. BASE, "2" }, { "b@" .. BASE, "1" }, { "a@" .. (BASE + W), "1" } },
                   helpers.kvs(got))
       second:wait_log("dropped a late record %(timestamp " .. (BASE + 100), 30)
+      -- and /metrics counts it, by task and store
+      local url = second:log():match("serving queries on (http://127%.0%.0%.1:%d+)")
+      local st, out, err = helpers.run({ "/usr/bin/python3", "spec/fixtures/query_client.py",
+                                         "status", url, "/metrics" }, { name = "metrics" })
+      assert.equal(0, st, err)
+      local body = assert(require("cjson").decode(out).body)
+      assert.matches('beck_task_late_records_total{app="window%-count",node="[^"]*",' ..
+                     'task="0_0",store="count%-1%-store"} 1\n', body)
       assert.equal(0, second:stop())
     end)
   end)

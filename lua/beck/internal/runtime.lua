@@ -218,6 +218,14 @@ function Ctx:schedule(interval, fn, kind)
   return p
 end
 
+-- (DSL) n records dropped as late for store `name`: counted for /metrics where the
+-- runtime counts (a stream thread; the test driver has dsl.stats).
+function Ctx:_late(name, n)
+  local task = self._task
+  local late, idx = task.rt.env.late, task.store_index[name]
+  if late and idx then late(task.slot, idx, n or 1) end
+end
+
 -- Stream time of the task (ms), -1 before its first record.
 function Ctx:stream_time()
   return self._task.stream_time
@@ -294,6 +302,7 @@ end
 local function build_task(rt, app, plan, index, sub_index, partition, stream_time)
   local task = { sub = sub_index, partition = partition, io = rt.io, rt = rt,
                  topics = plan.topics, plan = plan, cur = -1, ts = 0, ctxs = {}, sources = {},
+                 slot = index, store_index = {},
                  stores = {}, stream_time = stream_time or -1, stream_due = math.huge, stream_schedules = {},
                  id = string_format("%d_%d", sub_index, partition) }
   for i, st in ipairs(plan.stores) do
@@ -302,6 +311,7 @@ local function build_task(rt, app, plan, index, sub_index, partition, stream_tim
       if ptr == nil then
         error(string_format("task %s: store '%s' is not open", task.id, st.name), 0)
       end
+      task.store_index[st.name] = i - 1
       task.stores[st.name] = store.new(ptr, st.name, task, rt.cache,
                                        st.ttl and { ms = st.ttl, wall = st.ttl_wall } or nil)
       if st.ttl then rt.ttl_stores[#rt.ttl_stores + 1] = task.stores[st.name] end
@@ -417,6 +427,10 @@ local function thread_env(thr)
     return out
   end
   function env.now() return tonumber(C.bk_ffi_clock_ms()) end
+  -- records a task (its slot) dropped as late for a store (plan index): /metrics counts them
+  function env.late(slot, store_index, n)
+    C.bk_ffi_thread_late(thr, slot, store_index, n)
+  end
   function env.punctuation_error(err)
     local msg = tostring(err)
     C.bk_ffi_thread_punctuation_failed(thr, msg, #msg)

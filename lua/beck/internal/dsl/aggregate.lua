@@ -119,6 +119,10 @@ local function kv_aggregate(g, desc, opts)
   return builder.module("table").materialized(b, proc, store, kser, vser)
 end
 
+-- aggregate_with(g, desc, opts): an aggregation of g by key that a description says
+-- (beck.internal.dsl.cogroup's).
+M.aggregate_with = kv_aggregate
+
 -- count([opts]) -> table of key -> number. opts: name, store, changelog, and for
 -- aggregations by key ttl, ttl_clock (app:store's: a key's aggregate is forgotten ttl ms
 -- after its last update).
@@ -140,6 +144,12 @@ end
 function Grouped:aggregate(init, adder, opts)
   opts = check_opts(opts, "aggregate")
   return kv_aggregate(self, M.aggregate_desc(self, init, adder, opts), opts)
+end
+
+-- cogroup(adder(k, v, agg) -> agg) -> a cogrouping (beck.internal.dsl.cogroup): more
+-- groupings join it with :cogroup(grouped, adder), then :aggregate(init [, opts]).
+function Grouped:cogroup(adder)
+  return builder.module("cogroup").new(self, adder)
 end
 
 -- windowed_by(window) -> the grouping in windows (beck.dsl.window).

@@ -167,10 +167,12 @@ function M.schedule_expiry(ctx, st, retention)
   end, "stream")
 end
 
--- late(b, ctx, proc, ts, now, what): counts a late record and logs the
--- first and every 10^n-th of a processor.
-function M.late(b, ctx, proc, ts, now, what)
+-- late(b, ctx, proc, ts, now, what [, store]): counts a late record (by processor for
+-- dsl.stats, by task and store for /metrics) and logs the first and every 10^n-th of a
+-- processor.
+function M.late(b, ctx, proc, ts, now, what, store)
   local n = b:dropped(proc, 1)
+  if store then ctx:_late(store, 1) end
   local p = 1
   while p < n do p = p * 10 end
   if p == n then
@@ -307,7 +309,7 @@ local function time_def(b, proc, store, g, desc, spec, retention, where, final)
       for s = first, last, advance do
         local e = s + size
         if e + grace <= now then
-          late(b, ctx, proc, ts, now, string_format("window [%d, %d) closed", s, e))
+          late(b, ctx, proc, ts, now, string_format("window [%d, %d) closed", s, e), store)
         else
           local t8 = be64(s)
           local wk, ik = p .. t8, index(p, t8, "")
@@ -394,7 +396,7 @@ local function session_def(b, proc, store, g, desc, spec, retention, where, fina
         end
       end
       if me + grace + gap < now then
-        late(b, ctx, proc, ts, now, string_format("session [%d, %d] closed", ms_, me))
+        late(b, ctx, proc, ts, now, string_format("session [%d, %d] closed", ms_, me), store)
         if final then emit_final(ctx, now) end
         return
       end
@@ -447,6 +449,10 @@ local function windowed_aggregate(w, desc, opts)
   t.getter = nil -- a windowed table is not looked up by key (no joins)
   return t
 end
+
+-- aggregate_with(w, desc, opts): a windowed aggregation that a description says
+-- (beck.internal.dsl.cogroup's).
+M.aggregate_with = windowed_aggregate
 
 -- count / reduce / aggregate over windows: as on a grouping (beck.dsl.
 -- aggregate), keyed by { key =, start =, ["end"] = } (serde.windowed).
