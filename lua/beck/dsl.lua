@@ -21,6 +21,7 @@ require "beck.internal.dsl.aggregate"
 require "beck.internal.dsl.join"
 require "beck.internal.dsl.regroup"
 require "beck.internal.dsl.cogroup"
+require "beck.internal.dsl.suppress"
 
 local M = {}
 

@@ -30,6 +30,7 @@ import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.kstream.WindowedSerdes;
@@ -123,6 +124,22 @@ public final class Parity {
                 .toStream()
                 .map((w, v) -> KeyValue.pair(timeKey(w), v == null ? null : v.toString()))
                 .to(out, to);
+            break;
+        case "tumbling_suppress":
+            stream(b, in).groupByKey()
+                .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(10000),
+                                                       Duration.ofMillis(3000)))
+                .count()
+                .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+                .toStream()
+                .map((w, v) -> KeyValue.pair(timeKey(w), v == null ? null : v.toString()))
+                .to(out, to);
+            break;
+        case "table_suppress":
+            table(b, tbl)
+                .suppress(Suppressed.untilTimeLimit(Duration.ofMillis(2000),
+                                                    Suppressed.BufferConfig.unbounded()))
+                .toStream().to(out, to);
             break;
         case "cogroup":
             stream(b, in).groupByKey()

@@ -57,6 +57,14 @@ local topologies = {
     app:stream(IN):group_by_key():windowed_by(dsl.tumbling(10000):grace(3000))
        :count { emit = "final", retention = FINAL_RETENTION }:to_stream():to(out)
   end,
+  tumbling_suppress = function()
+    app:stream(IN):group_by_key():windowed_by(dsl.tumbling(10000):grace(3000)):count()
+       :suppress { ["until"] = "window_close" }:to_stream():to(out)
+  end,
+  table_suppress = function()
+    app:table(TBL):suppress { ["until"] = "time_limit", time_limit_ms = 2000 }
+       :to_stream():to(out)
+  end,
   cogroup = function()
     app:stream(IN):group_by_key():cogroup(function(_, v, agg) return sum(agg, v) end)
        :cogroup(app:stream(RIGHT):group_by_key(),

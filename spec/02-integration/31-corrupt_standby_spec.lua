@@ -25,9 +25,11 @@ local function caught_up(bs, id, task)
   return nil, "the replica of " .. task .. " on " .. id .. " is behind"
 end
 
+-- largest first: the store's data (the default column family's file holds only the
+-- stores' formats, engine/dbformat.h)
 local function ssts(dir)
   local out = {}
-  local p = io.popen("ls " .. dir .. "/*.sst 2>/dev/null")
+  local p = io.popen("ls -S " .. dir .. "/*.sst 2>/dev/null")
   for f in p:lines() do out[#out + 1] = f end
   p:close()
   return out

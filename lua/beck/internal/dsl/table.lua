@@ -206,6 +206,12 @@ function Table:group_by(fn, opts)
   return builder.module("regroup").group_by(self, fn, opts)
 end
 
+-- suppress(opts): the updates held back until their window closes or a time limit
+-- passes (beck.internal.dsl.suppress).
+function Table:suppress(opts)
+  return builder.module("suppress").suppress(self, opts)
+end
+
 -- to(topic [, opts]): to_stream():to(topic, opts).
 function Table:to(topic, opts)
   return self:to_stream():to(topic, opts)

@@ -447,6 +447,9 @@ local function windowed_aggregate(w, desc, opts)
                    key_serde = g.kser.name, value_serde = desc.vser.name }, proc, desc.op, where)
   local t = builder.module("table").materialized(b, proc, store, g.kser, desc.vser, true)
   t.getter = nil -- a windowed table is not looked up by key (no joins)
+  -- how long after its end a window may still change: suppress's wait for its close (a
+  -- session's end moves on with a record up to gap later, as Kafka Streams counts it)
+  t.grace = spec.kind == "time" and spec.grace_ms or spec.grace_ms + spec.gap
   return t
 end
 
