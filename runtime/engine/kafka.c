@@ -1,6 +1,7 @@
 /* kafka.c - client configuration, metadata and topic creation. */
 #include "engine/kafka.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -56,6 +57,21 @@ static const char *producer_defaults[] = {
     NULL,
 };
 
+/* When the process made its first Kafka client (mono ms), 0: none yet. */
+static _Atomic int64_t first_client_ms;
+
+/* A partition a consumer was given is missing from one broker's metadata: a topic beck has
+ * just created (the control topic at a cluster's first start) is not known to every broker
+ * yet, and the client asks again. A topic really missing at start is the preflight's
+ * error, and later the topic watch's. */
+static int new_topic_unknown(const char *buf)
+{
+    int64_t first = atomic_load(&first_client_ms);
+    return (strstr(buf, "desired partition is no longer available") ||
+            strstr(buf, "topic does not exist")) &&
+           first > 0 && bk_clock_mono_ms() - first < 60000;
+}
+
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     (void)rk;
@@ -64,6 +80,9 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
         /* -X and -F settings go to every client beck makes, as docs/settings.md says: a
          * consumer's setting that the producer ignores is as meant */
         bk_log_debug("kafka %s: %s", fac, buf);
+    } else if (level <= 3 && new_topic_unknown(buf)) {
+        bk_log_info("kafka %s: %s (a topic just created, not yet known to every broker)", fac,
+                    buf);
     } else if (strstr(buf, "Coordinator load in progress: retrying")) {
         /* a cluster just started loads its coordinators: librdkafka asks again */
         bk_log_info("kafka %s: %s", fac, buf);
@@ -123,6 +142,10 @@ rd_kafka_t *bk_kafka_new_with(const bk_conf_t *conf, bk_kafka_role_t role, const
     rd_kafka_t *rk;
     char err[512];
 
+    {
+        int64_t none = 0;
+        atomic_compare_exchange_strong(&first_client_ms, &none, bk_clock_mono_ms());
+    }
     rd_kafka_conf_set_log_cb(kc, log_cb);
     rd_kafka_conf_set_error_cb(kc, bk_brokerwatch_error_cb);
     /* Every client: reconnects back off to 1 s at most, as the Java client's do (librdkafka's
