@@ -1058,6 +1058,13 @@ function helpers.kvs(records)
   return list
 end
 
+-- { key, timestamp, value } of each record, as read from an output.
+function helpers.ktv(records)
+  local list = {}
+  for i, r in ipairs(records) do list[i] = { r.key, r.timestamp, r.value } end
+  return list
+end
+
 -- Rows { key, value } of an iterator of (key, value), as a store's all() or range() gives.
 function helpers.rows(iter)
   local list = {}

@@ -307,11 +307,7 @@ describe("beck.dsl windows", function()
   end)
 
   describe("emit final", function()
-    local function ktv(records)
-      local list = {}
-      for i, r in ipairs(records) do list[i] = { r.key, r.timestamp, r.value } end
-      return list
-    end
+    local ktv = require("spec.helpers").ktv
 
     it("forwards each time window once, when stream time passes its end + grace", function()
       local app, input, out = windowed_count(dsl.tumbling(10):grace(5),

@@ -7,11 +7,7 @@ local testing = require "beck.testing"
 
 local close_driver = require("spec.helpers").close_driver
 
-local function ktv(records)
-  local list = {}
-  for i, r in ipairs(records) do list[i] = { r.key, r.timestamp, r.value } end
-  return list
-end
+local ktv = require("spec.helpers").ktv
 
 describe("beck.dsl suppress", function()
   local driver

@@ -114,9 +114,8 @@ function M.suppress(t, opts)
 
   local function emit(ctx, ik)
     local st = ctx.st
-    local len = window.dec32(ik, 13)
+    local dk, len = window.entry_of(ik)
     local bk = sub(ik, 17, 16 + len)
-    local dk = sub(ik, 13, 16 + len) .. sub(ik, 5, 12)
     local raw = st:get(dk)
     st:delete(dk)
     st:delete(ik)
@@ -148,8 +147,8 @@ function M.suppress(t, opts)
       ctx.count, ctx.bytes = 0, 0
       -- the buffer's figures, from what it holds (a restart, a move)
       for ik in ctx.st:range(IDX .. be64(0), IDX .. TOP) do
-        local len = window.dec32(ik, 13)
-        local raw = ctx.st:get(sub(ik, 13, 16 + len) .. sub(ik, 5, 12))
+        local dk, len = window.entry_of(ik)
+        local raw = ctx.st:get(dk)
         if raw then
           ctx.count, ctx.bytes = ctx.count + 1, ctx.bytes + size(sub(ik, 17, 16 + len), raw)
         end

@@ -141,6 +141,13 @@ local function index(p, t8, rest)
 end
 M.index = index
 
+-- entry_of(ik) -> the store key an index entry stands for, and its record key's length.
+local function entry_of(ik)
+  local len = dec32(ik, 13)
+  return sub(ik, 13, 16 + len) .. sub(ik, 5, 12) .. sub(ik, 17 + len), len
+end
+M.entry_of = entry_of
+
 -- expire(st, cutoff): deletes every entry (and its index entry) whose time
 -- is below cutoff. Keys are gathered first: a store takes no writes while
 -- an iterator on it is open.
@@ -153,8 +160,7 @@ function M.expire(st, cutoff)
   end
   for i = 1, n do
     local ik = keys[i]
-    local len = dec32(ik, 13)
-    st:delete(sub(ik, 13, 16 + len) .. sub(ik, 5, 12) .. sub(ik, 17 + len))
+    st:delete((entry_of(ik)))
     st:delete(ik)
   end
   return n
@@ -204,9 +210,9 @@ local function emit_closed(st, kd, kw, lo, hi, emit_one)
   end
   for i = 1, n do
     local ik = keys[i]
-    local len = dec32(ik, 13)
+    local wk, len = entry_of(ik)
     local sk = sub(ik, 17, 16 + len)
-    local raw = st:get(sub(ik, 13, 16 + len) .. sub(ik, 5, 12) .. sub(ik, 17 + len))
+    local raw = st:get(wk)
     if raw ~= nil then
       emit_one(kd(sk, kw), dec64(ik, 5), #ik > 16 + len and dec64(ik, 17 + len) or nil, raw,
                vals[i])
