@@ -65,10 +65,22 @@ describe("chaos", function()
         for _, k in ipairs { "lost", "over", "extra", "order", "dup", "inexact", "unread" } do
           if r[k] then print(string.format("chaos.%s %d", k, r[k])) end
         end
-        assert(r.lost == 0 and r.over == 0 and r.extra == 0 and r.order == 0 and
-               (r.unread or 0) == 0 and (r.move_status == nil or r.move_status == 0) and
-               (not eos or (r.dup == 0 and r.inexact == 0)),
-               r.line .. "\n" .. table.concat(r.bad, "\n", 1, math.min(#r.bad, 20)))
+        local ok = r.lost == 0 and r.over == 0 and r.extra == 0 and r.order == 0 and
+                   (r.unread or 0) == 0 and (r.move_status == nil or r.move_status == 0) and
+                   (not eos or (r.dup == 0 and r.inexact == 0))
+        if not ok then
+          -- what the nodes said that was wrong: the first ERROR lines of each (its last run)
+          for id, node in pairs(r.nodes) do
+            local n = 0
+            for line in node:log():gmatch("[^\n]+") do
+              if line:find(" ERROR ", 1, true) and n < 8 then
+                n = n + 1
+                r.bad[#r.bad + 1] = id .. ": " .. line
+              end
+            end
+          end
+        end
+        assert(ok, r.line .. "\n" .. table.concat(r.bad, "\n", 1, math.min(#r.bad, 50)))
         if faults == "all" and not plan_given then
           local n = r.counts
           assert(n.kill >= 2 and n.double >= 2 and n.zombie >= 2 and n.broker >= 1 and
