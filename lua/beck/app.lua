@@ -199,6 +199,43 @@ function App:store(name, opts, ...)
   return self
 end
 
+-- app:global_store(name, topic [, opts]): a global table (Kafka Streams' global store): every
+-- node holds all of it, read from every partition of `topic` (no changelog: the topic is its
+-- log, and should be compacted), caught up to the topic's end before any task runs and kept
+-- current by a thread of its own. Any processor reads it with ctx:store(name):get(key)
+-- (read-only); the query API serves it on every node. opts: key_serde, value_serde (names,
+-- for describe and queries). The DSL's app:global_table(topic, opts) declares one too.
+function App:global_store(name, topic, opts)
+  opts = opts or {}
+  if type(name) ~= "string" or not name:match("^[%w._-]+$") then
+    error("global_store: the name must be letters, digits, '.', '_' or '-'", 2)
+  end
+  if type(topic) ~= "string" or topic == "" then
+    error(string.format("global_store '%s': the topic must be a non-empty string", name), 2)
+  end
+  if type(opts) ~= "table" then
+    error(string.format("global_store '%s': expected an options table", name), 2)
+  end
+  if self.stores[name] or (self.globals and self.globals[name]) then
+    local at = (self.stores[name] or self.globals[name]).where
+    error(string.format("global_store '%s': a store of that name is already declared at %s",
+                        name, at), 2)
+  end
+  self.globals = self.globals or {}
+  self.global_order = self.global_order or {}
+  for _, g in ipairs(self.global_order) do
+    if g.topic == topic then
+      error(string.format("global_store '%s': topic '%s' is read by global store '%s' already",
+                          name, topic, g.name), 2)
+    end
+  end
+  local g = { name = name, topic = topic, key_serde = opts.key_serde,
+              value_serde = opts.value_serde, where = where(2) }
+  self.globals[name] = g
+  self.global_order[#self.global_order + 1] = g
+  return self
+end
+
 -- app:connect(store, processor, ...): connects more processors to a store
 -- declared earlier.
 function App:connect(name, ...)
@@ -505,9 +542,23 @@ function App:describe(opts)
                   changelog = self.config.id .. "-" .. st.name .. "-changelog" }
     store_index[st.name] = i
   end
+  local globals, global_index = {}, {}
+  for i, g in ipairs(self.global_order or {}) do
+    if self.stores[g.name] then
+      error(string.format("global store '%s' (%s): a store of that name is declared at %s",
+                          g.name, g.where, self.stores[g.name].where), 0)
+    end
+    if topic_index[g.topic] then
+      error(string.format("global store '%s' (%s): topic '%s' is also read or written by the " ..
+                          "app's nodes", g.name, g.where, g.topic), 0)
+    end
+    globals[i] = { name = g.name, topic = g.topic, key_serde = g.key_serde,
+                   value_serde = g.value_serde }
+    global_index[g.name] = i
+  end
   local plan = { id = self.config.id, topics = topics, topic_index = topic_index,
                  subtopologies = subs, stores = stores, store_index = store_index,
-                 gen_topic = {} }
+                 globals = globals, global_index = global_index, gen_topic = {} }
   if logical then
     self._logical = plan
   else

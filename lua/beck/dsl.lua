@@ -22,6 +22,7 @@ require "beck.internal.dsl.join"
 require "beck.internal.dsl.regroup"
 require "beck.internal.dsl.cogroup"
 require "beck.internal.dsl.suppress"
+local global = require "beck.internal.dsl.global"
 
 local M = {}
 
@@ -37,9 +38,14 @@ function M.table(app, topic, opts)
   return tbl.source(app, topic, opts)
 end
 
--- attach(app): gives the app its :stream and :table (beck.app does it).
+-- app:global_table(topic [, opts]) -> global table (every node holds all of it)
+function M.global_table(app, topic, opts)
+  return global.source(app, topic, opts)
+end
+
+-- attach(app): gives the app its :stream, :table and :global_table (beck.app does it).
 function M.attach(app)
-  app.stream, app.table = M.stream, M.table
+  app.stream, app.table, app.global_table = M.stream, M.table, M.global_table
   return app
 end
 

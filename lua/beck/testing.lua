@@ -60,7 +60,7 @@ function M.driver(topology, config)
   -- the logical plan: a subtopology given a task count (`tasks`) is moved to it by key
   -- group below, as :repartition() does, instead of through a passthrough topic
   local plan = app:describe { logical = true }
-  local self = setmetatable({ app = app, plan = plan, config = config, outputs = {},
+  local self = setmetatable({ app = app, plan = plan, config = config, outputs = {}, globals = {},
                               clock = config.wall_clock or 0, offsets = {}, pending = {},
                               skipped = 0, keep = {} }, Driver)
   self.on_error = setting(config, app, "on_error", "fail")
@@ -215,6 +215,10 @@ function Driver:_env()
     return out
   end
   function env.now() return self.clock end
+  -- global tables: the rows piped to their topics, kept here (the driver has no global DB)
+  function env.global_get(name, key)
+    return self.globals[name] and self.globals[name][key]
+  end
   function env.punctuation_error(err)
     if self.on_error == "fail" then error(err, 0) end
     local msg = "punctuation failed: " .. tostring(err)
@@ -304,7 +308,34 @@ end
 
 -- -- Input topics ------------------------------------------------------------
 
+-- A global table's topic: what is piped to it is its table's at once, before the next
+-- record of any other topic (as a node's global table has caught up before tasks run).
+local GlobalInput = {}
+GlobalInput.__index = GlobalInput
+
+function GlobalInput:pipe(key, value)
+  if type(key) ~= "string" or (value ~= nil and type(value) ~= "string") then
+    error("pipe: a global table's key must be a string, its value a string or nil", 2)
+  end
+  local rows = self.driver.globals[self.name]
+  rows[key] = value -- nil: a tombstone deletes the row
+  return self
+end
+
+function GlobalInput:pipe_list(records)
+  for _, r in ipairs(records) do
+    if r.key ~= nil or r.value ~= nil then self:pipe(r.key, r.value) else self:pipe(r[1], r[2]) end
+  end
+  return self
+end
+
 function Driver:input(topic)
+  for _, g in ipairs(self.plan.globals or {}) do
+    if g.topic == topic then
+      self.globals[g.name] = self.globals[g.name] or {}
+      return setmetatable({ driver = self, name = g.name }, GlobalInput)
+    end
+  end
   local ti = self.plan.topic_index[topic]
   if not ti or not self.plan.topics[ti].source then
     error(string.format("driver: the topology reads no topic '%s'", tostring(topic)), 2)
@@ -392,6 +423,11 @@ end
 -- -- Stores --------------------------------------------------------------------
 
 function Driver:store(name)
+  if self.plan.global_index and self.plan.global_index[name] then
+    local rows = self.globals[name] or {}
+    self.globals[name] = rows
+    return { get = function(_, key) return rows[key] end }
+  end
   if not self.plan.store_index[name] then
     error(string.format("driver: the topology has no store '%s'", tostring(name)), 2)
   end

@@ -96,6 +96,14 @@ int bk_ffi_store_iter_next(bk_store_iter_t *it, const char **key, size_t *key_le
                            const char **value, size_t *value_len);
 void bk_ffi_store_iter_free(bk_store_iter_t *it);
 
+/* The node's global tables (engine/global.h), from any stream thread: the index of the
+ * table `name` (-1: none), and a key's value as the table's last commit holds it: 1 found
+ * (*value valid until bk_ffi_global_unpin(*pin)), 0 not, -1 error (logged). */
+int bk_ffi_global_index(const char *name);
+int bk_ffi_global_get(int32_t table, const char *key, size_t key_len, const char **value,
+                      size_t *value_len, void **pin);
+void bk_ffi_global_unpin(void *pin);
+
 /* The test driver's stores (driver.h): one DB per task, no Kafka. */
 typedef struct bk_driver_s bk_driver_t;
 bk_driver_t *bk_ffi_driver_new(int32_t ntasks);

@@ -31,6 +31,11 @@ void bk_plan_destroy(bk_plan_t *plan)
         free(plan->stores[i].value_serde);
     }
     free(plan->stores);
+    for (int i = 0; i < plan->nglobals; i++) {
+        free(plan->globals[i].name);
+        free(plan->globals[i].topic);
+    }
+    free(plan->globals);
     free(plan->topics);
     free(plan->subs);
     free(plan->id);
@@ -454,6 +459,17 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
     plan->stores = calloc((size_t)plan->cap_stores, sizeof(*plan->stores));
     read_stores(L, plan_idx, plan, 0, n);
     plan->nstores = n;
+
+    n = list_len(L, plan_idx, "globals");
+    plan->globals = calloc((size_t)n + 1, sizeof(*plan->globals));
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        plan->globals[i].name = field_str(L, -1, "name");
+        plan->globals[i].topic = field_str(L, -1, "topic");
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    plan->nglobals = n;
     /* made or found before any thread runs (topics.c) */
     bk_plan_set_ready(plan, plan->ntopics, n);
     lua_settop(L, top);

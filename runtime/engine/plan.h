@@ -62,6 +62,12 @@ typedef struct bk_plan_store_s {
                      (whose name it has), else -1 */
 } bk_plan_store_t;
 
+/* A global table (app:global_table, engine/global.h): every node holds all of it, read from
+ * every partition of its topic; no task, no changelog. */
+typedef struct bk_plan_global_s {
+    char *name;  /* its store's name, as processors and queries ask for it */
+    char *topic; /* the topic it is read from */
+} bk_plan_global_t;
 /* Entries of each kind (topics, subtopologies, stores) a plan can take on top of what it
  * was loaded with, by later generations (bk_plan_grow): the arrays never move, so other
  * threads go on reading them while a generation is added. */
@@ -83,6 +89,8 @@ typedef struct bk_plan_s {
     _Atomic int nstores;
     bk_plan_store_t *stores;
     int cap_topics, cap_subs, cap_stores;
+    int nglobals; /* fixed at load: a later generation adds none */
+    bk_plan_global_t *globals;
     /* [cap_subs] a generation retired (every task drained, a later one exists): set by
      * the node's main thread (bk_plan_set_retired), read by the stream threads */
     _Atomic unsigned char *sub_retired;

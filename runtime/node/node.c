@@ -19,6 +19,7 @@
 #include "cluster/reconcile.h"
 #include "engine/brokerwatch.h"
 #include "engine/diskwatch.h"
+#include "engine/global.h"
 #include "engine/drained.h"
 #include "engine/crew.h"
 #include "engine/db.h"
@@ -1121,6 +1122,37 @@ done:
     return failed ? 1 : 0;
 }
 
+/* The global tables, caught up to their topics' ends before any task runs (global.h): 0
+ * and *out (NULL when the app has none), -1 on an error (logged), 1 when a signal came
+ * first (a clean stop). */
+static int start_globals(const bk_plan_t *plan, const bk_conf_t *conf, const sigset_t *set,
+                         bk_global_t **out)
+{
+    char err[1024];
+    int signals = 0, ready;
+    *out = NULL;
+    if (plan->nglobals == 0) {
+        return 0;
+    }
+    bk_global_t *g = bk_global_start(plan, conf, err, sizeof(err));
+    if (!g) {
+        bk_log_error("%s", err);
+        return -1;
+    }
+    while ((ready = bk_global_ready(g)) == 0) {
+        if (wait_signal(set, &signals)) {
+            bk_global_stop(g);
+            return 1;
+        }
+    }
+    if (ready < 0) {
+        bk_global_stop(g);
+        return -1;
+    }
+    *out = g;
+    return 0;
+}
+
 int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_State *L,
                 int dev_port)
 {
@@ -1152,13 +1184,17 @@ int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_S
         bk_log_warn("cannot start the disk watch: a full disk shows as a failed write");
     }
     /* the task table the threads share, once the topics' partition counts are known */
+    bk_global_t *globals = NULL;
     if (bk_plan_make_task_table(plan) != 0) {
         bk_log_error("out of memory");
         rc = 1;
+    } else if ((rc = start_globals(plan, conf, &set, &globals)) != 0) {
+        rc = rc < 0 ? 1 : 0;
     } else {
         rc = bk_conf_int(conf, BK_CONF_CLUSTER) ? run_member(plan, conf, hooks, L, dev_port, &set)
                                                  : run_alone(plan, conf, hooks, &set);
     }
+    bk_global_stop(globals); /* after the stream threads: they read the tables */
     bk_diskwatch_stop();
     bk_brokerwatch_stop();
     return rc;

@@ -7,6 +7,7 @@
 #include "base/task.h"
 #include "engine/dbread.h"
 #include "engine/diskwatch.h"
+#include "engine/global.h"
 #include "query/query_internal.h"
 
 enum MHD_Result bk_query_healthz(bk_qreq_t *r)
@@ -366,6 +367,28 @@ static void live_metrics(bk_qreq_t *r, bk_jbuf_t *b)
     free(mine);
 }
 
+/* The global tables (engine/global.h): records applied, and how far behind their topics. */
+static void global_metrics(bk_qreq_t *r, bk_jbuf_t *b)
+{
+    bk_global_t *g = bk_global_current();
+    int n = bk_global_count(g);
+    if (n == 0) {
+        return;
+    }
+    head(b, "beck_global_records_total", "counter",
+         "records of its topic a global table applied since the node started");
+    for (int i = 0; i < n; i++) {
+        sample(r, b, "beck_global_records_total", NULL, bk_global_name(g, i), NULL,
+               (long long)bk_global_applied(g, i));
+    }
+    head(b, "beck_global_lag_records", "gauge",
+         "records of its topic a global table has not applied yet");
+    for (int i = 0; i < n; i++) {
+        sample(r, b, "beck_global_lag_records", NULL, bk_global_name(g, i), NULL,
+               (long long)bk_global_lag(g, i));
+    }
+}
+
 enum MHD_Result bk_query_metrics(bk_qreq_t *r)
 {
     bk_jbuf_t b = {0};
@@ -382,6 +405,7 @@ enum MHD_Result bk_query_metrics(bk_qreq_t *r)
            (long long)atomic_load(&r->q->errors));
     live_metrics(r, &b);
     replica_metrics(r, &b);
+    global_metrics(r, &b);
     if (b.oom) {
         bk_jbuf_free(&b);
         return bk_query_error(r, 500, -1, "out of memory");

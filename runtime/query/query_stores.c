@@ -9,6 +9,7 @@
 #include "base/keys.h"
 #include "base/task.h"
 #include "engine/dbread.h"
+#include "engine/global.h"
 #include "query/forward.h"
 #include "query/query_internal.h"
 #include "query/scanpage.h"
@@ -107,6 +108,21 @@ enum MHD_Result bk_query_stores(bk_qreq_t *r)
             bk_jbuf_lit(&b, "null");
         }
         bk_jbuf_lit(&b, "}");
+    }
+    {
+        /* the global tables: every node holds all of each */
+        bk_global_t *g = bk_global_current();
+        for (int i = 0; i < bk_global_count(g); i++) {
+            const char *name = bk_global_name(g, i), *topic = bk_global_topic(g, i);
+            bk_jbuf_printf(&b, "%s{\"store\":", w++ ? "," : "");
+            bk_jbuf_str(&b, name, strlen(name));
+            bk_jbuf_lit(&b, ",\"kind\":\"global\",\"logged\":false,\"changelog\":null,"
+                            "\"topic\":");
+            bk_jbuf_str(&b, topic, strlen(topic));
+            bk_jbuf_printf(&b, ",\"applied\":%llu,\"lag\":%lld}",
+                           (unsigned long long)bk_global_applied(g, i),
+                           (long long)bk_global_lag(g, i));
+        }
     }
     bk_jbuf_lit(&b, "]}");
     return bk_query_reply(r, 200, &b, -1);
@@ -380,6 +396,48 @@ static int64_t time_arg(bk_qreq_t *r, const char *name, int64_t def)
     return *s && !*end && v >= 0 && v <= TIME_MAX ? v : -1;
 }
 
+/* A key of a global table (engine/global.h): every node holds all of it, so this one
+ * answers, from what the global thread last committed. */
+static enum MHD_Result global_key(bk_qreq_t *r, bk_global_t *g, int table, const char *key,
+                                  size_t klen)
+{
+    bk_jbuf_t b = {0};
+    bk_dbread_pin_t *pin = NULL;
+    const char *val = NULL, *name = bk_global_name(g, table);
+    size_t vlen = 0;
+    char err[512], num[24];
+    int rc;
+
+    if (klen > BK_QUERY_KEY_MAX) {
+        return bk_query_error(r, 400, -1, "a key of %zu bytes: at most %d", klen, BK_QUERY_KEY_MAX);
+    }
+    rc = bk_dbread_get_pinned(bk_global_db(g), table, key, klen, &val, &vlen, &pin, err,
+                              sizeof(err));
+    bk_jbuf_lit(&b, "{\"store\":");
+    bk_jbuf_str(&b, name, strlen(name));
+    bk_jbuf_lit(&b, ",");
+    bk_jbuf_bytes(&b, "key", key, klen);
+    if (rc == 1) {
+        bk_jbuf_lit(&b, ",");
+        bk_jbuf_bytes(&b, "value", val, vlen);
+    } else {
+        bk_jbuf_lit(&b, ",\"error\":");
+        if (rc == 0) {
+            bk_jbuf_lit(&b, "\"no such key\"");
+        } else {
+            bk_jbuf_str(&b, err, strlen(err));
+        }
+    }
+    bk_jbuf_lit(&b, ",\"global\":true,\"node\":");
+    bk_jbuf_str(&b, r->q->env.node_id, strlen(r->q->env.node_id));
+    bk_jbuf_lit(&b, ",\"lag\":");
+    bk_jbuf_raw(&b, num, (size_t)snprintf(num, sizeof(num), "%lld",
+                                          (long long)bk_global_lag(g, table)));
+    bk_jbuf_lit(&b, "}");
+    bk_dbread_unpin(pin);
+    return bk_query_reply(r, rc == 1 ? 200 : rc == 0 ? 404 : 500, &b, -1);
+}
+
 enum MHD_Result bk_query_key(bk_qreq_t *r, const char *store, const char *key, size_t klen)
 {
     static const char tail[] = "/windows";
@@ -387,7 +445,12 @@ enum MHD_Result bk_query_key(bk_qreq_t *r, const char *store, const char *key, s
     size_t tl = sizeof(tail) - 1;
     char args[128];
     wq_t w;
+    bk_global_t *g = ps ? NULL : bk_global_current();
+    int gi = g ? bk_global_index(g, store) : -1;
 
+    if (gi >= 0) {
+        return global_key(r, g, gi, key, klen);
+    }
     if (!ps) {
         return bk_query_error(r, 404, -1, "no store named '%s' (GET /v1/stores lists them)", store);
     }

@@ -42,6 +42,9 @@ local function topic_lines(app, plan, add)
   for _, st in ipairs(plan.stores) do
     if st.logged then rows[#rows + 1] = { st.changelog, "changelog of store " .. st.name } end
   end
+  for _, g in ipairs(plan.globals or {}) do
+    rows[#rows + 1] = { g.topic, "global table " .. g.name .. " (every node reads all of it)" }
+  end
   -- as the topology sets it (the command line or BECK_ON_ERROR may differ)
   if app.config.on_error == "dlq" then
     rows[#rows + 1] = { app.config.dlq_topic or (plan.id .. "-dlq"), "dead letters (on_error)" }
@@ -100,6 +103,9 @@ function M.text(app)
                                                     or "no changelog")
       end
     end
+  end
+  for _, g in ipairs(plan.globals or {}) do
+    add("  global table %s <- %s (every node holds all of it; no changelog)", g.name, g.topic)
   end
   return table.concat(out, "\n") .. "\n"
 end

@@ -177,11 +177,42 @@ function Ctx:log(level, fmt, ...)
   C.bk_ffi_log(lv, msg, #msg)
 end
 
--- ctx:store(name): a store connected to this processor (app:store).
+-- A global table, read-only (app:global_table): the same object for every task of a
+-- runtime; its rows are what the node's global thread last committed.
+local GlobalStore = {}
+GlobalStore.__index = GlobalStore
+
+function GlobalStore:get(key)
+  if type(key) ~= "string" then
+    error(string_format("global table '%s': get: the key must be a string, got %s", self.name,
+                        type(key)), 2)
+  end
+  return self.env.global_get(self.name, key)
+end
+
+local function read_only(self)
+  error(string_format("global table '%s' is read-only: its topic is what changes it", self.name),
+        2)
+end
+GlobalStore.put, GlobalStore.delete = read_only, read_only
+
+-- ctx:store(name): a store connected to this processor (app:store), or a global table
+-- (app:global_table), which every processor may read.
 function Ctx:store(name)
   local st = self._stores[name]
   if st then return st end
   local plan = self._task.plan
+  if plan.global_index and plan.global_index[name] then
+    local rt = self._task.rt
+    rt.global_stores = rt.global_stores or {}
+    st = rt.global_stores[name]
+    if not st then
+      st = setmetatable({ name = name, env = rt.env }, GlobalStore)
+      rt.global_stores[name] = st
+    end
+    self._stores[name] = st
+    return st
+  end
   if plan.store_index[name] then
     error(string_format("processor '%s' is not connected to store '%s' (list it in " ..
                         "app:store(\"%s\", ..., \"%s\"))", self.name, tostring(name), name,
@@ -393,6 +424,25 @@ local function thread_env(thr)
                                ffi.new("size_t[1]")
   function env.store_ptr(task_index, store_index)
     return C.bk_ffi_thread_store(thr, task_index, store_index)
+  end
+  local gindex, gval, glen, gpin = {}, ffi.new("const char *[1]"), ffi.new("size_t[1]"),
+                                   ffi.new("void *[1]")
+  -- a global table's row: from the node's global DB (engine/global.c), any thread
+  function env.global_get(name, key)
+    local i = gindex[name]
+    if not i then
+      i = C.bk_ffi_global_index(name)
+      if i < 0 then error(string_format("global table '%s' is not open", name), 0) end
+      gindex[name] = i
+    end
+    local rc = C.bk_ffi_global_get(i, key, #key, gval, glen, gpin)
+    if rc == 1 then
+      local v = ffi_string(gval[0], glen[0])
+      C.bk_ffi_global_unpin(gpin[0])
+      return v
+    end
+    if rc < 0 then error(string_format("global table '%s': the read failed (logged)", name), 0) end
+    return nil
   end
   -- A sink's call function, shared by the thread's tasks (called with the task).
   function env.sink(topic_index)

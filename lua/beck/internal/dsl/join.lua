@@ -389,6 +389,12 @@ end
 -- -- Entry points -------------------------------------------------------------------------
 
 function M.stream_join(s, other, joiner, a, c, kind)
+  local global = builder.module("global")
+  if global.is_global(other) then
+    if kind == "outer_join" then fail("outer_join: a stream joins a global table with join or left_join") end
+    -- join(global, key_selector, joiner [, opts])
+    return global.join(s, other, joiner, a, c, kind)
+  end
   check_fn(joiner, kind .. ": joiner")
   local where = builder.site()
   if table_mod.is_table(other) then

@@ -1,0 +1,141 @@
+-- Global tables (docs/dsl.md, "Global tables"): two nodes of spec/fixtures/global_join.lua
+-- each hold all of a table of customers read from a 3-partition topic, and join orders
+-- from a 2-partition topic against it by a key taken from the order's value. Orders
+-- written before the nodes start find every customer written before them too (a node
+-- catches its global tables up before its tasks run); an update and a tombstone reach
+-- both nodes; each node answers a query for any customer itself; a restart reads only
+-- what came since; a missing topic stops the start with its name.
+local helpers = require "spec.helpers"
+local cjson = require "cjson.safe"
+local cluster = require "spec.fixtures.cluster"
+
+local PY = "/usr/bin/python3"
+local CUSTOMERS = 200
+
+local function http(url, path)
+  local st, out, err = helpers.run({ PY, "spec/fixtures/query_client.py", "status", url, path },
+                                   { name = "query_client" })
+  assert.equal(0, st, err)
+  local r = assert(cjson.decode(out))
+  return r.status, cjson.decode(r.body), r.body
+end
+
+local function start(bs, id, dir)
+  return helpers.start_node("spec/fixtures/global_join.lua", {
+    "-b", bs, "--cluster", "1", "--node-id", id, "--state-dir", dir,
+    "--commit-interval-ms", "200", "--heartbeat-interval-ms", "200",
+    "--session-timeout-ms", "2000", "--endpoint", "127.0.0.1:0" }, { name = id })
+end
+
+local function url_of(node)
+  return helpers.eventually(function()
+    return node:log():match("serving queries on (http://127%.0%.0%.1:%d+)")
+  end, 30, 0.05)
+end
+
+-- The outputs so far: order key -> "<amount> <name>".
+local function outputs(bs)
+  local out = {}
+  for _, r in ipairs(helpers.consume(bs, "global-out", { timeout = 10 })) do out[r.key] = r.value end
+  return out
+end
+
+describe("a global table", function()
+  after_each(helpers.cleanup)
+
+  it("is whole on every node before its tasks run, follows its topic, and answers queries",
+     function()
+    helpers.with_timeout(240, function()
+      local broker = helpers.start_broker { topics = { "global-customers:3", "global-orders:2",
+                                                       "global-out:2" } }
+      local bs = broker.bootstrap
+      local customers = {}
+      for i = 1, CUSTOMERS do customers[i] = { key = "c" .. i, value = "name" .. i } end
+      helpers.produce(bs, "global-customers", customers)
+      -- orders before any node runs: each must find its customer (c0 has none)
+      local orders = {}
+      for i = 0, CUSTOMERS do orders[#orders + 1] = { key = "o" .. i, value = "c" .. i .. " " .. i } end
+      helpers.produce(bs, "global-orders", orders)
+
+      local dirs = { helpers.tmpdir(), helpers.tmpdir() }
+      local nodes = { n1 = start(bs, "n1", dirs[1]), n2 = start(bs, "n2", dirs[2]) }
+      -- one task each (the orders' two partitions)
+      helpers.eventually(function()
+        return (cluster.running(nodes.n1) or 0) == 1 and (cluster.running(nodes.n2) or 0) == 1
+      end, 60, 0.2)
+      for id, node in pairs(nodes) do
+        assert.matches("global table customers: reading global%-customers, " .. CUSTOMERS ..
+                       " record%(s%) to catch up on", node:log())
+        assert.matches("global tables: caught up in %d+ ms", node:log(), nil, false, id)
+      end
+      local got = helpers.eventually(function()
+        local out = outputs(bs)
+        local n = 0
+        for _ in pairs(out) do n = n + 1 end
+        return n == CUSTOMERS + 1 and out, n .. " of " .. (CUSTOMERS + 1) .. " orders out"
+      end, 60, 0.3)
+      for i = 1, CUSTOMERS do assert.equal(i .. " name" .. i, got["o" .. i]) end
+      assert.equal("0 nil", got.o0)
+
+      -- an update and a tombstone: both nodes see them, and the next orders join with them
+      helpers.produce(bs, "global-customers", { { key = "c1", value = "renamed" },
+                                                { key = "c2", value = nil } })
+      for _, node in pairs(nodes) do
+        local url = url_of(node)
+        helpers.eventually(function()
+          local s1, b1 = http(url, "/v1/stores/customers/keys/c1")
+          local s2 = http(url, "/v1/stores/customers/keys/c2")
+          return s1 == 200 and b1.value == "renamed" and s2 == 404,
+                 tostring(s1) .. " " .. tostring(b1 and b1.value) .. " " .. tostring(s2)
+        end, 30, 0.2)
+        -- any key, answered by this node itself
+        local st, body = http(url, "/v1/stores/customers/keys/c" .. CUSTOMERS)
+        assert.equal(200, st)
+        assert.equal("name" .. CUSTOMERS, body.value)
+        assert.is_true(body.global)
+        local _, list = http(url, "/v1/stores")
+        local found
+        for _, s in ipairs(list.stores) do if s.store == "customers" then found = s end end
+        assert.equal("global", found.kind)
+        assert.equal("global-customers", found.topic)
+        local _, _, metrics = http(url, "/metrics")
+        assert.matches('beck_global_records_total{[^}]*store="customers"} ' .. (CUSTOMERS + 2),
+                       metrics)
+      end
+      helpers.produce(bs, "global-orders", { { key = "p1", value = "c1 5" },
+                                             { key = "p2", value = "c2 6" } })
+      got = helpers.eventually(function()
+        local out = outputs(bs)
+        return out.p1 and out.p2 and out, "p1 and p2 not out yet"
+      end, 30, 0.3)
+      assert.equal("5 renamed", got.p1)
+      assert.equal("6 nil", got.p2)
+
+      -- a restart reads only what came since its offsets
+      assert.equal(0, nodes.n1:stop(), nodes.n1:log():sub(-2000))
+      helpers.produce(bs, "global-customers", { { key = "c3", value = "later" } })
+      nodes.n1 = start(bs, "n1", dirs[1])
+      helpers.eventually(function()
+        return nodes.n1:log():match("global tables: caught up"), "not caught up"
+      end, 60, 0.2)
+      assert.matches("reading global%-customers, 1 record%(s%) to catch up on", nodes.n1:log())
+      local url = url_of(nodes.n1)
+      local st, body = http(url, "/v1/stores/customers/keys/c3")
+      assert.equal(200, st)
+      assert.equal("later", body.value)
+      for id, node in pairs(nodes) do assert.equal(0, node:stop(), id .. ": " .. node:log():sub(-2000)) end
+    end)
+  end)
+
+  it("whose topic is missing stops the start and names it", function()
+    helpers.with_timeout(120, function()
+      local broker = helpers.start_broker { topics = { "global-orders:2", "global-out:2" } }
+      local node = helpers.start_node("spec/fixtures/global_join.lua",
+                                      { "-b", broker.bootstrap }, { name = "missing" })
+      local st = node:wait(90)
+      assert.is_not.equal(0, st)
+      assert.matches("global table 'customers': its topic 'global%-customers' does not exist",
+                     node:log())
+    end)
+  end)
+end)
