@@ -23,6 +23,7 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.EmitStrategy;
+import org.apache.kafka.streams.kstream.GlobalKTable;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KStream;
@@ -68,6 +69,10 @@ public final class Parity {
 
     static KTable<String, String> table(StreamsBuilder b, String topic) {
         return b.table(topic, Consumed.with(Serdes.String(), Serdes.String()));
+    }
+
+    static GlobalKTable<String, String> global(StreamsBuilder b, String topic) {
+        return b.globalTable(topic, Consumed.with(Serdes.String(), Serdes.String()));
     }
 
     /** The topology `name`, writing to `out`. Each matches its namesake in topologies.lua. */
@@ -174,6 +179,14 @@ public final class Parity {
             break;
         case "stream_table_left":
             stream(b, in).leftJoin(table(b, tbl), Parity::pair).to(out, to);
+            break;
+        case "stream_global":
+            stream(b, in).join(global(b, tbl), (k, v) -> "k" + (num(v) % 16), Parity::pair)
+                .to(out, to);
+            break;
+        case "stream_global_left":
+            stream(b, in).leftJoin(global(b, tbl), (k, v) -> "k" + (num(v) % 16), Parity::pair)
+                .to(out, to);
             break;
         case "table_table":
             table(b, tbl).join(table(b, right), Parity::pair).toStream().to(out, to);

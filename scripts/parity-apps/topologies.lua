@@ -24,6 +24,11 @@ local function sum(agg, v)
   return tostring(tonumber(agg) + tonumber(v))
 end
 
+-- a global table's row for a stream record: chosen by its value, not its key
+local function global_key(_, v)
+  return "k" .. (tonumber(v) % 16)
+end
+
 local join_window = dsl.join_window(2000):grace(1000)
 -- the emit-final topologies' retention, as Parity.java's FINAL_RETENTION says why
 local FINAL_RETENTION = 73000
@@ -84,6 +89,12 @@ local topologies = {
   end,
   stream_table_left = function()
     app:stream(IN):left_join(app:table(TBL), pair):to(out)
+  end,
+  stream_global = function()
+    app:stream(IN):join(app:global_table(TBL), global_key, pair):to(out)
+  end,
+  stream_global_left = function()
+    app:stream(IN):left_join(app:global_table(TBL), global_key, pair):to(out)
   end,
   table_table = function()
     app:table(TBL):join(app:table(RIGHT), pair):to_stream():to(out)
