@@ -149,9 +149,22 @@ static void call_hook(bk_hooks_t *hooks, const char *name, char **names, const i
 }
 
 /* Alone: this node takes every task of its app. */
+/* The global tables' thread stopped on an error (logged): the node stops too, as a Kafka
+ * Streams app whose global thread died does, rather than join against a table that no
+ * longer follows its topic. */
+static int globals_failed(void)
+{
+    bk_global_t *g = bk_global_current();
+    if (g && bk_global_ready(g) < 0) {
+        bk_log_error("the global tables stopped following their topics: stopping the node");
+        return 1;
+    }
+    return 0;
+}
+
 static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, const sigset_t *set)
 {
-    int ntasks, signals = 0, failed;
+    int ntasks, signals = 0, failed, global_failed = 0;
     bk_task_id_t *tasks = bk_plan_tasks(plan, &ntasks);
     char **names = task_names(tasks, ntasks, ntasks);
     int32_t *every = calloc((size_t)ntasks + 1, sizeof(int32_t));
@@ -214,9 +227,13 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
         if (done > 0 && !crew.flags.stop) {
             bk_crew_ask_stop(&crew); /* a thread ended by itself: stop the node */
         }
+        if (!crew.flags.stop && globals_failed()) {
+            global_failed = 1;
+            bk_crew_ask_stop(&crew);
+        }
     }
     bk_node_queries_stop(&q); /* before the DBs close: no reader waits on a closing one */
-    failed = bk_crew_stop(&crew);
+    failed = bk_crew_stop(&crew) | global_failed;
     bk_archive_destroy(arch);
     bk_taskdb_pool_destroy(pool);
     bk_node_queries_free(&q);
@@ -981,6 +998,10 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         }
         if (mn.crew.nthreads > 0 && bk_crew_done(&mn.crew) > 0) {
             bk_log_error("a stream thread stopped: leaving the app");
+            failed = 1;
+            break;
+        }
+        if (globals_failed()) {
             failed = 1;
             break;
         }

@@ -686,9 +686,51 @@ static int window_item(bk_jbuf_t *b, const bk_plan_store_t *ps, const char *k, s
     return 1;
 }
 
+/* A page of a global table's scan: from this node's own copy, in key order. */
+static enum MHD_Result global_scan(bk_qreq_t *r, bk_global_t *g, int table, const scan_t *s)
+{
+    const char *name = bk_global_name(g, table);
+    bk_scanpage_t pg = {0};
+    bk_jbuf_t b = {0};
+    enum MHD_Result ret;
+    int more = bk_dbread_page(bk_global_db(g), table, s->from, s->fromlen, s->to, s->tolen,
+                              s->prefix, s->plen, s->after, s->afterlen, s->limit, add_to_page,
+                              &pg);
+    if (more < 0) {
+        bk_scanpage_free(&pg);
+        return bk_query_error(r, 500, -1, "global table %s: the scan failed", name);
+    }
+    bk_jbuf_lit(&b, "{\"store\":");
+    bk_jbuf_str(&b, name, strlen(name));
+    bk_jbuf_lit(&b, ",\"items\":[");
+    for (int i = 0; i < pg.n; i++) {
+        bk_jbuf_raw(&b, i ? ",{" : "{", i ? 2 : 1);
+        bk_jbuf_bytes(&b, "key", pg.e[i].k, pg.e[i].kl);
+        bk_jbuf_lit(&b, ",");
+        bk_jbuf_bytes(&b, "value", pg.e[i].v, pg.e[i].vl);
+        bk_jbuf_lit(&b, "}");
+    }
+    bk_jbuf_lit(&b, "],\"cursor\":");
+    if (more && pg.n > 0) {
+        bk_jbuf_lit(&b, "\"");
+        bk_jbuf_hex(&b, pg.e[pg.n - 1].k, pg.e[pg.n - 1].kl);
+        bk_jbuf_lit(&b, "\"");
+    } else {
+        bk_jbuf_lit(&b, "null");
+    }
+    bk_jbuf_lit(&b, ",\"global\":true,\"node\":");
+    bk_jbuf_str(&b, r->q->env.node_id, strlen(r->q->env.node_id));
+    bk_jbuf_lit(&b, "}");
+    ret = bk_query_reply(r, 200, &b, -1);
+    bk_scanpage_free(&pg);
+    return ret;
+}
+
 enum MHD_Result bk_query_scan(bk_qreq_t *r, const char *store, const char *prefix, size_t plen)
 {
     const bk_plan_store_t *ps = find_store(r->q->env.plan, store);
+    bk_global_t *g = ps ? NULL : bk_global_current();
+    int gi = g ? bk_global_index(g, store) : -1;
     const char *cursor = bk_query_arg(r, "cursor");
     char *after = NULL, why[512];
     scan_t s = {0};
@@ -701,7 +743,7 @@ enum MHD_Result bk_query_scan(bk_qreq_t *r, const char *store, const char *prefi
     bk_scanpage_ent_t *last = NULL;
     enum MHD_Result ret;
 
-    if (!ps) {
+    if (!ps && gi < 0) {
         return bk_query_error(r, 404, -1, "no store named '%s' (GET /v1/stores lists them)", store);
     }
     if ((s.limit = bk_query_limit(r)) < 0) {
@@ -726,6 +768,11 @@ enum MHD_Result bk_query_scan(bk_qreq_t *r, const char *store, const char *prefi
         }
         s.after = after;
         s.afterlen = (size_t)n;
+    }
+    if (gi >= 0) {
+        ret = global_scan(r, g, gi, &s);
+        free(after);
+        return ret;
     }
     nt = bk_route_sub_tasks(r->q->env.route, ps->sub, &first);
     if (nt <= 0 || !(parts = calloc((size_t)nt, sizeof(*parts)))) {

@@ -93,6 +93,19 @@ describe("a global table", function()
         assert.equal(200, st)
         assert.equal("name" .. CUSTOMERS, body.value)
         assert.is_true(body.global)
+        -- a scan, a page at a time, from this node's copy
+        local sst, page = http(url, "/v1/stores/customers/prefix/c1?limit=5")
+        assert.equal(200, sst)
+        assert.same({ "c1", "c10", "c100", "c101", "c102" },
+                    (function()
+                      local ks = {}
+                      for _, it in ipairs(page.items) do ks[#ks + 1] = it.key end
+                      return ks
+                    end)())
+        assert.equal("renamed", page.items[1].value)
+        assert.is_string(page.cursor)
+        local _, page2 = http(url, "/v1/stores/customers/prefix/c1?limit=5&cursor=" .. page.cursor)
+        assert.equal("c103", page2.items[1].key)
         local _, list = http(url, "/v1/stores")
         local found
         for _, s in ipairs(list.stores) do if s.store == "customers" then found = s end end
