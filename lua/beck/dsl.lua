@@ -53,6 +53,7 @@ end
 
 M.tumbling = window.tumbling
 M.hopping = window.hopping
+M.sliding = window.sliding
 M.session = window.session
 M.join_window = window.join_window
 

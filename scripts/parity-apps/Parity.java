@@ -31,6 +31,7 @@ import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
@@ -100,6 +101,33 @@ public final class Parity {
                                                        Duration.ofMillis(3000)))
                 .count().toStream()
                 .map((w, v) -> KeyValue.pair(timeKey(w), v == null ? null : v.toString()))
+                .to(out, to);
+            break;
+        case "sliding":
+            stream(b, in).groupByKey()
+                .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(5000),
+                                                                    Duration.ofMillis(2000)))
+                .count().toStream()
+                .map((w, v) -> KeyValue.pair(timeKey(w), v == null ? null : v.toString()))
+                .to(out, to);
+            break;
+        case "sliding_final":
+            stream(b, in).groupByKey()
+                .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(5000),
+                                                                    Duration.ofMillis(2000)))
+                .emitStrategy(EmitStrategy.onWindowClose())
+                .count(Materialized.<String, Long, WindowStore<Bytes, byte[]>>as("final")
+                           .withRetention(Duration.ofMillis(FINAL_RETENTION)))
+                .toStream()
+                .map((w, v) -> KeyValue.pair(timeKey(w), v == null ? null : v.toString()))
+                .to(out, to);
+            break;
+        case "sliding_reduce":
+            stream(b, in).groupByKey()
+                .windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(3000),
+                                                                    Duration.ofMillis(1000)))
+                .reduce((a, v) -> Long.toString(num(a) + num(v))).toStream()
+                .map((w, v) -> KeyValue.pair(timeKey(w), v))
                 .to(out, to);
             break;
         case "hopping":

@@ -54,6 +54,18 @@ local topologies = {
     app:stream(IN):group_by_key():windowed_by(dsl.hopping(10000, 5000):grace(2000))
        :count():to_stream():to(out)
   end,
+  sliding = function()
+    app:stream(IN):group_by_key():windowed_by(dsl.sliding(5000):grace(2000))
+       :count():to_stream():to(out)
+  end,
+  sliding_final = function()
+    app:stream(IN):group_by_key():windowed_by(dsl.sliding(5000):grace(2000))
+       :count { emit = "final", retention = FINAL_RETENTION }:to_stream():to(out)
+  end,
+  sliding_reduce = function()
+    app:stream(IN):group_by_key():windowed_by(dsl.sliding(3000):grace(1000))
+       :reduce(sum):to_stream():to(out)
+  end,
   session = function()
     app:stream(IN):group_by_key():windowed_by(dsl.session(3000):grace(2000))
        :count():to_stream():to(out)

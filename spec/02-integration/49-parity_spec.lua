@@ -1,6 +1,6 @@
 -- beck against Kafka Streams 4.4 on the same input, on a real Kafka (docs/parity.md):
--- scripts/parity runs the 24 topologies of scripts/parity-apps (aggregations, windows,
--- emit-final windows, windowed keys in Kafka Streams' bytes, cogroup, suppress, every join
+-- scripts/parity runs the 27 topologies of scripts/parity-apps (aggregations, windows,
+-- sliding windows, emit-final windows, windowed keys in Kafka Streams' bytes, cogroup, suppress, every join
 -- kind and global tables, a table filter, a table re-grouped) as beck apps and as Kafka Streams apps over one
 -- generated input (out-of-order and late records, tombstones), on 1 and on 4 partitions,
 -- and compares both outputs key by key: each key's final value, and its whole sequence of
@@ -17,6 +17,7 @@ local RECORDS = 600
 local MUST = {
   count = "final", reduce = "final", regroup = "final", tumbling = "updates",
   hopping = "updates", session = "updates", tumbling_final = "updates",
+  sliding = "updates", sliding_final = "updates", sliding_reduce = "updates",
   session_final = "updates", tumbling_bytes = "updates", cogroup = "final",
   tumbling_suppress = "updates", table_suppress = "updates",
   stream_table = "updates", stream_table_left = "updates",
@@ -56,7 +57,7 @@ describe("parity with Kafka Streams", function()
     for name, parts, what, n in out:gmatch("parity%.([%w_]+)%.p(%d+)%.([%w_]+) (%d+)") do
       got[name .. ".p" .. parts .. "." .. what] = tonumber(n)
     end
-    assert.equal(48, tonumber(out:match("parity%.topologies (%d+)")))
+    assert.equal(54, tonumber(out:match("parity%.topologies (%d+)")))
     local bad = {}
     for name, must in pairs(MUST) do
       for _, p in ipairs { 1, 4 } do
@@ -73,7 +74,7 @@ describe("parity with Kafka Streams", function()
     end
     table.sort(bad)
     assert.equal("", table.concat(bad, "\n"), out)
-    print(string.format("\n  parity with Kafka Streams 4.4: %s keys compared over 48 runs, %s "
+    print(string.format("\n  parity with Kafka Streams 4.4: %s keys compared over 54 runs, %s "
                         .. "difference(s), of the kinds pending below",
                         out:match("parity%.keys_compared (%d+)"),
                         out:match("parity%.differences (%d+)")))

@@ -57,6 +57,15 @@ function M.session(gap)
   return setmetatable({ kind = "session", gap = gap, grace_ms = 0 }, Spec)
 end
 
+-- sliding(time_difference): Kafka Streams' SlidingWindows (KIP-450): windows of
+-- time_difference + 1 ms, bounds included, that slide with the records: each record has
+-- the window ending at its time, and the window just after it when a later record falls
+-- in it; only windows that hold records exist.
+function M.sliding(td)
+  ms(td, "sliding")
+  return setmetatable({ kind = "sliding", size = td, grace_ms = 0 }, Spec)
+end
+
 -- join_window(before [, after]): a record joins the other side's records
 -- from `before` ms earlier to `after` (default: before) ms later.
 function M.join_window(before, after)
@@ -251,8 +260,8 @@ Windowed.__index = Windowed
 -- grouped:windowed_by(spec)
 function M.windowed(g, spec)
   if not M.is_spec(spec) or spec.kind == "join" then
-    fail("windowed_by: expected tumbling(size), hopping(size, advance) or session(gap) " ..
-         "from beck.dsl")
+    fail("windowed_by: expected tumbling(size), hopping(size, advance), sliding(difference) " ..
+         "or session(gap) from beck.dsl")
   end
   return setmetatable({ g = g, spec = spec }, Windowed)
 end
@@ -261,7 +270,9 @@ end
 -- session for gap + grace after its end, as Kafka Streams keeps it: a record
 -- merges only the sessions its store still holds (session_def).
 local function retention_of(spec, opts, op)
+  -- a sliding window's record may need the windows up to twice the difference before it
   local min = spec.kind == "time" and spec.size + spec.grace_ms
+              or spec.kind == "sliding" and 2 * spec.size + spec.grace_ms
               or spec.gap + spec.grace_ms
   local r = opts.retention
   if r == nil then return min end
@@ -337,6 +348,186 @@ local function time_def(b, proc, store, g, desc, spec, retention, where, final)
           if not final then ctx:forward_at(wts, windowed_key(k, s, e), agg) end
         end
       end
+      if final then emit_final(ctx, now) end
+    end,
+  }
+end
+
+-- The processor of an aggregation over sliding windows, as Kafka Streams 4.4 has it
+-- (KStreamSlidingWindowAggregate, its reverse-iterating path): a record at time t updates
+-- every window of its key that holds t, makes its own left window [t - d, t] (from the
+-- aggregate of the window just before, when the record before falls in it), its right
+-- window [t + 1, t + 1 + d] when a later record falls there, and the right window of the
+-- record before it when that one lacks it. A window's time (its newest record's) lives in
+-- its index entry. As in Kafka Streams' store, a fetch sees only windows starting after
+-- the store's newest start less the retention (ctx.observed: found again at init from the
+-- index's newest entries, which start at most d before the stream time).
+local function sliding_def(b, proc, store, g, desc, spec, retention, where, final)
+  local td, grace = spec.size, spec.grace_ms
+  local ks, vs, vd = g.kser.serialize, desc.vser.serialize, desc.vser.deserialize
+  local kd = g.kser.deserialize
+  local kw = string_format("%s (%s): store %s: key: ", desc.op, where, store)
+  local vw = string_format("%s (%s): store %s: value: ", desc.op, where, store)
+  local init, add = desc.init, desc.add
+  local function initial()
+    if init ~= nil then return init() end
+    return nil
+  end
+
+  -- the windows of key prefix p starting in [lo, hi] that the store shows, by start
+  local function fetch(ctx, p, lo, hi)
+    local st, list = ctx.st, {}
+    if ctx.observed >= 0 then lo = math.max(lo, ctx.observed - retention + 1) end
+    if hi < lo then return list end
+    for wk, raw in st:range(p .. be64(lo), p .. be64(hi)) do
+      list[#list + 1] = { s = dec64(wk, #p + 1), raw = raw }
+    end
+    for i = 1, #list do
+      local w = list[i]
+      w.agg = vd(w.raw, vw)
+      w.ts = window_time(st:get(index(p, be64(w.s), "")), w.s + td)
+    end
+    return list
+  end
+
+  local function write(ctx, p, s, agg, ts)
+    local st, t8 = ctx.st, be64(s)
+    if agg == nil then st:delete(p .. t8) else st:put(p .. t8, vs(agg, vw)) end
+    st:put(index(p, t8, ""), be64(ts))
+    if s > ctx.observed then ctx.observed = s end
+  end
+
+  -- window [s, s + td] holding (old, old_ts) takes the record (k, v, ts), unless closed
+  local function update(ctx, k, v, ts, p, s, old, old_ts, close)
+    local e = s + td
+    if e < close then return end -- closed: the record is not added to it (logged by KS)
+    local agg = add(k, v, old)
+    local nts = old == nil and ts or math.max(ts, old_ts)
+    write(ctx, p, s, agg, nts)
+    if not final then ctx:forward_at(nts, windowed_key(k, s, e), agg) end
+  end
+
+  local function right_window(ctx, k, p, ts, agg, agg_ts)
+    write(ctx, p, ts + 1, agg, agg_ts)
+    if not final then ctx:forward_at(agg_ts, windowed_key(k, ts + 1, ts + 1 + td), agg) end
+  end
+
+  local function create(ctx, k, v, ts, p, close, starts, left, left_created, right,
+                        right_created, prev)
+    if prev ~= nil and not starts[prev + 1] and prev + 1 + td >= ts then
+      update(ctx, k, v, ts, p, prev + 1, initial(), ts, close) -- the record before's right
+    end
+    if not left_created then
+      if prev ~= nil and ts - td <= prev then
+        update(ctx, k, v, ts, p, ts - td, left.agg, ts, close)
+      else
+        update(ctx, k, v, ts, p, ts - td, initial(), ts, close)
+      end
+    end
+    if not right_created and right ~= nil and right.ts > ts then
+      right_window(ctx, k, p, ts, right.agg, right.ts)
+    end
+  end
+
+  -- a record at t >= td
+  local function slide(ctx, k, v, ts, p, close)
+    local wins = fetch(ctx, p, math.max(0, ts - 2 * td), ts + 1)
+    local starts, left, right, prev = {}, nil, nil, nil
+    local left_created, right_created = false, false
+    for i = #wins, 1, -1 do
+      local w = wins[i]
+      starts[w.s] = true
+      local e = w.s + td
+      if w.s == ts + 1 then
+        right_created = true
+      elseif e > ts then
+        right = right or w
+        update(ctx, k, v, ts, p, w.s, w.agg, w.ts, close)
+      elseif e == ts then
+        left_created = true
+        update(ctx, k, v, ts, p, w.s, w.agg, w.ts, close)
+        if w.ts < ts then prev = w.ts else return end
+      else
+        left, prev = w, w.ts
+        break
+      end
+    end
+    create(ctx, k, v, ts, p, close, starts, left, left_created, right, right_created, prev)
+  end
+
+  -- a record at 0 <= t < td: its left window would start before 0, so the window [0, td]
+  -- holds every such record (Kafka Streams' processEarly)
+  local function early(ctx, k, v, ts, p, close)
+    local wins = fetch(ctx, p, 0, ts + 1)
+    local starts, combined, right, prev, right_created = {}, nil, nil, nil, false
+    for i = 1, #wins do
+      local w = wins[i]
+      starts[w.s] = true
+      if w.s == 0 then
+        combined = w
+        if w.ts < ts then prev = w.ts end
+      elseif w.s <= ts then
+        right = w
+        update(ctx, k, v, ts, p, w.s, w.agg, w.ts, close)
+      elseif w.s == ts + 1 then
+        right_created = true
+      end
+    end
+    if right == nil and combined ~= nil and combined.ts > ts then right = combined end
+    if not right_created and right ~= nil and right.ts > ts then
+      right_window(ctx, k, p, ts, right.agg, right.ts)
+    end
+    if prev ~= nil and not starts[prev + 1] then
+      update(ctx, k, v, ts, p, prev + 1, initial(), ts, close)
+    end
+    if combined == nil then
+      update(ctx, k, v, ts, p, 0, initial(), ts, close)
+    else
+      update(ctx, k, v, ts, p, 0, combined.agg, combined.ts, close)
+    end
+  end
+
+  -- emit final: windows whose end fell below close since the last emission
+  local function emit_final(ctx, now)
+    local close = now - grace
+    local last = ctx.last_close
+    if last >= 0 and last >= close then return end
+    local lo = last < 0 and 0 or math.max(0, last - td)
+    local hi = close - td - 1
+    if hi < lo then return end
+    ctx.last_close = close
+    emit_closed(ctx.st, kd, kw, lo, hi, function(k, s, _, raw, iv)
+      ctx:forward_at(window_time(iv, s + td), windowed_key(k, s, s + td), vd(raw, vw))
+    end)
+  end
+
+  return {
+    init = function(ctx)
+      ctx.st = ctx:store(store)
+      ctx.last_close = last_close(ctx, grace, td + 1)
+      -- the newest start in the store: at most td before the stream time
+      ctx.observed = -1
+      local from = math.max(0, ctx:stream_time() - td)
+      for ik in ctx.st:range(IDX .. be64(from), IDX .. TOP) do
+        local t = dec64(ik, 5)
+        if t > ctx.observed then ctx.observed = t end
+      end
+      -- a window a fetch may still see starts after observed - retention, observed at
+      -- most the stream time less td: kept td longer than the retention
+      M.schedule_expiry(ctx, ctx.st, retention + td)
+    end,
+    process = function(ctx, k, v)
+      local ts = ctx:timestamp()
+      if k == nil or v == nil or ts < 0 then return end
+      local now = ctx:stream_time()
+      if ts > now then now = ts end
+      local close = now - grace
+      if ts + td < close then
+        late(b, ctx, proc, ts, now, string_format("window [%d, %d] closed", ts, ts + td), store)
+        return
+      end
+      local p = prefix(ks(k, kw))
+      if ts < td then early(ctx, k, v, ts, p, close) else slide(ctx, k, v, ts, p, close) end
       if final then emit_final(ctx, now) end
     end,
   }
@@ -445,7 +636,8 @@ local function windowed_aggregate(w, desc, opts)
   local proc = b:name(desc.op, opts.name)
   local input = builder.module("aggregate").input(g, proc, opts.store)
   local store = opts.store or b:derived(proc .. "-store")
-  local def = spec.kind == "time" and time_def or session_def
+  local def = spec.kind == "time" and time_def or spec.kind == "sliding" and sliding_def
+              or session_def
   local final = check_emit(opts, desc.op)
   b:processor(proc, desc.op, def(b, proc, store, g, desc, spec, retention, where, final),
               { input }, where)
@@ -455,7 +647,7 @@ local function windowed_aggregate(w, desc, opts)
   t.getter = nil -- a windowed table is not looked up by key (no joins)
   -- how long after its end a window may still change: suppress's wait for its close (a
   -- session's end moves on with a record up to gap later, as Kafka Streams counts it)
-  t.grace = spec.kind == "time" and spec.grace_ms or spec.grace_ms + spec.gap
+  t.grace = spec.kind == "session" and spec.grace_ms + spec.gap or spec.grace_ms
   return t
 end
 
