@@ -22,6 +22,7 @@ require "beck.internal.dsl.join"
 require "beck.internal.dsl.regroup"
 require "beck.internal.dsl.cogroup"
 require "beck.internal.dsl.suppress"
+require "beck.internal.dsl.fkjoin"
 local global = require "beck.internal.dsl.global"
 
 local M = {}

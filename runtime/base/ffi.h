@@ -134,6 +134,9 @@ int32_t bk_ffi_hash_key_group(const char *key, size_t key_len);
 void bk_ffi_hash_group_range(int32_t task, int32_t ntasks, int32_t *lo, int32_t *hi);
 /* The task of `ntasks` owning key group `group` (bk_hash_group_owner). */
 int32_t bk_ffi_hash_group_owner(int32_t group, int32_t ntasks);
+/* XXH3's 128-bit hash of data[0..len) into out[0..16), big-endian (a foreign-key join's
+ * fingerprint of a row: lua/beck/internal/dsl/fkjoin.lua). */
+void bk_ffi_hash128(const char *data, size_t len, char *out);
 /* The query server of this process (docs/queries.md, query/query.c): a GET of `path` (escaped,
  * with its query) sent to it as a client would, with its token. Returns the body (free it with
  * bk_ffi_query_free) and *status: the HTTP status, 0 when there was no answer (the body says

@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include <xxhash.h>
+
 uint32_t bk_hash_murmur2(const void *key, size_t len)
 {
     const uint32_t seed = 0x9747b28c, m = 0x5bd1e995;
@@ -82,4 +84,11 @@ int32_t bk_ffi_hash_key_group(const char *key, size_t key_len)
 void bk_ffi_hash_group_range(int32_t task, int32_t ntasks, int32_t *lo, int32_t *hi)
 {
     bk_hash_group_range(task, ntasks, lo, hi);
+}
+
+void bk_ffi_hash128(const char *data, size_t len, char *out)
+{
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(data, len));
+    memcpy(out, c.digest, sizeof(c.digest));
 }

@@ -225,6 +225,14 @@ public final class Parity {
         case "table_table_outer":
             table(b, tbl).outerJoin(table(b, right), Parity::pair).toStream().to(out, to);
             break;
+        case "fk_join":
+            table(b, tbl).join(table(b, right), v -> "k" + (num(v) % 16), Parity::pair)
+                .toStream().to(out, to);
+            break;
+        case "fk_left_join":
+            table(b, tbl).leftJoin(table(b, right), v -> "k" + (num(v) % 16), Parity::pair)
+                .toStream().to(out, to);
+            break;
         case "stream_stream":
             stream(b, in).join(stream(b, right), Parity::pair, jw).to(out, to);
             break;

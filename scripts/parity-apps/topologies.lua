@@ -24,9 +24,10 @@ local function sum(agg, v)
   return tostring(tonumber(agg) + tonumber(v))
 end
 
--- a global table's row for a stream record: chosen by its value, not its key
-local function global_key(_, v)
-  return "k" .. (tonumber(v) % 16)
+-- a global table's row for a stream record, a foreign key of a table's row: chosen by
+-- its value, not its key
+local function global_key(a, b)
+  return "k" .. (tonumber(b or a) % 16)
 end
 
 local join_window = dsl.join_window(2000):grace(1000)
@@ -116,6 +117,12 @@ local topologies = {
   end,
   table_table_outer = function()
     app:table(TBL):outer_join(app:table(RIGHT), pair):to_stream():to(out)
+  end,
+  fk_join = function()
+    app:table(TBL):join(app:table(RIGHT), global_key, pair):to_stream():to(out)
+  end,
+  fk_left_join = function()
+    app:table(TBL):left_join(app:table(RIGHT), global_key, pair):to_stream():to(out)
   end,
   stream_stream = function()
     app:stream(IN):join(app:stream(RIGHT), pair, join_window):to(out)

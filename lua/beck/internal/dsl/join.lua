@@ -406,9 +406,17 @@ function M.stream_join(s, other, joiner, a, c, kind)
   return stream_stream(s, other, joiner, a, check_opts(c, kind), kind, where)
 end
 
-function M.table_join(t, other, joiner, opts, kind)
-  check_fn(joiner, kind .. ": joiner")
+function M.table_join(t, other, joiner, opts, kind, fk_opts)
   local where = builder.site()
+  if type(opts) == "function" then
+    -- join(other, fk_extractor, joiner [, opts]): a foreign-key join
+    if not table_mod.is_table(other) then
+      fail("%s: a table joins a table by foreign key, got %s", kind, type(other))
+    end
+    return builder.module("fkjoin").fk_join(t, other, joiner, opts, check_opts(fk_opts, kind),
+                                            kind, where)
+  end
+  check_fn(joiner, kind .. ": joiner")
   if not table_mod.is_table(other) then
     fail("%s: a table joins a table (stream:join(table) for a stream), got %s", kind, type(other))
   end

@@ -218,12 +218,14 @@ function Table:to(topic, opts)
 end
 
 -- join(table, joiner(v, ov, k) [, opts]), left_join, outer_join.
-function Table:join(other, joiner, opts)
-  return builder.module("join").table_join(self, other, joiner, opts, "join")
+-- join(table, joiner(l, r, k) [, opts]), or with a foreign key: join(table,
+-- fk_extractor(l), joiner(l, r, k) [, opts]) (beck.internal.dsl.fkjoin); left_join likewise.
+function Table:join(other, joiner, opts, fk_opts)
+  return builder.module("join").table_join(self, other, joiner, opts, "join", fk_opts)
 end
 
-function Table:left_join(other, joiner, opts)
-  return builder.module("join").table_join(self, other, joiner, opts, "left_join")
+function Table:left_join(other, joiner, opts, fk_opts)
+  return builder.module("join").table_join(self, other, joiner, opts, "left_join", fk_opts)
 end
 
 function Table:outer_join(other, joiner, opts)
