@@ -152,8 +152,16 @@ function App:store(name, opts, ...)
   if #procs == 0 then
     error(string.format("store '%s': connect it to at least one processor", name), 2)
   end
-  if opts.kind ~= nil and opts.kind ~= "kv" and opts.kind ~= "window" then
-    error(string.format("store '%s': kind must be \"kv\" or \"window\"", name), 2)
+  if opts.kind ~= nil and opts.kind ~= "kv" and opts.kind ~= "window" and
+     opts.kind ~= "versioned" then
+    error(string.format("store '%s': kind must be \"kv\", \"window\" or \"versioned\"", name),
+          2)
+  end
+  if opts.kind == "versioned" and (type(opts.history_retention) ~= "number" or
+                                   opts.history_retention < 0 or
+                                   opts.history_retention ~= math.floor(opts.history_retention)) then
+    error(string.format("store '%s': a versioned store needs history_retention (ms, >= 0)",
+                        name), 2)
   end
   if opts.retention ~= nil and (type(opts.retention) ~= "number" or opts.retention <= 0 or
                                 opts.retention ~= math.floor(opts.retention)) then
@@ -166,7 +174,7 @@ function App:store(name, opts, ...)
                          opts.ttl ~= math.floor(opts.ttl)) then
     error(string.format("store '%s': ttl must be a positive number of ms", name), 2)
   end
-  if opts.ttl ~= nil and opts.kind == "window" then
+  if opts.ttl ~= nil and (opts.kind == "window" or opts.kind == "versioned") then
     error(string.format("store '%s': ttl is for key-value stores (a window store has its " ..
                         "retention)", name), 2)
   end
@@ -181,7 +189,10 @@ function App:store(name, opts, ...)
       error(string.format("store '%s': %s names the serde (a string)", name, f), 2)
     end
   end
-  local st = { name = name, logged = opts.changelog ~= false, window = opts.kind == "window",
+  -- a versioned store (beck.internal.versioned) is laid out as a window store
+  local st = { name = name, logged = opts.changelog ~= false,
+               window = opts.kind == "window" or opts.kind == "versioned",
+               versioned = opts.kind == "versioned", history_retention = opts.history_retention,
                retention = opts.retention, ttl = opts.ttl, ttl_wall = opts.ttl_clock == "wall",
                key_serde = opts.key_serde,
                value_serde = opts.value_serde, processors = procs, where = where(2) }
@@ -536,6 +547,7 @@ function App:describe(opts)
       sub = psub
     end
     stores[i] = { name = st.name, logged = st.logged, window = st.window, sub = sub.index,
+                  versioned = st.versioned, history_retention = st.history_retention,
                   retention = st.retention, ttl = st.ttl, ttl_wall = st.ttl_wall,
                   key_serde = st.key_serde,
                   value_serde = st.value_serde,

@@ -5,6 +5,7 @@
 -- is a clock the spec advances. No broker, no network. See docs/testing.md.
 local ffi = require "ffi"
 local runtime = require "beck.internal.runtime"
+local versioned = require "beck.internal.versioned"
 local app_mod = require "beck.app"
 
 local C = ffi.C
@@ -430,6 +431,26 @@ function Driver:store(name)
   end
   if not self.plan.store_index[name] then
     error(string.format("driver: the topology has no store '%s'", tostring(name)), 2)
+  end
+  local pst = self.plan.stores[self.plan.store_index[name]]
+  if pst.versioned then
+    -- a versioned store: get(k) the latest version, get_as_of(k, time); each returns the
+    -- value and its time
+    local function ask(method, key, at)
+      if self.closed then error("driver: closed", 3) end
+      local tasks = self.fns.tasks -- [slot + 1]; a repartition leaves holes
+      for i = 1, table.maxn(tasks) do
+        local st = tasks[i] and tasks[i].stores[name]
+        if st then
+          local vst = versioned.of(st, pst.history_retention)
+          local v, t = vst[method](vst, key, at)
+          if t ~= nil then return v, t end
+        end
+      end
+      return nil
+    end
+    return { get = function(_, key) return ask("get", key) end,
+             get_as_of = function(_, key, at) return ask("get_as_of", key, at) end }
   end
   return setmetatable({ driver = self, name = name }, StoreReader)
 end

@@ -368,6 +368,7 @@ static void read_stores(lua_State *L, int plan_idx, bk_plan_t *plan, int from, i
         st->logged = field_bool(L, -1, "logged");
         st->changelog_other = field_str(L, -1, "changelog_other");
         st->window = field_bool(L, -1, "window");
+        st->versioned = field_bool(L, -1, "versioned");
         lua_getfield(L, -1, "retention");
         st->retention_ms = lua_isnumber(L, -1) ? (int64_t)lua_tonumber(L, -1) : 0;
         lua_pop(L, 1);

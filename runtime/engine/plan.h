@@ -53,6 +53,7 @@ typedef struct bk_plan_store_s {
     char *changelog_other; /* the name under the other generation: state there is refused */
     int logged;
     int window;           /* a window store (store.h) */
+    int versioned;        /* a versioned store (window layout: lua/beck/internal/versioned.lua) */
     int64_t retention_ms; /* a window store's retention, 0: not given */
     int64_t ttl_ms;       /* a key-value store's time to live, 0: none */
     int ttl_wall;         /* ... counted on the wall clock, not in record time */

@@ -78,7 +78,8 @@ enum MHD_Result bk_query_stores(bk_qreq_t *r)
         bk_jbuf_printf(&b, "%s{\"store\":", w++ ? "," : "");
         bk_jbuf_str(&b, s->name, strlen(s->name));
         bk_jbuf_printf(&b, ",\"kind\":\"%s\",\"logged\":%s,\"changelog\":",
-                       s->window ? "window" : "key-value", s->logged ? "true" : "false");
+                       s->versioned ? "versioned" : s->window ? "window" : "key-value",
+                       s->logged ? "true" : "false");
         if (s->logged) {
             /* the changelog written now: the serving generation's copy's, after a move */
             const char *cl = s->changelog;
@@ -438,6 +439,114 @@ static enum MHD_Result global_key(bk_qreq_t *r, bk_global_t *g, int table, const
     return bk_query_reply(r, rc == 1 ? 200 : rc == 0 ? 404 : 500, &b, -1);
 }
 
+/* A versioned store's key (lua/beck/internal/versioned.lua's layout, p = [length][key]):
+ * its latest version at p + ff*8 ([time][1 | 0][value]), older ones at p + [valid to] +
+ * [time] ([1 | 0][value]). extra: the as-of time, or NULL for the latest. */
+static int versioned_local(bk_qreq_t *r, const bk_plan_store_t *ps, bk_task_id_t tid,
+                           const char *key, size_t klen, int roles, long long max_lag,
+                           bk_jbuf_t *b, unsigned *status, const void *extra)
+{
+    const int64_t *as_of = extra;
+    bk_taskdb_read_t rd;
+    bk_dbread_pin_t *pin = NULL;
+    size_t plen = 4 + klen, vl = 0;
+    char *k = malloc(plen + 24), err[512];
+    const char *v = NULL, *found = NULL;
+    size_t foundlen = 0;
+    int64_t ts = -1, lt = -1;
+    int si, rc = 0, deleted = 0;
+    char *copy = NULL;
+
+    if (!k) {
+        return -1;
+    }
+    be32(k, (uint32_t)klen);
+    memcpy(k + 4, key, klen);
+    memset(k + plen, 0xff, 8);
+    if (take_local(r, tid, roles, max_lag, &rd) != 0) {
+        free(k);
+        return -1;
+    }
+    si = bk_dbread_store(rd.db, ps->name);
+    rc = si < 0 ? -1 : bk_dbread_get_pinned(rd.db, si, k, plen + 8, &v, &vl, &pin, err, sizeof(err));
+    if (rc == 1 && vl >= 9) {
+        lt = get64((const unsigned char *)v);
+        if (!as_of || lt <= *as_of) {
+            ts = lt;
+            deleted = v[8] == 0;
+            copy = malloc(vl - 9 + 1);
+            if (copy) {
+                memcpy(copy, v + 9, vl - 9);
+            }
+            found = copy;
+            foundlen = vl - 9;
+        }
+    }
+    bk_dbread_unpin(pin);
+    if (rc == 1 && lt >= 0 && as_of && ts < 0) {
+        /* the first older version still valid after as_of */
+        char *hi = malloc(plen + 24);
+        bk_store_iter_t *it = NULL;
+        const char *ik, *iv;
+        size_t ikl, ivl;
+        if (hi) {
+            memcpy(hi, k, plen);
+            be64(k + plen, *as_of + 1);
+            be64(hi + plen, lt);
+            memset(hi + plen + 8, 0xff, 16);
+            it = bk_dbread_iter(rd.db, si, BK_FFI_ITER_RANGE, k, plen + 8, hi, plen + 24);
+        }
+        if (it && bk_ffi_store_iter_next(it, &ik, &ikl, &iv, &ivl) && ikl >= plen + 16 && ivl >= 1) {
+            int64_t t0 = get64((const unsigned char *)ik + plen + 8);
+            if (t0 <= *as_of) {
+                ts = t0;
+                deleted = iv[0] == 0;
+                copy = malloc(ivl);
+                if (copy) {
+                    memcpy(copy, iv + 1, ivl - 1);
+                }
+                found = copy;
+                foundlen = ivl - 1;
+            }
+        }
+        bk_ffi_store_iter_free(it);
+        free(hi);
+    }
+    bk_jbuf_lit(b, "{\"store\":");
+    bk_jbuf_str(b, ps->name, strlen(ps->name));
+    bk_jbuf_lit(b, ",");
+    bk_jbuf_bytes(b, "key", key, klen);
+    if (rc < 0) {
+        bk_jbuf_lit(b, ",\"error\":");
+        if (si < 0) {
+            snprintf(err, sizeof(err), "task %s has no store %s", BK_TASK_NAME(tid), ps->name);
+        }
+        bk_jbuf_str(b, err, strlen(err));
+        *status = 500;
+    } else if (ts >= 0 && !deleted && found) {
+        bk_jbuf_lit(b, ",");
+        bk_jbuf_bytes(b, "value", found, foundlen);
+        bk_jbuf_printf(b, ",\"timestamp\":%lld", (long long)ts);
+        *status = 200;
+    } else {
+        bk_jbuf_lit(b, ",\"error\":\"no such key\"");
+        if (ts >= 0) {
+            bk_jbuf_printf(b, ",\"deleted_at\":%lld", (long long)ts);
+        }
+        *status = 404;
+    }
+    if (as_of) {
+        bk_jbuf_printf(b, ",\"as_of\":%lld", (long long)*as_of);
+    }
+    bk_jbuf_lit(b, ",");
+    meta(r, b, tid, rd.role, rd.lag);
+    bk_jbuf_lit(b, "}");
+    bk_taskdb_read_end(r->q->env.pool, &rd);
+    free(copy);
+    free(k);
+    return 0;
+}
+
 enum MHD_Result bk_query_key(bk_qreq_t *r, const char *store, const char *key, size_t klen)
 {
     static const char tail[] = "/windows";
@@ -456,6 +565,20 @@ enum MHD_Result bk_query_key(bk_qreq_t *r, const char *store, const char *key, s
     }
     if (!ps->window) {
         return answer_key(r, ps, key, klen, key_local_fn, NULL, "", "");
+    }
+    if (ps->versioned) {
+        /* the latest version, or ?as_of=T: the one valid at T */
+        const char *a = bk_query_arg(r, "as_of");
+        int64_t at = a ? time_arg(r, "as_of", 0) : -1;
+        char args[64];
+        if (a && at < 0) {
+            return bk_query_error(r, 400, -1, "as_of: a time in ms from 0 to 2^53 - 1");
+        }
+        args[0] = '\0';
+        if (a) {
+            snprintf(args, sizeof(args), "as_of=%lld", (long long)at);
+        }
+        return answer_key(r, ps, key, klen, versioned_local, a ? &at : NULL, "", args);
     }
     /* a window store: GET .../keys/{key}/windows?from=&to=&limit= */
     if (klen <= tl || memcmp(key + klen - tl, tail, tl) != 0) {

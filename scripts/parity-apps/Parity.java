@@ -37,6 +37,7 @@ import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.kstream.WindowedSerdes;
 import org.apache.kafka.streams.state.SessionStore;
+import org.apache.kafka.streams.state.Stores;
 import org.apache.kafka.streams.state.WindowStore;
 
 public final class Parity {
@@ -70,6 +71,15 @@ public final class Parity {
 
     static KTable<String, String> table(StreamsBuilder b, String topic) {
         return b.table(topic, Consumed.with(Serdes.String(), Serdes.String()));
+    }
+
+    /** A versioned table (KIP-889), 5 s of history: a stream joins it as of its records' times. */
+    static KTable<String, String> versioned(StreamsBuilder b, String topic) {
+        return b.table(topic, Consumed.with(Serdes.String(), Serdes.String()),
+                       Materialized.<String, String>as(
+                           Stores.persistentVersionedKeyValueStore("versioned",
+                                                                   Duration.ofMillis(5000)))
+                           .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()));
     }
 
     static GlobalKTable<String, String> global(StreamsBuilder b, String topic) {
@@ -207,6 +217,12 @@ public final class Parity {
             break;
         case "stream_table_left":
             stream(b, in).leftJoin(table(b, tbl), Parity::pair).to(out, to);
+            break;
+        case "stream_versioned":
+            stream(b, in).join(versioned(b, tbl), Parity::pair).to(out, to);
+            break;
+        case "stream_versioned_left":
+            stream(b, in).leftJoin(versioned(b, tbl), Parity::pair).to(out, to);
             break;
         case "stream_global":
             stream(b, in).join(global(b, tbl), (k, v) -> "k" + (num(v) % 16), Parity::pair)

@@ -103,6 +103,12 @@ local topologies = {
   stream_table_left = function()
     app:stream(IN):left_join(app:table(TBL), pair):to(out)
   end,
+  stream_versioned = function()
+    app:stream(IN):join(app:table(TBL, { history_retention = 5000 }), pair):to(out)
+  end,
+  stream_versioned_left = function()
+    app:stream(IN):left_join(app:table(TBL, { history_retention = 5000 }), pair):to(out)
+  end,
   stream_global = function()
     app:stream(IN):join(app:global_table(TBL), global_key, pair):to(out)
   end,

@@ -6,6 +6,7 @@
 local ffi = require "ffi"
 ffi.cdef(require "beck.internal.cdef")
 local store = require "beck.internal.store"
+local versioned = require "beck.internal.versioned"
 local params = require "beck.internal.params"
 
 local C = ffi.C
@@ -367,7 +368,15 @@ local function build_task(rt, app, plan, index, sub_index, partition, stream_tim
     else
       local inst = type(node.def) == "table" and node.def or instantiate(node)
       local stores = {}
-      for _, sname in ipairs(node.stores or {}) do stores[sname] = task.stores[sname] end
+      for _, sname in ipairs(node.stores or {}) do
+        stores[sname] = task.stores[sname]
+        local pst = plan.stores[plan.store_index[sname]]
+        if pst and pst.versioned then
+          -- a versioned store's face (put(k, v, time), get, get_as_of), one for the task
+          stores[sname] = versioned.of(task.stores[sname], pst.history_retention,
+                                       task.stream_time)
+        end
+      end
       ctx = setmetatable({ name = name, _task = task, _cctx = cctx, _inst = inst,
                            _process = inst.process, _stores = stores, forward = fns.forward },
                          Ctx)

@@ -207,6 +207,7 @@ function Builder:store(name, opts, proc, op, where)
   end
   local st = { name = name, opts = { changelog = opts and opts.changelog, kind = opts and opts.kind,
                                      retention = opts and opts.retention,
+                                     history_retention = opts and opts.history_retention,
                                      key_serde = opts and opts.key_serde,
                                      value_serde = opts and opts.value_serde,
                                      ttl = ttl, ttl_clock = clock },

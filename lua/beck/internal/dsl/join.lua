@@ -61,6 +61,14 @@ local function stream_table(s, t, joiner, opts, kind, where)
                           { drop_nil_keys = kind == "join" })
   end
   local getter = t.getter
+  if t.getter_as_of then
+    -- a versioned table: the row as of the stream record's time (KIP-914)
+    local as_of = t.getter_as_of
+    getter = function(ctx)
+      local get = as_of(ctx)
+      return function(k) return get(k, ctx:timestamp()) end
+    end
+  end
   local def
   if kind == "join" then
     def = {

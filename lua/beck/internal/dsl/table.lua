@@ -4,11 +4,12 @@
 -- key now, read from a store, or computed through filter / map_values from
 -- the store of the table they derive from (no store of their own needed).
 local builder = require "beck.internal.dsl.builder"
+local versioned = require "beck.internal.versioned"
 builder.internal()
 
 local type, setmetatable, getmetatable, ipairs = type, setmetatable, getmetatable, ipairs
 local string_format = string.format
-local check_fn, check_opts = builder.check_fn, builder.check_opts
+local check_fn, check_opts, fail = builder.check_fn, builder.check_opts, builder.fail
 
 local M = {}
 local Table = {}
@@ -41,6 +42,34 @@ end
 -- needs(t, proc): connects proc to every store t's getter reads.
 function Table:needs(proc)
   for _, s in ipairs(self.stores) do self.b:use_store(s, proc) end
+end
+
+-- A versioned table's source (opts.history_retention, Kafka Streams' versioned store,
+-- KIP-889/914): every version kept by its timestamp; an update older than the key's latest
+-- version is kept for reads as of its time but not forwarded (nor is one older than the
+-- history retention, which is not kept either).
+local function versioned_source_def(store, kser, vser, what, retention)
+  local kd, vd, ks = kser.deserialize, vser.deserialize, kser.serialize
+  local kw, vw = what .. ": key: ", what .. ": value: "
+  local canon = not kser.identity
+  return {
+    init = function(ctx)
+      ctx.vst = versioned.of(ctx:store(store), retention, ctx:stream_time())
+      ctx:schedule(math.max(1, math.floor(retention / 2)), function() ctx.vst:expire() end,
+                   "stream")
+    end,
+    process = function(ctx, rk, raw)
+      if rk == nil then return end
+      local k = kd(rk, kw)
+      if canon then rk = ks(k, kw) end
+      local had = ctx.vst:get(rk) ~= nil
+      if ctx.vst:put(rk, raw, ctx:timestamp()) ~= versioned.IS_LATEST then return end
+      local task = ctx._task
+      task.had_row = had
+      ctx:forward(k, raw ~= nil and vd(raw, vw) or nil)
+      task.had_row = nil
+    end,
+  }
 end
 
 -- The table source: the latest value per key of a topic.
@@ -82,11 +111,54 @@ function M.source(app, topic, opts)
   local name = b:name("table", opts.name)
   local src = b:source(b:derived(name .. "-source"), topic, nil, "table", where)
   local store = opts.store or b:derived(name .. "-store")
+  local retention = opts.history_retention
+  if retention ~= nil then
+    if type(retention) ~= "number" or retention < 0 or retention ~= math.floor(retention) then
+      fail("table: history_retention: expected a whole number of ms >= 0, got %s",
+           tostring(retention))
+    end
+    if opts.ttl ~= nil then fail("table: a versioned table (history_retention) has no ttl") end
+    b:processor(name, "table", versioned_source_def(store, kser, vser,
+                                                    "table " .. tostring(topic), retention),
+                { src }, where)
+    b:store(store, { changelog = opts.changelog, kind = "versioned",
+                     history_retention = retention, key_serde = kser.name,
+                     value_serde = vser.name }, name, "table", where)
+    return M.versioned(b, name, store, kser, vser, retention)
+  end
   b:processor(name, "table", source_def(store, kser, vser, "table " .. tostring(topic)), { src },
               where)
   b:store(store, { changelog = opts.changelog, ttl = opts.ttl, ttl_clock = opts.ttl_clock,
                    key_serde = kser.name, value_serde = vser.name }, name, "table", where)
   return M.materialized(b, name, store, kser, vser)
+end
+
+-- A versioned table: its getter reads the latest version, getter_as_of(ctx)(k, time) the
+-- version valid at a time (a stream-table join's lookup, at the stream record's time).
+function M.versioned(b, node, store, kser, vser, retention)
+  local t = setmetatable({ b = b, node = node, store = store, kser = kser, vser = vser,
+                          stores = { store }, windowed = false, versioned = true }, Table)
+  local ks, vd = kser.serialize, vser.deserialize
+  local kw = string_format("table %s: store %s: key: ", node, store)
+  local vw = string_format("table %s: store %s: value: ", node, store)
+  local function of(ctx) return versioned.of(ctx:store(store), retention, ctx:stream_time()) end
+  function t.getter(ctx)
+    local vst = of(ctx)
+    return function(k)
+      local raw = vst:get(ks(k, kw))
+      if raw ~= nil then return vd(raw, vw) end
+      return nil
+    end
+  end
+  function t.getter_as_of(ctx)
+    local vst = of(ctx)
+    return function(k, at)
+      local raw = vst:get_as_of(ks(k, kw), at)
+      if raw ~= nil then return vd(raw, vw) end
+      return nil
+    end
+  end
+  return t
 end
 
 -- stream:to_table(opts): the stream's latest value per key (after a
