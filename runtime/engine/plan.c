@@ -388,6 +388,21 @@ static void read_stores(lua_State *L, int plan_idx, bk_plan_t *plan, int from, i
  * leaves the app and its description on the stack and returns the description's index,
  * or -1 with errstr. `settings`: a conf (conf itself, at load) that the topology's own settings
  * are applied to first, or NULL. */
+/* The description's global tables (engine/global.h). */
+static void read_globals(lua_State *L, int plan_idx, bk_plan_t *plan)
+{
+    int n = list_len(L, plan_idx, "globals");
+    plan->globals = calloc((size_t)n + 1, sizeof(*plan->globals));
+    for (int i = 0; plan->globals && i < n; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        plan->globals[i].name = field_str(L, -1, "name");
+        plan->globals[i].topic = field_str(L, -1, "topic");
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    plan->nglobals = plan->globals ? n : 0;
+}
+
 static int describe(lua_State *L, const char *path, const bk_conf_t *conf,
                     const char *generations, bk_conf_t *settings, char *errstr,
                     size_t errstr_size)
@@ -461,16 +476,7 @@ bk_plan_t *bk_plan_load(lua_State *L, const char *path, bk_conf_t *conf, char *e
     read_stores(L, plan_idx, plan, 0, n);
     plan->nstores = n;
 
-    n = list_len(L, plan_idx, "globals");
-    plan->globals = calloc((size_t)n + 1, sizeof(*plan->globals));
-    for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, -1, i + 1);
-        plan->globals[i].name = field_str(L, -1, "name");
-        plan->globals[i].topic = field_str(L, -1, "topic");
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    plan->nglobals = n;
+    read_globals(L, plan_idx, plan);
     /* made or found before any thread runs (topics.c) */
     bk_plan_set_ready(plan, plan->ntopics, n);
     lua_settop(L, top);
