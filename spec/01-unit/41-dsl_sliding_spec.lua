@@ -105,6 +105,18 @@ describe("beck.dsl sliding windows", function()
     assert.same({ { "b@24", 34, "1" } }, ktv(out:read_all()))
   end)
 
+  it("are where emit = \"final\" belongs: a key's aggregation refuses it", function()
+    local app = beck.app { id = "sliding" }
+    local g = app:stream("in"):group_by_key()
+    local ok, err = pcall(g.count, g, { emit = "final" })
+    assert.is_false(ok)
+    assert.matches("41%-dsl_sliding_spec.lua:%d+: count: emit = final is for windowed " ..
+                   "aggregations", err)
+    ok, err = pcall(g.reduce, g, function(a) return a end, { emit = "final" })
+    assert.is_false(ok)
+    assert.matches("reduce: emit = final is for windowed aggregations", err)
+  end)
+
   it("refuse a retention shorter than twice the difference and the grace", function()
     local app = beck.app { id = "sliding" }
     local w = app:stream("in"):group_by_key():windowed_by(dsl.sliding(10):grace(5))

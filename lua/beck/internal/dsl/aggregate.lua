@@ -82,6 +82,11 @@ end
 local function kv_aggregate(g, desc, opts)
   local b = g.b
   local where = builder.site()
+  if opts.emit ~= nil and opts.emit ~= "update" then
+    -- (as Kafka Streams, whose emitStrategy is on windowed aggregations only)
+    builder.fail("%s: emit = %s is for windowed aggregations (windowed_by(...)); a " ..
+                 "key's aggregate has no window to close", desc.op, tostring(opts.emit))
+  end
   local proc = b:name(desc.op, opts.name)
   local input = M.input(g, proc, opts.store)
   local store = opts.store or b:derived(proc .. "-store")
