@@ -3,6 +3,7 @@
 local M = {}
 local App = {}
 local KEY_GROUPS = 4096 -- runtime/base/hash.h
+M.FOREVER = 2 ^ 52 -- a timestamped store's time to live, in ms: never
 App.__index = App
 
 local function where(level)
@@ -190,10 +191,18 @@ function App:store(name, opts, ...)
     end
   end
   -- a versioned store (beck.internal.versioned) is laid out as a window store
+  -- a timestamped key-value store keeps each value's time (its last write's) beside it, in
+  -- the layout of a store with a time to live that never runs out (store.lua, get_time)
+  if opts.timestamped and opts.kind ~= nil and opts.kind ~= "kv" then
+    error(string.format("store '%s': timestamped is for key-value stores", name), 2)
+  end
+  local ttl = opts.ttl
+  if opts.timestamped and ttl == nil then ttl = M.FOREVER end
   local st = { name = name, logged = opts.changelog ~= false,
                window = opts.kind == "window" or opts.kind == "versioned",
                versioned = opts.kind == "versioned", history_retention = opts.history_retention,
-               retention = opts.retention, ttl = opts.ttl, ttl_wall = opts.ttl_clock == "wall",
+               retention = opts.retention, ttl = ttl, ttl_wall = opts.ttl_clock == "wall",
+               timestamped = opts.timestamped and opts.ttl == nil,
                key_serde = opts.key_serde,
                value_serde = opts.value_serde, processors = procs, where = where(2) }
   for _, pname in ipairs(procs) do
@@ -549,6 +558,7 @@ function App:describe(opts)
     stores[i] = { name = st.name, logged = st.logged, window = st.window, sub = sub.index,
                   versioned = st.versioned, history_retention = st.history_retention,
                   retention = st.retention, ttl = st.ttl, ttl_wall = st.ttl_wall,
+                  timestamped = st.timestamped,
                   key_serde = st.key_serde,
                   value_serde = st.value_serde,
                   changelog = self.config.id .. "-" .. st.name .. "-changelog" }

@@ -346,7 +346,8 @@ local function build_task(rt, app, plan, index, sub_index, partition, stream_tim
       task.store_index[st.name] = i - 1
       task.stores[st.name] = store.new(ptr, st.name, task, rt.cache,
                                        st.ttl and { ms = st.ttl, wall = st.ttl_wall } or nil)
-      if st.ttl then rt.ttl_stores[#rt.ttl_stores + 1] = task.stores[st.name] end
+      -- (a timestamped store's "time to live" is forever: nothing to sweep)
+      if st.ttl and not st.timestamped then rt.ttl_stores[#rt.ttl_stores + 1] = task.stores[st.name] end
     end
   end
   local ctx_of = {}

@@ -116,6 +116,11 @@ local function get_through(self, key)
   store_error(self, 2)
 end
 
+-- get_time(key) -> value, nil: a store without times (TtlStore's has them).
+function Store:get_time(key)
+  return self:get(key), nil
+end
+
 function Store:get(key)
   check_key(self, key, "get")
   local e = self.entries[key]
@@ -291,8 +296,10 @@ function TtlStore:_now()
   return t
 end
 
--- A write's time: the record's timestamp (the stream time in a punctuation), or the clock.
+-- A write's time: the record's timestamp (the stream time in a punctuation), or the clock;
+-- put_at's time while it writes.
 function TtlStore:_wtime()
+  if self.at then return self.at end
   local task = self.task
   if self.wall then return task.rt.now() end
   if task.cur >= 0 then return task.ts end
@@ -318,6 +325,25 @@ for _, f in ipairs { "range", "prefix", "all" } do
     C.bk_ffi_store_set_now(self.ptr, self:_now())
     return base(self, ...)
   end
+end
+
+-- get_time(key) -> value, its write time (nil: none): a timestamped store's value and the
+-- time it carries (an aggregate's, as Kafka Streams' timestamped stores keep it).
+function TtlStore:get_time(key)
+  local v = self:get(key)
+  if v == nil then return nil end
+  if self.wall then return v, nil end -- times of the wall clock, not of the records
+  local t = self.wtime[key] -- cached with the value
+  if t == nil then t = tonumber(C.bk_ffi_store_last_wtime(self.ptr)) end
+  return v, t
+end
+
+-- put_at(key, value, time): a put whose write time is `time`, not the record's.
+function TtlStore:put_at(key, value, t)
+  self.at = t
+  local ok, err = pcall(self.put, self, key, value)
+  self.at = nil
+  if not ok then error(err, 2) end
 end
 
 -- The background sweep (at each commit, after the cache's writes): up to `max` entries from

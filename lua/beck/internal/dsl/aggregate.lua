@@ -95,31 +95,40 @@ local function kv_aggregate(g, desc, opts)
   local kw = string_format("%s (%s): store %s: key: ", desc.op, where, store)
   local vw = string_format("%s (%s): store %s: value: ", desc.op, where, store)
   local init, add = desc.init, desc.add
+  -- (a time to live on the wall clock keeps write times of the clock, not of the records)
+  local wall = opts.ttl_clock == "wall"
   b:processor(proc, desc.op, {
     init = function(ctx) ctx.st = ctx:store(store) end,
-    -- Records without key or value are dropped, as in Kafka Streams.
+    -- Records without key or value are dropped, as in Kafka Streams. An aggregate carries
+    -- the time of its newest record (its store keeps it), as Kafka Streams stamps one: the
+    -- larger of the record's and the aggregate's before it.
     process = function(ctx, k, v)
       if k == nil or v == nil then return end
       local st = ctx.st
       local sk = ks(k, kw)
-      local raw = st:get(sk)
+      local raw, at
+      if wall then raw = st:get(sk) else raw, at = st:get_time(sk) end
+      local ts = ctx:timestamp()
       local agg
       if raw ~= nil then
         agg = vd(raw, vw)
+        if at and at > ts then ts = at end
       elseif init ~= nil then
         agg = init()
       end
       agg = add(k, v, agg)
       if agg == nil then
         st:delete(sk)
-      else
+      elseif wall then
         st:put(sk, vs(agg, vw))
+      else
+        st:put_at(sk, vs(agg, vw), ts)
       end
-      ctx:forward(k, agg)
+      ctx:forward_at(ts, k, agg)
     end,
   }, { input }, where)
   b:store(store, { changelog = opts.changelog, key_serde = kser.name, value_serde = vser.name,
-                  ttl = opts.ttl, ttl_clock = opts.ttl_clock },
+                  ttl = opts.ttl, ttl_clock = opts.ttl_clock, timestamped = true },
           proc, desc.op, where)
   return builder.module("table").materialized(b, proc, store, kser, vser)
 end

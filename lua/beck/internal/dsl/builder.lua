@@ -210,7 +210,8 @@ function Builder:store(name, opts, proc, op, where)
                                      history_retention = opts and opts.history_retention,
                                      key_serde = opts and opts.key_serde,
                                      value_serde = opts and opts.value_serde,
-                                     ttl = ttl, ttl_clock = clock },
+                                     ttl = ttl, ttl_clock = clock,
+                                     timestamped = opts and opts.timestamped },
                procs = { proc },
                where = where, op = op }
   self.stores[#self.stores + 1] = st

@@ -143,8 +143,10 @@ function M.fk_join(l, r, fk, joiner, opts, kind, where)
 
   -- 2. the subscriptions, answered with the right row (both on the right table's tasks)
   local answer = b:derived(name .. "-answer")
-  local function reply(ctx, lk, hash, rv)
-    ctx:forward(lk, resp_encode(hash, rv ~= nil and rvs(rv, rvw) or nil))
+  -- an answer goes at `ts` (default the record's): a subscription's answer at the later of
+  -- it and the right row, as Kafka Streams' SubscriptionJoinProcessor stamps it
+  local function reply(ctx, lk, hash, rv, ts)
+    ctx:forward_at(ts or ctx:timestamp(), lk, resp_encode(hash, rv ~= nil and rvs(rv, rvw) or nil))
   end
   b:processor(answer, kind, {
     init = function(ctx)
@@ -169,8 +171,10 @@ function M.fk_join(l, r, fk, joiner, opts, kind, where)
       if instr == DELETE_AND_PROPAGATE then
         reply(ctx, lk, hash, nil)
       elseif instr ~= DELETE_NO_PROPAGATE then
-        local rv = ctx.get(ctx.fkd(fkb, fw))
-        if rv ~= nil or instr == PROPAGATE_NULL_IF_NONE then reply(ctx, lk, hash, rv) end
+        local rv, rts = ctx.get(ctx.fkd(fkb, fw))
+        local ts = ctx:timestamp()
+        if rv ~= nil and rts ~= nil and rts > ts then ts = rts end
+        if rv ~= nil or instr == PROPAGATE_NULL_IF_NONE then reply(ctx, lk, hash, rv, ts) end
       end
     end,
   }, { sub_in }, where)

@@ -130,15 +130,18 @@ local function side_def(kind, left, getter, joiner)
   return {
     init = function(ctx) ctx.get = getter(ctx) end,
     process = function(ctx, k, v)
-      local o = ctx.get(k)
+      local o, ots = ctx.get(k)
       if o == nil and not emit_without_other then return end
       -- a deletion of a row that never was, with no row on the other side: nothing, as in
       -- Kafka Streams (its source says whether the row was there: table.lua)
       if v == nil and o == nil and ctx._task.had_row == false then return end
+      -- the later of the two rows' times (Kafka Streams' KTableKTableJoin)
+      local ts = ctx:timestamp()
+      if o ~= nil and ots ~= nil and ots > ts then ts = ots end
       if left then
-        ctx:forward(k, both(k, v, o))
+        ctx:forward_at(ts, k, both(k, v, o))
       else
-        ctx:forward(k, both(k, o, v))
+        ctx:forward_at(ts, k, both(k, o, v))
       end
     end,
   }
@@ -180,7 +183,13 @@ local function table_table(l, r, joiner, opts, kind, where)
                           windowed = false }, table_mod.Table)
   function t.getter(ctx)
     local lg, rg = l.getter(ctx), r.getter(ctx)
-    return function(k) return both(k, lg(k), rg(k)) end
+    return function(k)
+      local lv, lt = lg(k)
+      local rv, rt = rg(k)
+      local out = both(k, lv, rv)
+      if out == nil then return nil end
+      return out, (lt and rt) and math.max(lt, rt) or lt or rt
+    end
   end
   return t
 end

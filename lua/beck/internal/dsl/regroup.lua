@@ -113,22 +113,31 @@ local function aggregate(g, desc, opts)
   local init, add, subtract = desc.init, desc.add, desc.sub
   b:processor(proc, desc.op, {
     init = function(ctx) ctx.st = ctx:store(store) end,
+    -- the result's time as Kafka Streams' KTableAggregate / KTableReduce give it: the
+    -- record's, or the larger of it and the aggregate's before when the old value came out
+    -- of it or the new one went into it
     process = function(ctx, k, c)
       if k == nil or c == nil then return end
       local sk = ks(k, kw)
-      local raw = ctx.st:get(sk)
+      local raw, at = ctx.st:get_time(sk)
       local agg = raw ~= nil and vd(raw, vw) or nil
-      if c.old ~= nil and agg ~= nil then agg = subtract(k, c.old, agg) end
+      local rts = ctx:timestamp()
+      local ts, later = rts, raw ~= nil and math.max(rts, at) or rts
+      if c.old ~= nil and agg ~= nil then
+        agg = subtract(k, c.old, agg)
+        ts = later
+      end
       if c.new ~= nil then
         if agg == nil and init then agg = init() end
+        if agg ~= nil or init then ts = later end
         agg = add(k, c.new, agg)
       end
-      if agg == nil then ctx.st:delete(sk) else ctx.st:put(sk, vs(agg, vw)) end
-      ctx:forward(k, agg)
+      if agg == nil then ctx.st:delete(sk) else ctx.st:put_at(sk, vs(agg, vw), ts) end
+      ctx:forward_at(ts, k, agg)
     end,
   }, { g.input }, where)
   b:store(store, { changelog = opts.changelog, key_serde = g.kser.name,
-                   value_serde = desc.vser.name }, proc, desc.op, where)
+                   value_serde = desc.vser.name, timestamped = true }, proc, desc.op, where)
   return builder.module("table").materialized(b, proc, store, g.kser, desc.vser)
 end
 

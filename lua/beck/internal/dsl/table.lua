@@ -31,8 +31,8 @@ function M.materialized(b, node, store, kser, vser, windowed)
   function t.getter(ctx)
     local st = ctx:store(store)
     return function(k)
-      local raw = st:get(ks(k, kw))
-      if raw ~= nil then return vd(raw, vw) end
+      local raw, at = st:get_time(ks(k, kw))
+      if raw ~= nil then return vd(raw, vw), at end
       return nil
     end
   end
@@ -128,8 +128,11 @@ function M.source(app, topic, opts)
   end
   b:processor(name, "table", source_def(store, kser, vser, "table " .. tostring(topic)), { src },
               where)
+  -- (each row keeps its record's time: a table-table join's result carries the later of
+  -- its two rows', as in Kafka Streams)
   b:store(store, { changelog = opts.changelog, ttl = opts.ttl, ttl_clock = opts.ttl_clock,
-                   key_serde = kser.name, value_serde = vser.name }, name, "table", where)
+                   key_serde = kser.name, value_serde = vser.name,
+                   timestamped = opts.ttl_clock ~= "wall" }, name, "table", where)
   return M.materialized(b, name, store, kser, vser)
 end
 
@@ -145,8 +148,8 @@ function M.versioned(b, node, store, kser, vser, retention)
   function t.getter(ctx)
     local vst = of(ctx)
     return function(k)
-      local raw = vst:get(ks(k, kw))
-      if raw ~= nil then return vd(raw, vw) end
+      local raw, at = vst:get(ks(k, kw))
+      if raw ~= nil then return vd(raw, vw), at end
       return nil
     end
   end
@@ -233,8 +236,11 @@ local function derive(self, op, opts, compute, vser)
   function t.getter(ctx)
     local pg = parent.getter(ctx)
     return function(k)
-      local v = pg(k)
-      if v ~= nil then return compute(k, v) end
+      local v, at = pg(k)
+      if v ~= nil then
+        local out = compute(k, v)
+        if out ~= nil then return out, at end
+      end
       return nil
     end
   end
