@@ -115,6 +115,25 @@ enum MHD_Result bk_query_status(bk_qreq_t *r)
     bk_jbuf_str(&b, r->q->env.node_id, strlen(r->q->env.node_id));
     bk_jbuf_lit(&b, ",\"served\":");
     served_json(r, &b);
+    {
+        /* the global tables this node holds whole (engine/global.h) */
+        bk_global_t *g = bk_global_current();
+        bk_jbuf_lit(&b, ",\"global_tables\":[");
+        for (int i = 0; i < bk_global_count(g); i++) {
+            const char *name = bk_global_name(g, i), *topic = bk_global_topic(g, i);
+            if (i > 0) {
+                bk_jbuf_lit(&b, ",");
+            }
+            bk_jbuf_lit(&b, "{\"table\":");
+            bk_jbuf_str(&b, name, strlen(name));
+            bk_jbuf_lit(&b, ",\"topic\":");
+            bk_jbuf_str(&b, topic, strlen(topic));
+            bk_jbuf_printf(&b, ",\"applied\":%llu,\"lag\":%lld}",
+                           (unsigned long long)bk_global_applied(g, i),
+                           (long long)bk_global_lag(g, i));
+        }
+        bk_jbuf_lit(&b, "]");
+    }
     bk_jbuf_lit(&b, ",\"cluster\":");
     bk_route_json(r->q->env.route, &b);
     bk_jbuf_lit(&b, "}");

@@ -1,5 +1,5 @@
 -- A store whose settings change its bytes on disk (docs/state.md, Store formats): the count
--- of spec/fixtures/ttl_count.lua run without a time to live, then with one over the same
+-- of spec/fixtures/format_count.lua run without a time to live, then with one over the same
 -- state directory, then without again. Each start finds the store written in the other
 -- layout: it says so, drops its local data and replays the changelog, and the counts go on
 -- exactly. (Before, the values were read with the other layout: 8 bytes cut off, or 8 bytes
@@ -17,7 +17,7 @@ describe("a store whose ttl setting changed", function()
       local now = os.time() * 1000
       local sent = 0
       local function round(ttl, expect_log)
-        local node = helpers.start_node("spec/fixtures/ttl_count.lua",
+        local node = helpers.start_node("spec/fixtures/format_count.lua",
                                         { "-b", bs, "--state-dir", state,
                                           "--commit-interval-ms", "200" },
                                         { env = { TTL_COUNT_TTL_MS = ttl } })

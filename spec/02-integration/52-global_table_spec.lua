@@ -111,6 +111,9 @@ describe("a global table", function()
         for _, s in ipairs(list.stores) do if s.store == "customers" then found = s end end
         assert.equal("global", found.kind)
         assert.equal("global-customers", found.topic)
+        local _, status = http(url, "/v1/status")
+        assert.equal("customers", status.global_tables[1].table)
+        assert.equal("global-customers", status.global_tables[1].topic)
         local _, _, metrics = http(url, "/metrics")
         assert.matches('beck_global_records_total{[^}]*store="customers"} ' .. (CUSTOMERS + 2),
                        metrics)
