@@ -885,7 +885,8 @@ function helpers.produce(bootstrap, topic, records, opts)
   end
   local path = string.format("%s/produce-%d.jsonl", workdir(), registry.seq + 1)
   write_file(path, table.concat(lines, "\n") .. "\n")
-  local out, err = client({ "produce", bootstrap, topic, "--timeout", opts.timeout or 60 },
+  local out, err = client({ "produce", bootstrap, topic, "--timeout", opts.timeout or 60,
+                            opts.transactional and "--transactional" or nil },
                           { stdin = path, timeout = opts.timeout })
   if not out then error(err, 2) end
   local res = cjson.decode(out)

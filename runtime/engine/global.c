@@ -213,14 +213,35 @@ static int commit(bk_global_t *g)
     return write_offsets(g);
 }
 
-static int caught_up(const bk_global_t *g)
+/* Every partition read up to its end at start. The consumer's position counts too: it
+ * passes transaction markers and aborted records, which are never applied (a topic written
+ * transactionally ends in a marker: its last record is one short of the end). */
+static int caught_up(bk_global_t *g)
 {
-    for (int i = 0; i < g->nparts; i++) {
-        if (g->parts[i].next < g->parts[i].end) {
-            return 0;
+    rd_kafka_topic_partition_list_t *pos = NULL;
+    int ok = 1;
+    for (int i = 0; i < g->nparts && ok; i++) {
+        part_t *p = &g->parts[i];
+        if (p->next >= p->end) {
+            continue;
         }
+        if (!pos) {
+            pos = rd_kafka_topic_partition_list_new(g->nparts);
+            for (int j = 0; j < g->nparts; j++) {
+                rd_kafka_topic_partition_list_add(pos, bk_global_topic(g, g->parts[j].table),
+                                                  g->parts[j].partition);
+            }
+            if (rd_kafka_position(g->consumer, pos) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+                ok = 0;
+                break;
+            }
+        }
+        ok = pos->elems[i].offset >= 0 && pos->elems[i].offset >= p->end;
     }
-    return 1;
+    if (pos) {
+        rd_kafka_topic_partition_list_destroy(pos);
+    }
+    return ok;
 }
 
 /* Each table's lag: the partitions' ends as the consumer last heard them, past what was

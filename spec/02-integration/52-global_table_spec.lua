@@ -143,6 +143,26 @@ describe("a global table", function()
     end)
   end)
 
+  it("catches up on a topic written in transactions (it ends in a commit marker)", function()
+    helpers.with_timeout(120, function()
+      local broker = helpers.start_broker { topics = { "global-customers:2", "global-orders:2",
+                                                       "global-out:2" } }
+      local bs = broker.bootstrap
+      local rows = {}
+      for i = 1, 20 do rows[i] = { key = "c" .. i, value = "name" .. i } end
+      helpers.produce(bs, "global-customers", rows, { transactional = true })
+      helpers.produce(bs, "global-orders", { { key = "o1", value = "c7 1" } })
+      local node = helpers.start_node("spec/fixtures/global_join.lua", { "-b", bs },
+                                      { name = "txn" })
+      local out = helpers.eventually(function()
+        local got = helpers.consume(bs, "global-out", { timeout = 5 })
+        return #got > 0 and got, "no output; the node's log ends:\n" .. node:log():sub(-1500)
+      end, 60, 0.3)
+      assert.equal("1 name7", out[1].value)
+      assert.equal(0, node:stop(), node:log():sub(-2000))
+    end)
+  end)
+
   it("whose topic is missing stops the start and names it", function()
     helpers.with_timeout(120, function()
       local broker = helpers.start_broker { topics = { "global-orders:2", "global-out:2" } }
