@@ -62,6 +62,10 @@ describe("chaos", function()
                           pause_max_ms = tonumber(os.getenv("CHAOS_PAUSE_MAX_MS") or "") }
         end
         print("\n  " .. r.line)
+        if r.late_s and r.late_s > 0 then
+          -- outputs that came late are said, with where they were, not hidden
+          print("  " .. table.concat(r.bad, "\n  ", 1, math.min(#r.bad, 3)))
+        end
         for _, k in ipairs { "lost", "over", "extra", "order", "dup", "inexact", "unread" } do
           if r[k] then print(string.format("chaos.%s %d", k, r[k])) end
         end
