@@ -1066,6 +1066,16 @@ function helpers.ktv(records)
   return list
 end
 
+-- http_get(url, path) -> status, decoded JSON body (nil for other text), the raw body: a GET
+-- of a node's query server through spec/fixtures/query_client.py.
+function helpers.http_get(url, path)
+  local st, out, err = helpers.run({ "/usr/bin/python3", "spec/fixtures/query_client.py", "status",
+                                     url, path }, { name = "query_client" })
+  assert(st == 0, err)
+  local r = assert(cjson.decode(out))
+  return r.status, cjson.decode(r.body), r.body
+end
+
 -- Rows { key, value } of an iterator of (key, value), as a store's all() or range() gives.
 function helpers.rows(iter)
   local list = {}

@@ -5,15 +5,8 @@
 local helpers = require "spec.helpers"
 local cjson = require "cjson.safe"
 
-local PY = "/usr/bin/python3"
 
-local function http(url, path)
-  local st, out, err = helpers.run({ PY, "spec/fixtures/query_client.py", "status", url, path },
-                                   { name = "query_client" })
-  assert.equal(0, st, err)
-  local r = assert(cjson.decode(out))
-  return r.status, cjson.decode(r.body), r.body
-end
+local http = helpers.http_get
 
 local function latest(records)
   local kv = {}

@@ -6,19 +6,11 @@
 -- both nodes; each node answers a query for any customer itself; a restart reads only
 -- what came since; a missing topic stops the start with its name.
 local helpers = require "spec.helpers"
-local cjson = require "cjson.safe"
 local cluster = require "spec.fixtures.cluster"
 
-local PY = "/usr/bin/python3"
 local CUSTOMERS = 200
 
-local function http(url, path)
-  local st, out, err = helpers.run({ PY, "spec/fixtures/query_client.py", "status", url, path },
-                                   { name = "query_client" })
-  assert.equal(0, st, err)
-  local r = assert(cjson.decode(out))
-  return r.status, cjson.decode(r.body), r.body
-end
+local http = helpers.http_get
 
 local function start(bs, id, dir)
   return helpers.start_node("spec/fixtures/global_join.lua", {

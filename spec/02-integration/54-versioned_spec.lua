@@ -4,17 +4,9 @@
 -- or after a deletion, gets none. The query API reads a key's latest version and as of a
 -- time (?as_of=T), also after a restart.
 local helpers = require "spec.helpers"
-local cjson = require "cjson.safe"
 
-local PY = "/usr/bin/python3"
 
-local function http(url, path)
-  local st, out, err = helpers.run({ PY, "spec/fixtures/query_client.py", "status", url, path },
-                                   { name = "query_client" })
-  assert.equal(0, st, err)
-  local r = assert(cjson.decode(out))
-  return r.status, cjson.decode(r.body)
-end
+local http = helpers.http_get
 
 describe("a versioned table", function()
   after_each(helpers.cleanup)
