@@ -241,6 +241,10 @@ void bk_db_close(bk_db_t *db)
     }
     for (int i = 0; i < db->nstores; i++) {
         bk_store_t *st = &db->stores[i];
+        if (st->live_iters) {
+            bk_log_debug("store %s: closed with a scan not yet freed (released)", st->name);
+        }
+        bk_store_iters_detach(st);
         free(st->pkeys);
         bk_dedup_destroy(st->src);
         free(st->src_pending);

@@ -46,6 +46,7 @@ struct bk_store_iter_s {
      * creation cannot show half of itself */
     rocksdb_readoptions_t *snap_ropts;
     const rocksdb_snapshot_t *snap;
+    bk_store_iter_t *live_prev, *live_next; /* st->live_iters (the owner's scans) */
 };
 
 static rocksdb_iterator_t *new_iter(bk_store_iter_t *it)
@@ -238,6 +239,11 @@ bk_store_iter_t *bk_store_iter_open(bk_store_t *st, int mode, const char *a, siz
     }
     if (!committed) {
         st->open_iters++;
+        it->live_next = st->live_iters;
+        if (st->live_iters) {
+            st->live_iters->live_prev = it;
+        }
+        st->live_iters = it;
     }
     return it;
 }
@@ -275,22 +281,65 @@ int bk_ffi_store_iter_next(bk_store_iter_t *it, const char **key, size_t *klen, 
     }
 }
 
+/* Lets go of the RocksDB cursors and snapshot; the scan reads as ended. */
+static void release(bk_store_iter_t *it)
+{
+    for (int i = 0; i < it->ncur; i++) {
+        if (it->cur[i].it) {
+            rocksdb_iter_destroy(it->cur[i].it);
+            it->cur[i].it = NULL;
+        }
+    }
+    it->ncur = it->nheap = 0;
+    it->last = -1;
+    if (it->snap_ropts) {
+        rocksdb_readoptions_destroy(it->snap_ropts);
+        rocksdb_release_snapshot(it->st->db->rdb, it->snap);
+        it->snap_ropts = NULL;
+    }
+}
+
+static void unlink_live(bk_store_iter_t *it)
+{
+    if (it->committed || !it->st) {
+        return;
+    }
+    if (it->live_prev) {
+        it->live_prev->live_next = it->live_next;
+    } else {
+        it->st->live_iters = it->live_next;
+    }
+    if (it->live_next) {
+        it->live_next->live_prev = it->live_prev;
+    }
+}
+
+void bk_store_iters_detach(bk_store_t *st)
+{
+    bk_store_iter_t *it = st->live_iters, *next;
+    for (; it; it = next) {
+        next = it->live_next;
+        release(it);
+        if (!it->closed) {
+            it->closed = 1;
+            st->open_iters--;
+        }
+        it->st = NULL;
+    }
+    st->live_iters = NULL;
+}
+
 void bk_ffi_store_iter_free(bk_store_iter_t *it)
 {
     if (!it) {
         return;
     }
-    if (!it->closed) {
-        it->st->open_iters -= !it->committed;
-    }
-    for (int i = 0; i < it->ncur; i++) {
-        if (it->cur[i].it) {
-            rocksdb_iter_destroy(it->cur[i].it);
+    if (it->st) { /* else detached: its DB closed, its cursors are gone */
+        if (!it->closed) {
+            it->st->open_iters -= !it->committed;
         }
-    }
-    if (it->snap_ropts) {
-        rocksdb_readoptions_destroy(it->snap_ropts);
-        rocksdb_release_snapshot(it->st->db->rdb, it->snap);
+        unlink_live(it);
+        release(it);
     }
     free(it->cur);
     free(it->heap);

@@ -34,6 +34,9 @@ struct bk_store_s {
     int32_t partition;
     int64_t next;   /* next changelog offset reflected, -1 unknown */
     int open_iters; /* writes are refused while > 0 (they would move the batch) */
+    /* The owner's scans not yet freed: a scan is freed by Lua's garbage collector, which
+     * may come after the DB closed; bk_db_close releases their RocksDB cursors first. */
+    bk_store_iter_t *live_iters;
     rocksdb_writebatch_t *restore_batch;
     /* Restore and standby: changelog records after the last commit marker, applied when the
      * next commit marker arrives and dropped by an abort marker (docs/state.md, Markers). */
@@ -100,6 +103,10 @@ struct bk_db_s {
  * (dbread.h, any thread). */
 bk_store_iter_t *bk_store_iter_open(bk_store_t *st, int mode, const char *a, size_t alen,
                                     const char *b, size_t blen, int committed);
+
+/* Before the DB closes: the owner's scans still allocated let go of their cursors and read
+ * as ended; freeing one later touches nothing of the closed DB. */
+void bk_store_iters_detach(bk_store_t *st);
 
 /* The key group of a store key: a window store's keys are under their record key's. */
 static inline int bk_store_group_of(const bk_store_t *st, const char *key, size_t klen)
