@@ -60,6 +60,40 @@ describe("the docs", function()
     assert.equal("", table.concat(bad, "\n"))
   end)
 
+  -- Each layer's README is its map: a module missing from it is a room with no door.
+  local function unnamed_modules(layer_dir)
+    local readme = assert(io.open(layer_dir .. "/README.md")):read("*a")
+    local missing = {}
+    local p = io.popen("ls " .. layer_dir .. "/*.c 2>/dev/null")
+    for f in p:lines() do
+      local name = f:match("([^/]+)%.c$")
+      -- named as a word: "thread_tasks" in "(+ thread_setup, thread_tasks, ...)"
+      if not (" " .. readme .. " "):find("[^%w_]" .. name:gsub("%p", "%%%0") .. "[^%w_]") then
+        missing[#missing + 1] = f
+      end
+    end
+    p:close()
+    return missing
+  end
+
+  it("name every module of runtime/ in its layer's README", function()
+    local missing, layers = {}, 0
+    local p = io.popen("ls -d runtime/*/")
+    for dir in p:lines() do
+      dir = dir:gsub("/$", "")
+      layers = layers + 1
+      for _, f in ipairs(unnamed_modules(dir)) do missing[#missing + 1] = f end
+    end
+    p:close()
+    assert.is_true(layers >= 8)
+    assert.equal("", table.concat(missing, "\n"))
+    -- the check can fail: a layer whose README names none of its modules
+    local dir = helpers.tmpdir()
+    assert(io.open(dir .. "/README.md", "w")):close()
+    assert(io.open(dir .. "/lonely.c", "w")):close()
+    assert.same({ dir .. "/lonely.c" }, unnamed_modules(dir))
+  end)
+
   it("catch a link that leaves the repository (the check can fail)", function()
     local dir = helpers.tmpdir()
     assert.equal("x", normalize("docs/../x"))
