@@ -9,6 +9,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "base/conf.h"
+#include "cmd/cmd_opts.h"
 #include "base/task.h"
 #include "cluster/member.h"
 #include "engine/kafka.h"
@@ -42,35 +43,20 @@ int bk_cmd_bootstrap_main(int argc, char **argv)
     rd_kafka_t *rk = NULL;
     int rc = 1;
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    {
+        const bk_cmd_opt_t opts[] = {
+            {NULL, BK_OPT_KAFKA, NULL, 0, 0},
+            {"--app", BK_OPT_STR, &app, 0, 0},
+            {"--task", BK_OPT_STR, &task, 0, 0},
+            {"--node", BK_OPT_STR, &node, 0, 0},
+        };
+        bk_cmd_args_t args = {"bootstrap", opts, 4, conf, NULL, 0, 0};
+        int parsed = bk_cmd_opts_parse(&args, argc, argv);
+        if (parsed == 1) {
             usage(stdout);
-            bk_conf_destroy(conf);
-            return 0;
+            rc = 0;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "beck bootstrap: %s needs a value (see --help)\n", a);
-            goto done;
-        }
-        const char *v = argv[++i];
-        int bad = 0;
-        if (strcmp(a, "-b") == 0) {
-            bad = bk_conf_set(conf, BK_CONF_BROKERS, v, BK_CONF_FROM_CLI, err, sizeof(err));
-        } else if (strcmp(a, "-X") == 0) {
-            bad = bk_conf_add_kafka_kv(conf, v, err, sizeof(err));
-        } else if (strcmp(a, "--app") == 0) {
-            app = v;
-        } else if (strcmp(a, "--task") == 0) {
-            task = v;
-        } else if (strcmp(a, "--node") == 0) {
-            node = v;
-        } else {
-            fprintf(stderr, "beck bootstrap: unknown option %s (see --help)\n", a);
-            goto done;
-        }
-        if (bad) {
-            fprintf(stderr, "beck bootstrap: %s\n", err);
+        if (parsed != 0) {
             goto done;
         }
     }

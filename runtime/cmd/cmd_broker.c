@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "devbroker/broker.h"
+#include "cmd/cmd_opts.h"
 
 static void usage(FILE *out)
 {
@@ -29,29 +30,6 @@ static void usage(FILE *out)
             "Not for production: limited retention (5 MiB or 100,000 batches per\n"
             "partition), no compaction, no CreateTopics, transactions not enforced.\n",
             BK_BROKER_MAX_BROKERS);
-}
-
-/* Returns the value of option argv[*i] ("--opt V" or "--opt=V"), advancing *i,
- * or NULL when it does not match `name` (sets *missing when it lacks a value). */
-static const char *option(int argc, char **argv, int *i, const char *name, int *missing)
-{
-    const char *arg = argv[*i];
-    size_t len = strlen(name);
-
-    if (strncmp(arg, name, len) != 0) {
-        return NULL;
-    }
-    if (arg[len] == '=') {
-        return arg + len + 1;
-    }
-    if (arg[len] != '\0') {
-        return NULL;
-    }
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
 }
 
 /* A --topic NAME:PARTITIONS option, checked before the cluster starts. */
@@ -98,40 +76,38 @@ int bk_cmd_broker_main(int argc, char **argv)
         return 1;
     }
 
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int missing = 0;
-
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+    {
+        long nbrokers = 1;
+        bk_cmd_list_t topics = {.n = 0};
+        const bk_cmd_opt_t opts[] = {
+            {"--brokers", BK_OPT_INT, &nbrokers, 1, BK_BROKER_MAX_BROKERS},
+            {"--racks", BK_OPT_STR, &racks, 0, 0},
+            {"--topic", BK_OPT_LIST, &topics, 0, 0},
+        };
+        bk_cmd_args_t args = {"broker", opts, 3, NULL, NULL, 0, 0};
+        int parsed = bk_cmd_opts_parse(&args, argc, argv);
+        if (parsed == 1) {
             usage(stdout);
             status = 0;
             goto done;
-        } else if ((v = option(argc, argv, &i, "--brokers", &missing))) {
-            if (bk_broker_parse_int(v, 1, BK_BROKER_MAX_BROKERS, &brokers) != 0) {
-                bk_broker_log("invalid --brokers '%s': a number 1..%d", v, BK_BROKER_MAX_BROKERS);
-                goto done;
-            }
-        } else if (!missing && (v = option(argc, argv, &i, "--racks", &missing))) {
-            if (!bk_broker_racks_valid(v, errstr, sizeof(errstr))) {
-                bk_broker_log("invalid --racks: %s", errstr);
-                goto done;
-            }
-            racks = v;
-        } else if (!missing && (v = option(argc, argv, &i, "--topic", &missing))) {
-            /* Checked now, before anything starts, so that a typo is a usage error. */
-            if (parse_topic_spec(v, &specs[nspecs]) != 0) {
+        }
+        if (parsed != 0) {
+            goto done;
+        }
+        brokers = (int)nbrokers;
+        if (racks && !bk_broker_racks_valid(racks, errstr, sizeof(errstr))) {
+            bk_broker_log("invalid --racks: %s", errstr);
+            goto done;
+        }
+        /* Checked now, before anything starts, so that a typo is a usage error. */
+        for (int i = 0; i < topics.n; i++) {
+            if (parse_topic_spec(topics.v[i], &specs[nspecs]) != 0) {
                 bk_broker_log("invalid --topic '%s': want NAME:PARTITIONS, NAME 1..%d characters "
                               "of [A-Za-z0-9._-], PARTITIONS 1..%d",
-                              v, BK_BROKER_TOPIC_MAX, BK_BROKER_MAX_PARTITIONS);
+                              topics.v[i], BK_BROKER_TOPIC_MAX, BK_BROKER_MAX_PARTITIONS);
                 goto done;
             }
             nspecs++;
-        } else if (missing) {
-            bk_broker_log("option %s needs a value (see beck broker --help)", argv[i]);
-            goto done;
-        } else {
-            bk_broker_log("unknown argument '%s' (see beck broker --help)", argv[i]);
-            goto done;
         }
     }
 

@@ -7,6 +7,7 @@
 #include <lauxlib.h>
 
 #include "engine/vm.h"
+#include "cmd/cmd_opts.h"
 
 int bk_cmd_describe_main(int argc, char **argv)
 {
@@ -14,11 +15,16 @@ int bk_cmd_describe_main(int argc, char **argv)
     char err[4096];
     int rc = 1;
 
-    if (argc != 2 || argv[1][0] == '-') {
-        FILE *out = argc == 2 ? stdout : stderr;
-        fprintf(out, "usage: beck describe TOPOLOGY.lua\n\n"
-                     "Prints the subtopologies, processors, stores and topics of a topology.\n");
-        return argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) ? 0 : 2;
+    {
+        const char *path = NULL;
+        bk_cmd_args_t args = {"describe", NULL, 0, NULL, &path, 1, 0};
+        int parsed = bk_cmd_opts_parse(&args, argc, argv);
+        if (parsed != 0 || !path) {
+            fprintf(parsed == 1 ? stdout : stderr,
+                    "usage: beck describe TOPOLOGY.lua\n\n"
+                    "Prints the subtopologies, processors, stores and topics of a topology.\n");
+            return parsed == 1 ? 0 : 2;
+        }
     }
     L = bk_vm_new();
     if (bk_vm_require(L, "beck.internal.describe", err, sizeof(err)) == 0) {

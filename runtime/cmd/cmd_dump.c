@@ -10,6 +10,7 @@
 
 #include "base/keys.h"
 #include "base/task.h"
+#include "cmd/cmd_opts.h"
 
 static void usage(FILE *out)
 {
@@ -123,23 +124,23 @@ int bk_cmd_dump_main(int argc, char **argv)
     struct dirent *e;
     int bad = 0, rc = 0;
 
-    for (int i = 1; i < argc; i++) {
-        const char **slot = NULL;
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+    {
+        const bk_cmd_opt_t opts[] = {
+            {"--state-dir", BK_OPT_STR, &state, 0, 0},
+            {"--app", BK_OPT_STR, &app, 0, 0},
+            {"--store", BK_OPT_STR, &store, 0, 0},
+            {"--task", BK_OPT_STR, &task, 0, 0},
+        };
+        bk_cmd_args_t args = {"dump", opts, 4, NULL, NULL, 0, 0};
+        int parsed = bk_cmd_opts_parse(&args, argc, argv);
+        if (parsed == 1) {
             usage(stdout);
             return 0;
         }
-        slot = strcmp(argv[i], "--state-dir") == 0 ? &state
-               : strcmp(argv[i], "--app") == 0     ? &app
-               : strcmp(argv[i], "--store") == 0   ? &store
-               : strcmp(argv[i], "--task") == 0    ? &task
-                                                   : NULL;
-        if (!slot || i + 1 >= argc) {
-            fprintf(stderr, "beck dump: bad argument %s\n", argv[i]);
+        if (parsed != 0) {
             usage(stderr);
             return 2;
         }
-        *slot = argv[++i];
     }
     if (!state || !app) {
         usage(stderr);

@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "engine/manifest.h"
 #include "replica/sftp.h"
+#include "cmd/cmd_opts.h"
 
 #define BK_FETCH_MANIFEST_MAX (64u << 20) /* BK_MANIFEST_MAX_FILES lines fit */
 
@@ -123,29 +124,29 @@ int bk_cmd_fetch_main(int argc, char **argv)
     fetch_progress_t prog;
     double t;
 
-    for (int i = 1; i < argc; i++) {
-        const char **slot;
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+    {
+        const bk_cmd_opt_t opts[] = {
+            {"--host", BK_OPT_STR, &conf.host, 0, 0},
+            {"--port", BK_OPT_STR, &port, 0, 0},
+            {"--user", BK_OPT_STR, &conf.user, 0, 0},
+            {"--key", BK_OPT_STR, &conf.private_key, 0, 0},
+            {"--known-hosts", BK_OPT_STR, &conf.known_hosts, 0, 0},
+            {"--remote-dir", BK_OPT_STR, &remote_dir, 0, 0},
+            {"--dest", BK_OPT_STR, &dest, 0, 0},
+            {"--parallel", BK_OPT_STR, &parallel, 0, 0},
+            {"--rate-limit", BK_OPT_STR, &rate, 0, 0},
+            {"--timeout-ms", BK_OPT_STR, &timeout, 0, 0},
+        };
+        bk_cmd_args_t args = {"fetch", opts, 10, NULL, NULL, 0, 0};
+        int parsed = bk_cmd_opts_parse(&args, argc, argv);
+        if (parsed == 1) {
             usage(stdout);
             return 0;
         }
-        slot = strcmp(argv[i], "--host") == 0          ? &conf.host
-               : strcmp(argv[i], "--port") == 0        ? &port
-               : strcmp(argv[i], "--user") == 0        ? &conf.user
-               : strcmp(argv[i], "--key") == 0         ? &conf.private_key
-               : strcmp(argv[i], "--known-hosts") == 0 ? &conf.known_hosts
-               : strcmp(argv[i], "--remote-dir") == 0  ? &remote_dir
-               : strcmp(argv[i], "--dest") == 0        ? &dest
-               : strcmp(argv[i], "--parallel") == 0    ? &parallel
-               : strcmp(argv[i], "--rate-limit") == 0  ? &rate
-               : strcmp(argv[i], "--timeout-ms") == 0  ? &timeout
-                                                       : NULL;
-        if (!slot || i + 1 >= argc) {
-            fprintf(stderr, "beck fetch: bad argument %s\n", argv[i]);
+        if (parsed != 0) {
             usage(stderr);
             return 2;
         }
-        *slot = argv[++i];
     }
     if (!conf.host || !conf.user || !conf.private_key || !conf.known_hosts || !remote_dir ||
         !dest) {

@@ -17,6 +17,7 @@
 #include "cluster/member.h"
 #include "query/forward.h"
 #include "query/jbuf.h"
+#include "cmd/cmd_opts.h"
 
 #define TIMEOUT_MS 10000
 #define MAX_NODES 64
@@ -59,85 +60,36 @@ static void usage(const char *cmd, FILE *out)
 /* -1 error (printed), 0 ok, 1 help. */
 static int parse(int argc, char **argv, bk_conf_t *conf, opts_t *o)
 {
-    char err[512];
     const char *pos[2] = {NULL, NULL};
-    int npos = 0, want = strcmp(o->cmd, "get") == 0 ? 2 : 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        const char **slot = NULL;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(o->cmd, stdout);
-            return 1;
-        }
-        if (strcmp(a, "--replica-any") == 0) {
-            o->replica_any = 1;
-            continue;
-        }
-        if (strcmp(a, "--window") == 0 && want == 2) {
-            o->window = 1;
-            continue;
-        }
-        if (a[0] != '-' || strcmp(a, "--") == 0) {
-            if (strcmp(a, "--") == 0) {
-                a = v;
-                i++;
-            }
-            if (!a || npos == want) {
-                fprintf(stderr, "beck %s: %s\n", o->cmd,
-                        a ? "too many arguments" : "-- needs an argument after it");
-                return -1;
-            }
-            pos[npos++] = a;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "beck %s: %s needs a value\n", o->cmd, a);
-            return -1;
-        }
-        i++;
-        if (strcmp(a, "-b") == 0) {
-            if (bk_conf_set(conf, BK_CONF_BROKERS, v, BK_CONF_FROM_CLI, err, sizeof(err)) != 0) {
-                fprintf(stderr, "beck %s: %s\n", o->cmd, err);
-                return -1;
-            }
-            continue;
-        }
-        if (strcmp(a, "-X") == 0 || strcmp(a, "-F") == 0) {
-            int rc = a[1] == 'X' ? bk_conf_add_kafka_kv(conf, v, err, sizeof(err))
-                                 : bk_conf_add_kafka_file(conf, v, err, sizeof(err));
-            if (rc != 0) {
-                fprintf(stderr, "beck %s: %s\n", o->cmd, err);
-                return -1;
-            }
-            continue;
-        }
-        slot = strcmp(a, "--app") == 0        ? &o->app
-               : strcmp(a, "--endpoint") == 0 ? &o->endpoint
-               : strcmp(a, "--token") == 0    ? &o->token
-               : strcmp(a, "--node") == 0     ? &o->node
-               : strcmp(a, "--max-lag") == 0  ? &o->max_lag
-                                              : NULL;
-        if (!slot) { /* (get: of a window store's windows, with --window) */
-            slot = strcmp(a, "--from") == 0     ? &o->from
-                   : strcmp(a, "--to") == 0     ? &o->to
-                   : strcmp(a, "--prefix") == 0 ? &o->prefix
-                   : strcmp(a, "--limit") == 0  ? &o->limit
-                                                : NULL;
-            if (!slot && strcmp(a, "--pages") == 0) {
-                o->pages = atoi(v);
-                continue;
-            }
-        }
-        if (!slot && strcmp(a, "--timeout-ms") == 0) {
-            o->timeout_ms = atoi(v);
-            continue;
-        }
-        if (!slot) {
-            fprintf(stderr, "beck %s: unknown option %s (see beck %s --help)\n", o->cmd, a, o->cmd);
-            return -1;
-        }
-        *slot = v;
+    int want = strcmp(o->cmd, "get") == 0 ? 2 : 1, npos, rc;
+    long pages = o->pages, timeout_ms = o->timeout_ms;
+    bk_cmd_opt_t opts[] = {
+        {NULL, BK_OPT_KAFKA, NULL, 0, 0},
+        {"--app", BK_OPT_STR, &o->app, 0, 0},
+        {"--endpoint", BK_OPT_STR, &o->endpoint, 0, 0},
+        {"--token", BK_OPT_STR, &o->token, 0, 0},
+        {"--node", BK_OPT_STR, &o->node, 0, 0},
+        {"--max-lag", BK_OPT_STR, &o->max_lag, 0, 0},
+        {"--from", BK_OPT_STR, &o->from, 0, 0},
+        {"--to", BK_OPT_STR, &o->to, 0, 0},
+        {"--prefix", BK_OPT_STR, &o->prefix, 0, 0},
+        {"--limit", BK_OPT_STR, &o->limit, 0, 0},
+        {"--pages", BK_OPT_INT, &pages, 0, 1000000000},
+        {"--timeout-ms", BK_OPT_INT, &timeout_ms, 1, 24L * 3600 * 1000},
+        {"--replica-any", BK_OPT_FLAG, &o->replica_any, 0, 0},
+        {"--window", BK_OPT_FLAG, &o->window, 0, 0}, /* get only: the last entry */
+    };
+    bk_cmd_args_t args = {o->cmd, opts, want == 2 ? 14 : 13, conf, pos, want, 0};
+    rc = bk_cmd_opts_parse(&args, argc, argv);
+    if (rc == 1) {
+        usage(o->cmd, stdout);
     }
+    if (rc != 0) {
+        return rc;
+    }
+    npos = args.npos;
+    o->pages = (int)pages;
+    o->timeout_ms = (int)timeout_ms;
     if (npos != want) {
         usage(o->cmd, stderr);
         return -1;

@@ -14,6 +14,7 @@
 #include "cluster/member.h"
 #include "engine/kafka.h"
 #include "node/node_moves.h"
+#include "cmd/cmd_opts.h"
 
 static void usage(FILE *out)
 {
@@ -80,42 +81,21 @@ int bk_cmd_repartition_main(int argc, char **argv)
     int rc = 1;
 
     memset(&view, 0, sizeof(view));
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        char *end = NULL;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    {
+        const bk_cmd_opt_t opts[] = {
+            {NULL, BK_OPT_KAFKA, NULL, 0, 0},
+            {"--app", BK_OPT_STR, &app, 0, 0},
+            {"--subtopology", BK_OPT_INT, &sub, 0, 1 << 20},
+            {"--partitions", BK_OPT_INT, &tasks, 0, 1 << 20},
+            {"--timeout-ms", BK_OPT_INT, &timeout_ms, 0, 24L * 3600 * 1000},
+        };
+        bk_cmd_args_t args = {"repartition", opts, 5, conf, NULL, 0, 0};
+        int parsed = bk_cmd_opts_parse(&args, argc, argv);
+        if (parsed == 1) {
             usage(stdout);
-            bk_conf_destroy(conf);
-            return 0;
+            rc = 0;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "beck repartition: %s needs a value (see --help)\n", a);
-            goto done;
-        }
-        const char *v = argv[++i];
-        int bad = 0;
-        if (strcmp(a, "-b") == 0) {
-            bad = bk_conf_set(conf, BK_CONF_BROKERS, v, BK_CONF_FROM_CLI, err, sizeof(err));
-        } else if (strcmp(a, "-X") == 0) {
-            bad = bk_conf_add_kafka_kv(conf, v, err, sizeof(err));
-        } else if (strcmp(a, "--app") == 0) {
-            app = v;
-        } else if (strcmp(a, "--subtopology") == 0 || strcmp(a, "--partitions") == 0 ||
-                   strcmp(a, "--timeout-ms") == 0) {
-            long x = strtol(v, &end, 10);
-            if (!*v || *end || x < 0) {
-                fprintf(stderr, "beck repartition: %s %s: a number >= 0 is needed\n", a, v);
-                goto done;
-            }
-            *(strcmp(a, "--subtopology") == 0 ? &sub
-              : strcmp(a, "--partitions") == 0 ? &tasks
-                                               : &timeout_ms) = x;
-        } else {
-            fprintf(stderr, "beck repartition: unknown option %s (see --help)\n", a);
-            goto done;
-        }
-        if (bad) {
-            fprintf(stderr, "beck repartition: %s\n", err);
+        if (parsed != 0) {
             goto done;
         }
     }

@@ -22,6 +22,7 @@
 #include "node/node.h"
 #include "node/preflight.h"
 #include "replica/archive_dest.h"
+#include "cmd/cmd_opts.h"
 
 static void usage(FILE *out)
 {
@@ -43,65 +44,22 @@ static void usage(FILE *out)
 static int parse_args(int argc, char **argv, bk_conf_t *conf, const char **path)
 {
     char err[512];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 1;
-        }
-        if (strcmp(a, "-b") == 0 || strcmp(a, "-X") == 0 || strcmp(a, "-F") == 0) {
-            int rc = 0;
-            if (i + 1 >= argc) {
-                fprintf(stderr, "beck run: %s needs a value\n", a);
-                return -1;
-            }
-            if (a[1] == 'b') {
-                rc = bk_conf_set(conf, BK_CONF_BROKERS, argv[++i], BK_CONF_FROM_CLI, err,
-                                 sizeof(err));
-            } else if (a[1] == 'X') {
-                rc = bk_conf_add_kafka_kv(conf, argv[++i], err, sizeof(err));
-            } else {
-                rc = bk_conf_add_kafka_file(conf, argv[++i], err, sizeof(err));
-            }
-            if (rc != 0) {
-                fprintf(stderr, "beck run: %s\n", err);
-                return -1;
-            }
-        } else if (strcmp(a, "--replace-node") == 0) {
-            /* a flag: its value is 1 */
-            bk_conf_set(conf, BK_CONF_REPLACE_NODE, "1", BK_CONF_FROM_CLI, err, sizeof(err));
-        } else if (strncmp(a, "--", 2) == 0) {
-            char name[64];
-            const char *eq = strchr(a, '='), *value;
-            int key;
-            snprintf(name, sizeof(name), "%.*s", eq ? (int)(eq - a - 2) : (int)strlen(a + 2),
-                     a + 2);
-            key = bk_conf_lookup(name);
-            if (key < 0) {
-                fprintf(stderr, "beck run: unknown option %s (see beck run --help)\n", a);
-                return -1;
-            }
-            if (eq) {
-                value = eq + 1;
-            } else if (i + 1 < argc) {
-                value = argv[++i];
-            } else {
-                fprintf(stderr, "beck run: %s needs a value\n", a);
-                return -1;
-            }
-            if (bk_conf_set(conf, key, value, BK_CONF_FROM_CLI, err, sizeof(err)) != 0) {
-                fprintf(stderr, "beck run: %s\n", err);
-                return -1;
-            }
-        } else if (a[0] == '-') {
-            fprintf(stderr, "beck run: unknown option %s (see beck run --help)\n", a);
-            return -1;
-        } else if (*path) {
-            fprintf(stderr, "beck run: one topology only (got %s and %s)\n", *path, a);
-            return -1;
-        } else {
-            *path = a;
-        }
+    int replace = 0, rc;
+    const bk_cmd_opt_t opts[] = {
+        {NULL, BK_OPT_KAFKA, NULL, 0, 0},
+        {NULL, BK_OPT_SETTINGS, NULL, 0, 0},
+        {"--replace-node", BK_OPT_FLAG, &replace, 0, 0},
+    };
+    bk_cmd_args_t args = {"run", opts, 3, conf, path, 1, 0};
+    rc = bk_cmd_opts_parse(&args, argc, argv);
+    if (rc == 1) {
+        usage(stdout);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    if (replace) { /* a flag: its value is 1 */
+        bk_conf_set(conf, BK_CONF_REPLACE_NODE, "1", BK_CONF_FROM_CLI, err, sizeof(err));
     }
     if (!*path) {
         usage(stderr);

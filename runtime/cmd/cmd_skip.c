@@ -17,6 +17,7 @@
 #include "devbroker/devctl.h"
 #include "engine/kafka.h"
 #include "engine/skips.h"
+#include "cmd/cmd_opts.h"
 
 #define WAIT_MS 15000 /* each step's bound: reading the record, writing */
 
@@ -216,52 +217,30 @@ int bk_cmd_skip_main(int argc, char **argv)
     rd_kafka_t *rk = NULL;
     delivery_t d1 = {0}, d2 = {0};
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int bad = 0;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    {
+        long part = -1, off = -1;
+        const bk_cmd_opt_t opts[] = {
+            {NULL, BK_OPT_KAFKA, NULL, 0, 0},
+            {"--app", BK_OPT_STR, &app, 0, 0},
+            {"--topic", BK_OPT_STR, &topic, 0, 0},
+            {"--partition", BK_OPT_INT, &part, 0, INT32_MAX},
+            {"--offset", BK_OPT_INT, &off, 0, INT64_MAX},
+            {"--reason", BK_OPT_STR, &reason, 0, 0},
+            {"--to-dlq", BK_OPT_FLAG, &to_dlq, 0, 0},
+        };
+        bk_cmd_args_t args = {"skip", opts, 7, conf, NULL, 0, 0};
+        int parsed = bk_cmd_opts_parse(&args, argc, argv);
+        if (parsed == 1) {
             usage(stdout);
             rc = 0;
             goto done;
         }
-        if (strcmp(a, "--to-dlq") == 0) {
-            to_dlq = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "beck skip: %s needs a value (see --help)\n", a);
+        if (parsed != 0) {
             rc = 2;
             goto done;
         }
-        v = argv[++i];
-        if (strcmp(a, "-b") == 0) {
-            bad = bk_conf_set(conf, BK_CONF_BROKERS, v, BK_CONF_FROM_CLI, err, sizeof(err));
-        } else if (strcmp(a, "-X") == 0) {
-            bad = bk_conf_add_kafka_kv(conf, v, err, sizeof(err));
-        } else if (strcmp(a, "--app") == 0) {
-            app = v;
-        } else if (strcmp(a, "--topic") == 0) {
-            topic = v;
-        } else if (strcmp(a, "--partition") == 0) {
-            char *end;
-            long p = strtol(v, &end, 10);
-            partition = *end || p < 0 || p > INT32_MAX ? -2 : (int32_t)p;
-        } else if (strcmp(a, "--offset") == 0) {
-            char *end;
-            long long o = strtoll(v, &end, 10);
-            offset = *end || o < 0 ? -2 : o;
-        } else if (strcmp(a, "--reason") == 0) {
-            reason = v;
-        } else {
-            fprintf(stderr, "beck skip: unknown option %s (see --help)\n", a);
-            rc = 2;
-            goto done;
-        }
-        if (bad) {
-            fprintf(stderr, "beck skip: %s\n", err);
-            rc = 2;
-            goto done;
-        }
+        partition = (int32_t)part;
+        offset = off;
     }
     if (!bk_conf_str(conf, BK_CONF_BROKERS) || !app || !topic || partition == -1 ||
         offset == -1) {

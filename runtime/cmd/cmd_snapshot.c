@@ -16,6 +16,7 @@
 #include "engine/snapshot.h"
 #include "engine/store.h"
 #include "engine/vm.h"
+#include "cmd/cmd_opts.h"
 
 static void usage(FILE *out)
 {
@@ -106,24 +107,24 @@ int bk_cmd_snapshot_main(int argc, char **argv)
     int n = 0, rc = 1;
     bk_task_id_t id;
 
-    for (int i = 1; i < argc; i++) {
-        const char **slot;
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+    {
+        const bk_cmd_opt_t opts[] = {
+            {"--state-dir", BK_OPT_STR, &state, 0, 0},
+            {"--app", BK_OPT_STR, &app, 0, 0},
+            {"--task", BK_OPT_STR, &task, 0, 0},
+            {"--out", BK_OPT_STR, &out, 0, 0},
+            {"--topology", BK_OPT_STR, &topology, 0, 0},
+        };
+        bk_cmd_args_t args = {"snapshot", opts, 5, NULL, NULL, 0, 0};
+        int parsed = bk_cmd_opts_parse(&args, argc, argv);
+        if (parsed == 1) {
             usage(stdout);
             return 0;
         }
-        slot = strcmp(argv[i], "--state-dir") == 0  ? &state
-               : strcmp(argv[i], "--app") == 0      ? &app
-               : strcmp(argv[i], "--task") == 0     ? &task
-               : strcmp(argv[i], "--out") == 0      ? &out
-               : strcmp(argv[i], "--topology") == 0 ? &topology
-                                                    : NULL;
-        if (!slot || i + 1 >= argc) {
-            fprintf(stderr, "beck snapshot: bad argument %s\n", argv[i]);
+        if (parsed != 0) {
             usage(stderr);
             return 2;
         }
-        *slot = argv[++i];
     }
     if (!state || !app || !task) {
         usage(stderr);

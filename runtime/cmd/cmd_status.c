@@ -22,6 +22,7 @@
 #include "engine/kafka.h"
 #include "engine/plan.h"
 #include "engine/vm.h"
+#include "cmd/cmd_opts.h"
 
 #define BK_STATUS_TIMEOUT_MS 10000
 
@@ -29,7 +30,8 @@ static const char *const bk_status_states[] = {"alive", "dead", "left", "replace
 
 typedef struct bk_status_opts {
     const char *app, *topology;
-    int json, timeout_ms, session_ms;
+    int json;
+    long timeout_ms, session_ms;
 } bk_status_opts_t;
 
 static void bk_status_usage(FILE *out)
@@ -57,78 +59,22 @@ static void bk_status_usage(FILE *out)
             BK_STATUS_TIMEOUT_MS);
 }
 
-/* `a`, cut to its first `len` bytes (before any "="), is the option `name`. */
-static int bk_status_is(const char *a, size_t len, const char *name)
-{
-    return len == strlen(name) && strncmp(a, name, len) == 0;
-}
-
 /* -1: error (message printed), 0: ok, 1: help printed. */
 static int bk_status_parse(int argc, char **argv, bk_conf_t *conf, bk_status_opts_t *o)
 {
-    char err[512];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *eq = strchr(a, '='), *value = NULL;
-        size_t name_len = eq && strncmp(a, "--", 2) == 0 ? (size_t)(eq - a) : strlen(a);
-        int rc = 0;
-
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            bk_status_usage(stdout);
-            return 1;
-        }
-        if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-            continue;
-        }
-        if (a[0] != '-') {
-            if (o->topology) {
-                fprintf(stderr, "beck status: one topology only (got %s and %s)\n", o->topology, a);
-                return -1;
-            }
-            o->topology = a;
-            continue;
-        }
-        if (strcmp(a, "-b") != 0 && strcmp(a, "-X") != 0 && strcmp(a, "-F") != 0 &&
-            !bk_status_is(a, name_len, "--app") && !bk_status_is(a, name_len, "--timeout-ms") &&
-            !bk_status_is(a, name_len, "--session-timeout-ms")) {
-            fprintf(stderr, "beck status: unknown option %s (see beck status --help)\n", a);
-            return -1;
-        }
-        if (name_len < strlen(a)) {
-            value = eq + 1;
-        } else if (i + 1 < argc) {
-            value = argv[++i];
-        } else {
-            fprintf(stderr, "beck status: %s needs a value\n", a);
-            return -1;
-        }
-        if (strcmp(a, "-b") == 0) {
-            rc = bk_conf_set(conf, BK_CONF_BROKERS, value, BK_CONF_FROM_CLI, err, sizeof(err));
-        } else if (strcmp(a, "-X") == 0) {
-            rc = bk_conf_add_kafka_kv(conf, value, err, sizeof(err));
-        } else if (strcmp(a, "-F") == 0) {
-            rc = bk_conf_add_kafka_file(conf, value, err, sizeof(err));
-        } else if (bk_status_is(a, name_len, "--app")) {
-            o->app = value;
-        } else {
-            char *end;
-            long v = strtol(value, &end, 10);
-            if (*end || end == value || v < 1 || v > 3600 * 1000) {
-                snprintf(err, sizeof(err), "%.*s: a number of ms from 1 to 3600000 is needed",
-                         (int)name_len, a);
-                rc = -1;
-            } else if (bk_status_is(a, name_len, "--timeout-ms")) {
-                o->timeout_ms = (int)v;
-            } else {
-                o->session_ms = (int)v;
-            }
-        }
-        if (rc != 0) {
-            fprintf(stderr, "beck status: %s\n", err);
-            return -1;
-        }
+    const bk_cmd_opt_t opts[] = {
+        {NULL, BK_OPT_KAFKA, NULL, 0, 0},
+        {"--app", BK_OPT_STR, &o->app, 0, 0},
+        {"--json", BK_OPT_FLAG, &o->json, 0, 0},
+        {"--timeout-ms", BK_OPT_INT, &o->timeout_ms, 1, 3600 * 1000},
+        {"--session-timeout-ms", BK_OPT_INT, &o->session_ms, 1, 3600 * 1000},
+    };
+    bk_cmd_args_t args = {"status", opts, 5, conf, &o->topology, 1, 0};
+    int rc = bk_cmd_opts_parse(&args, argc, argv);
+    if (rc == 1) {
+        bk_status_usage(stdout);
     }
-    return 0;
+    return rc;
 }
 
 /* -- Task names ---------------------------------------------------------------------------- */
@@ -654,7 +600,7 @@ int bk_cmd_status_main(int argc, char **argv)
     mc.conf = conf;
     mc.app_id = app;
     mc.node_id = "status";
-    mc.session_timeout_ms = o.session_ms;
+    mc.session_timeout_ms = (int)o.session_ms;
     mc.observe = 1;
     deadline = bk_clock_mono_ms() + o.timeout_ms;
     member = bk_member_new(&mc, err, sizeof(err));
@@ -675,7 +621,7 @@ int bk_cmd_status_main(int argc, char **argv)
         }
         if (bk_clock_mono_ms() > deadline) {
             fprintf(stderr,
-                    "beck status: cannot read %s to its end within %d ms (read %" PRId64
+                    "beck status: cannot read %s to its end within %ld ms (read %" PRId64
                     " records)\n",
                     topic, o.timeout_ms, view.next_offset);
             goto done;
