@@ -46,6 +46,12 @@ FUZZ_SECONDS ?= 30
 # runtime/ has a folder per layer (runtime/README.md); includes name the layer: "base/log.h".
 SRCS := $(wildcard runtime/*/*.c)
 OBJS := $(patsubst runtime/%.c,$(B)/%.o,$(SRCS)) $(B)/embed.o
+# The FFI entry points that only beck's own specs call (runtime/base/ffi_spec.h), each in a
+# file that includes it: linked into bin/beck-spec, the binary `make test` runs the suite in,
+# and kept out of bin/beck, which ships.
+SPEC_SRCS := $(shell grep -l '^\#include "base/ffi_spec.h"' $(SRCS))
+SPEC_OBJS := $(patsubst runtime/%.c,$(B)/%.o,$(SPEC_SRCS))
+BECK_OBJS := $(filter-out $(SPEC_OBJS),$(OBJS))
 LUA_SRCS := $(shell find lua -name '*.lua' | sort)
 # lua/beck/init.lua -> beck, lua/beck/internal/x.lua -> beck.internal.x
 lua_mod = $(subst /,.,$(patsubst %/init,%,$(patsubst lua/%.lua,%,$(1))))
@@ -67,13 +73,18 @@ deps:
 
 kafka: deps
 
-build: $(B)/beck $(REPLAYS)
+build: $(B)/beck $(B)/beck-spec $(REPLAYS)
 	@mkdir -p bin build/replay
 	@cmp -s $(B)/beck bin/beck || { cp $(B)/beck bin/beck.tmp && mv -f bin/beck.tmp bin/beck; }
+	@cmp -s $(B)/beck-spec bin/beck-spec || \
+	    { cp $(B)/beck-spec bin/beck-spec.tmp && mv -f bin/beck-spec.tmp bin/beck-spec; }
 	@for t in $(FUZZ_TARGETS); do cmp -s $(B)/replay/$$t build/replay/$$t || \
 	    cp $(B)/replay/$$t build/replay/$$t; done
 
-$(B)/beck: $(OBJS) runtime/exports
+$(B)/beck: $(BECK_OBJS) runtime/exports
+	$(CC) $(ALL_LDFLAGS) -o $@ $(BECK_OBJS) $(LDLIBS)
+
+$(B)/beck-spec: $(OBJS) runtime/exports
 	$(CC) $(ALL_LDFLAGS) -o $@ $(OBJS) $(LDLIBS)
 
 # The runtime without its commands, for benchmarks that drive its modules directly

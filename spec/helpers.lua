@@ -517,6 +517,12 @@ function helpers.beck_bin()
   return os.getenv("BECK_BIN") or "bin/beck"
 end
 
+-- The binary with the FFI entry points only beck's own specs call (runtime/base/ffi_spec.h),
+-- for a `beck test` child that calls them; bin/beck ships without them.
+function helpers.beck_spec_bin()
+  return os.getenv("BECK_SPEC_BIN") or "bin/beck-spec"
+end
+
 -- -- The dev broker's control channel ---------------------------------------
 
 -- Sends one command line to 127.0.0.1:port and returns the reply line

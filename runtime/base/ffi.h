@@ -132,8 +132,6 @@ int32_t bk_ffi_hash_partition(const char *key, size_t key_len, int32_t partition
  * in a range-owned generation (docs/repartitioning.md). */
 int32_t bk_ffi_hash_key_group(const char *key, size_t key_len);
 void bk_ffi_hash_group_range(int32_t task, int32_t ntasks, int32_t *lo, int32_t *hi);
-/* The task of `ntasks` owning key group `group` (bk_hash_group_owner). */
-int32_t bk_ffi_hash_group_owner(int32_t group, int32_t ntasks);
 /* XXH3's 128-bit hash of data[0..len) into out[0..16), big-endian (a foreign-key join's
  * fingerprint of a row: lua/beck/internal/dsl/fkjoin.lua). */
 void bk_ffi_hash128(const char *data, size_t len, char *out);

@@ -1,8 +1,11 @@
 /* ffi_spec.h - the FFI bindings that only specs drive: the assignor and its codec, the
- * snapshot manifest and install. Not on any record path, and not loaded by beck's own Lua:
- * `beck test` declares them (the Makefile cuts the part between the CDEF markers into the
- * Lua module beck.internal.cdef_spec). Each is defined by the module named beside it, in
- * the same rules as ffi.h: plain C declarations, no macros, no includes. */
+ * membership view, reconcile, the snapshot manifest and install, plan growth, regrouping.
+ * Not on any record path, and not loaded by beck's own Lua. Each is defined in a file of its
+ * module that includes this header (<module>_ffi.c) and nothing else does: the Makefile
+ * links those files into bin/beck-spec only, whose `beck test` declares them (the part
+ * between the CDEF markers, cut into the Lua module beck.internal.cdef_spec); bin/beck
+ * ships without them. The same rules as ffi.h: plain C declarations, no macros, no
+ * includes. */
 #ifndef BK_FFI_SPEC_H
 #define BK_FFI_SPEC_H
 
@@ -155,6 +158,9 @@ int bk_ffi_regroup_build(const char *dst, const char *const *srcs, const int32_t
                          int32_t nsrc, int32_t lo, int32_t hi, int64_t *stats, const char **err);
 int bk_ffi_regroup_check(const char *dir, int32_t lo, int32_t hi, int32_t *first_bad,
                          int64_t *nkeys, const char **err);
+/* -- Key groups (base/hash.h) -----------------------------------------------------------
+ * The task of `ntasks` owning key group `group` (bk_hash_group_owner). */
+int32_t bk_ffi_hash_group_owner(int32_t group, int32_t ntasks);
 /* BK_FFI_CDEF_END */
 
 #endif

@@ -71,11 +71,6 @@ int32_t bk_hash_group_owner(int32_t group, int32_t ntasks)
                      1);
 }
 
-int32_t bk_ffi_hash_group_owner(int32_t group, int32_t ntasks)
-{
-    return bk_hash_group_owner(group, ntasks);
-}
-
 int32_t bk_ffi_hash_key_group(const char *key, size_t key_len)
 {
     return bk_hash_key_group(key, key_len);

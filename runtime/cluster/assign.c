@@ -10,7 +10,6 @@
 #include "cluster/assign.h"
 #include "cluster/assign_internal.h"
 
-#include "base/ffi_spec.h"
 
 #include <stdarg.h>
 #include <stdio.h>

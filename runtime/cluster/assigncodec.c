@@ -1,7 +1,6 @@
 /* assigncodec.c - encode, decode and diff published assignments (assigncodec.h). */
 #include "cluster/assigncodec.h"
 
-#include "base/ffi_spec.h"
 #include "base/wire.h"
 
 #include <stdarg.h>

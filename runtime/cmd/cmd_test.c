@@ -1,6 +1,9 @@
 /* cmd_test.c - busted inside the runtime. */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+
 #include "cmd/cmd_test.h"
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +20,9 @@ static const char runner[] =
     "local output = ...\n"
     /* Declared once per VM here: busted reloads spec files, FFI declarations outlive them. */
     "require 'beck.internal.runtime'\n"
-    "require 'ffi'.cdef(require 'beck.internal.cdef_spec')\n"
+    /* bin/beck-spec only: the entry points only beck's own specs call (base/ffi_spec.h) */
+    "if BECK_SPEC_FFI then require 'ffi'.cdef(require 'beck.internal.cdef_spec') end\n"
+    "BECK_SPEC_FFI = nil\n"
     "package.path = './?.lua;./?/init.lua;' .. package.path\n"
     "require 'busted.runner'({ standalone = false, output = output })\n";
 
@@ -67,6 +72,9 @@ int bk_cmd_test_main(int argc, char **argv)
         lua_rawseti(L, -2, (int)lua_objlen(L, -2) + 1);
     }
     lua_setglobal(L, "arg");
+    /* linked in (bin/beck-spec) or not (bin/beck, which ships) */
+    lua_pushboolean(L, dlsym(RTLD_DEFAULT, "bk_ffi_reconcile") != NULL);
+    lua_setglobal(L, "BECK_SPEC_FFI");
     if (luaL_loadbuffer(L, runner, sizeof(runner) - 1, "@beck test") != 0) {
         fprintf(stderr, "beck test: %s\n", lua_tostring(L, -1));
         bk_vm_destroy(L);

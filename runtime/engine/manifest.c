@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/ffi_spec.h"
 #include "base/fs.h"
 #include "base/log.h"
 
@@ -526,35 +525,4 @@ int bk_manifest_read(const char *path, bk_manifest_t *m, char *errstr, size_t er
     rc = bk_manifest_parse(text, len, m, errstr, errstr_size);
     free(text);
     return rc;
-}
-
-/* -- FFI: for specs (ffi_spec.h) ------------------------------------------------------- */
-
-static __thread char ffi_err[1024];
-
-static __thread char ffi_err[1024];
-
-int bk_ffi_snapshot_manifest_rewrite(const char *in_path, const char *out_path, const char **err)
-{
-    char *text;
-    size_t len;
-    bk_manifest_t m;
-    int rc;
-
-    *err = ffi_err;
-    if (bk_fs_read_all(in_path, BK_MANIFEST_MAX_BYTES, &text, &len, ffi_err, sizeof(ffi_err)) !=
-        0) {
-        return BK_FFI_ERR;
-    }
-    rc = bk_manifest_parse(text, len, &m, ffi_err, sizeof(ffi_err));
-    free(text);
-    if (rc != 0) {
-        return BK_FFI_ERR;
-    }
-    rc = out_path ? bk_manifest_write(&m, out_path, ffi_err, sizeof(ffi_err)) : 0;
-    if (rc == 0) {
-        rc = m.nfiles;
-    }
-    bk_manifest_free(&m);
-    return rc < 0 ? BK_FFI_ERR : rc;
 }

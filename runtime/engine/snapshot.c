@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "base/ffi_spec.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "engine/db.h"
@@ -219,20 +218,4 @@ int bk_snapshot_sweep(const char *root, int64_t ttl_ms, int64_t now)
     }
     free(names);
     return removed;
-}
-
-/* -- FFI: for specs (ffi_spec.h) ------------------------------------------------------- */
-
-static __thread char ffi_err[1024];
-
-int bk_ffi_snapshot_sweep(const char *root, int64_t ttl_ms, int64_t now)
-{
-    return bk_snapshot_sweep(root, ttl_ms, now);
-}
-
-int bk_ffi_snapshot_file_xxh3(const char *path, uint64_t *xxh3, uint64_t *size, const char **err)
-{
-    *err = ffi_err;
-    return bk_fs_file_xxh3(path, xxh3, size, ffi_err, sizeof(ffi_err)) == 0 ? BK_FFI_OK
-                                                                            : BK_FFI_ERR;
 }

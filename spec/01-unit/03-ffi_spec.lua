@@ -25,6 +25,36 @@ describe("runtime/base/ffi.h", function()
     assert.is_true(#names >= 5)
   end)
 
+  -- What bin/beck exports is what beck's Lua calls: the entry points only specs call
+  -- (runtime/base/ffi_spec.h) are linked into bin/beck-spec alone.
+  it("is all bin/beck exports, and beck's Lua calls each of them", function()
+    local p = io.popen("nm -D --defined-only " .. require("spec.helpers").beck_bin() ..
+                       " 2>&1")
+    local exported, n = {}, 0
+    for line in p:lines() do
+      local name = line:match("^%x+ [TtDdBbRr] ([%w_]+)$")
+      if name then exported[name] = true; n = n + 1 end
+    end
+    p:close()
+    assert.is_true(n >= 5, "nm -D found nothing")
+    local lua = io.popen("cat $(find lua -name '*.lua')"):read("*a")
+    local declared = {}
+    for name in cdef:gmatch("(bk_ffi_[%w_]+)%s*%(") do declared[name] = true end
+    local bad = {}
+    for name in pairs(exported) do
+      if not declared[name] then
+        bad[#bad + 1] = name .. ": exported, not declared in ffi.h"
+      elseif not lua:find(name, 1, true) then
+        bad[#bad + 1] = name .. ": exported, called by no Lua of lua/"
+      end
+    end
+    for name in pairs(declared) do
+      if not exported[name] then bad[#bad + 1] = name .. ": declared, not exported" end
+    end
+    table.sort(bad)
+    assert.equal("", table.concat(bad, "\n"))
+  end)
+
   it("lays out bk_rec_t as C does", function()
     assert.equal(56, ffi.sizeof("bk_rec_t")) -- _Static_assert in thread.c
     assert.equal(40, ffi.offsetof("bk_rec_t", "offset"))

@@ -513,7 +513,7 @@ describe("snapshot", function()
       env.BECK_FAULT_RENAME, env.BECK_FAULT_WHEN = ends_with, when
       env.BECK_INSTALL_FETCHED = app_dir .. "/.bootstrap-0_0"
       env.BECK_INSTALL_TASK_DIR = app_dir .. "/0_0"
-      local st = helpers.run({ helpers.beck_bin(), "test", "spec/fixtures/install_child.lua" },
+      local st = helpers.run({ helpers.beck_spec_bin(), "test", "spec/fixtures/install_child.lua" },
                              { env = env, timeout = 30 })
       assert.equal(137, st) -- killed where asked, not done nor failed
       return root, app_dir
