@@ -56,6 +56,9 @@ static const conf_desc_t descs[BK_CONF__COUNT] = {
      "warn while the state directory's disk has less free space than this % of its size "
      "(0: never)"},
     {"log_level", T_ENUM, "info", 0, 0, "error|warn|info|debug", "log level"},
+    {"events", T_STR, NULL, 0, 0, NULL,
+     "a file the node appends its events to, one JSON object a line (docs/events.md); they "
+     "are on /v1/events too"},
     {"hooks", T_STR, NULL, 0, 0, NULL,
      "a Lua file returning { on_restore = fn, ... }: operational hooks beside the topology's"},
     {"cluster", T_INT, "0", 0, 1, NULL,

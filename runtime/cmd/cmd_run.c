@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/conf.h"
+#include "base/events.h"
 #include "base/log.h"
 #include "devbroker/broker.h"
 #include "engine/db.h"
@@ -140,6 +141,12 @@ int bk_cmd_run_main(int argc, char **argv)
         snprintf(id, sizeof(id), "%s-%d", host, (int)getpid());
         bk_conf_set(conf, BK_CONF_NODE_ID, id, BK_CONF_FROM_DEFAULT, err, sizeof(err));
     }
+    /* the node's events (docs/events.md): in memory for /v1/events, and in a file when set */
+    if (bk_events_open(bk_conf_str(conf, BK_CONF_EVENTS), bk_conf_str(conf, BK_CONF_NODE_ID),
+                       err, sizeof(err)) != 0) {
+        fprintf(stderr, "beck run: %s\n", err);
+        goto done;
+    }
     /* A bounded changelog forgets what no replica may hold: only an archive snapshot newer
      * than its head makes that safe, so one must be made at least twice per retention. */
     {
@@ -232,5 +239,6 @@ done:
     bk_vm_destroy(L);
     bk_broker_destroy(broker);
     bk_conf_destroy(conf);
+    bk_events_close();
     return rc;
 }

@@ -12,6 +12,7 @@
 #include <lauxlib.h>
 #include <librdkafka/rdkafka.h>
 
+#include "base/events.h"
 #include "base/clock.h"
 #include "base/ffi.h"
 #include "base/hash.h"
@@ -487,6 +488,15 @@ static int handle_error(bk_thread_t *thr, int idx, const char *msg)
                         note, msg);
             return 0;
         }
+    }
+    {
+        char t[600], m[2200];
+        bk_events_emit("parked",
+                       "\"task\":\"%s\",\"topic\":%s,\"partition\":%d,\"offset\":%lld,"
+                       "\"error\":%s",
+                       BK_TASK_NAME(*task), bk_events_str(t, sizeof(t), topic),
+                       (int)rec->partition, (long long)rec->offset,
+                       bk_events_str(m, sizeof(m), msg));
     }
     bk_log_error("task %s: process failed on record %s/%d/%lld: %s. on_error=fail: this task "
                  "stops at its last commit, the others go on. To go past the record: beck skip "

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/events.h"
 #include "base/clock.h"
 #include "base/fs.h"
 #include "base/hash.h"
@@ -138,6 +139,11 @@ int bk_thread_build_prepare(bk_thread_job_t *job, int k, const char *name)
                 "%lld byte(s) of SST files linked, %lld key(s) copied, in %lld ms",
                 name, lo, hi, nsrc, prev, from, (long long)st.linked_bytes,
                 (long long)st.copied_keys, (long long)st.elapsed_ms);
+    bk_events_emit("built_from_checkpoints",
+                   "\"task\":\"%s\",\"checkpoints\":%d,\"linked_bytes\":%lld,"
+                   "\"copied_keys\":%lld,\"ms\":%lld",
+                   name, nsrc, (long long)st.linked_bytes, (long long)st.copied_keys,
+                   (long long)st.elapsed_ms);
     rc = 0;
 done:
     for (int i = 0; srcs && i < nsrc; i++) {
@@ -232,6 +238,18 @@ int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, cons
     if (bk_db_checkpoint(thr->dbs[s], job->err, sizeof(job->err)) != 0 ||
         bk_drained_mark_built(dir, text, job->err, sizeof(job->err)) != 0) {
         goto done;
+    }
+    {
+        int lo, hi, taken_n = 0;
+        for (int p = 0; p < np; p++) {
+            taken_n += taken[p];
+        }
+        bk_hash_group_range(task.partition, sub->partitions, &lo, &hi);
+        bk_events_emit("built",
+                       "\"task\":\"%s\",\"subtopology\":%d,\"generation\":%d,"
+                       "\"groups\":[%d,%d],\"checkpoints\":%d,\"replayed\":%lld,\"ms\":%lld",
+                       name, sub->of, sub->generation, lo, hi, taken_n, (long long)applied,
+                       (long long)(bk_clock_mono_ms() - t0));
     }
     bk_log_info("task %s: built: %s, in %lld ms", name, text,
                 (long long)(bk_clock_mono_ms() - t0));

@@ -10,6 +10,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "base/events.h"
 #include "base/log.h"
 #include "base/task.h"
 #include "engine/drained.h"
@@ -236,6 +237,7 @@ void bk_thread_moves_drain_one(bk_thread_t *thr)
                         "before committed",
                         BK_TASK_NAME(thr->tasks[s]));
         }
+        bk_events_emit("drained", "\"task\":\"%s\"", BK_TASK_NAME(thr->tasks[s]));
         /* its state as handed over, for the next generation's tasks built on this node;
          * without it they replay changelogs instead. Its stores have written nothing since
          * the commit that drained it: it reads no more records. */

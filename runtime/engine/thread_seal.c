@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/events.h"
 #include "base/ffi.h"
 #include "base/log.h"
 #include "base/task.h"
@@ -132,6 +133,8 @@ static void sealed(bk_thread_t *thr, int slot)
     bk_log_info("task %s: sealed: its changelogs hold its whole state (%lld record(s) "
                 "written): the generations before it are no longer needed to restore it",
                 BK_TASK_NAME(thr->tasks[slot]), (long long)thr->seal_written[slot]);
+    bk_events_emit("sealed", "\"task\":\"%s\",\"records\":%lld", BK_TASK_NAME(thr->tasks[slot]),
+                   (long long)thr->seal_written[slot]);
 }
 
 /* A slice of slot's stores, at most *left entries (taken from it): 0, or -1 with thr->err. */

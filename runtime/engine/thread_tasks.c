@@ -25,6 +25,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/ffi.h"
 #include "base/log.h"
 #include "base/task.h"
@@ -290,6 +291,11 @@ static int recover_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, bk_re
         }
         bk_log_info("task %s: restored from the %s; the changelogs' tails follow", names[k],
                     what);
+        {
+            char from[600];
+            bk_events_emit("restored", "\"task\":\"%s\",\"from\":%s", names[k],
+                           bk_events_str(from, sizeof(from), what));
+        }
         rc = open_slot(job, k, items, &n, names);
     }
 done:
@@ -738,6 +744,14 @@ static const char *slot_names(bk_thread_t *thr, const int32_t *slots, int n, cha
     return buf;
 }
 
+/* The tasks of `slots` as a JSON array of names, for an event (cut to fit). */
+static const char *slot_json(bk_thread_t *thr, const int32_t *slots, int n, char *buf,
+                             size_t size)
+{
+    char words[6000];
+    return bk_events_words(buf, size, slot_names(thr, slots, n, words, sizeof(words)));
+}
+
 /* A finished job: its tasks go live, or it failed (the thread stops), or it was stopped
  * because some of its tasks were removed (the others open again in a new job). */
 static int job_finish(bk_thread_t *thr, bk_thread_job_t *job)
@@ -821,6 +835,12 @@ static int job_finish(bk_thread_t *thr, bk_thread_job_t *job)
                 (long long)(bk_clock_wall_ms() - job->t0), (long long)(job->t_open - job->t0),
                 (long long)(job->t_restore - job->t_open),
                 (long long)(bk_clock_wall_ms() - t_live0), nparts);
+    {
+        char tasks[6500];
+        bk_events_emit("live", "\"thread\":\"%s\",\"tasks\":%s,\"running\":%d,\"ms\":%lld",
+                       thr->name, slot_json(thr, job->slots, job->n, tasks, sizeof(tasks)),
+                       thr->ntasks, (long long)(bk_clock_wall_ms() - job->t0));
+    }
     job_free(job);
     return 0;
 }
@@ -924,6 +944,13 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
                     "since the last commit is processed again); running %d task(s)",
                     thr->name, slot_names(thr, slots, n, names, sizeof(names)),
                     (long long)(bk_clock_wall_ms() - t0), thr->ntasks);
+        {
+            char tasks[6500];
+            bk_events_emit("released",
+                           "\"thread\":\"%s\",\"tasks\":%s,\"committed\":false,\"running\":%d",
+                           thr->name, slot_json(thr, slots, n, tasks, sizeof(tasks)),
+                           thr->ntasks);
+        }
         return 0;
     }
     bk_log_info("%s: released task(s) %s in %lld ms: closed, committed (outputs flushed in %lld "
@@ -931,6 +958,12 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
                 thr->name, slot_names(thr, slots, n, names, sizeof(names)),
                 (long long)(bk_clock_wall_ms() - t0), (long long)thr->commit_took[0],
                 (long long)thr->commit_took[1], (long long)thr->commit_took[2], thr->ntasks);
+    {
+        char tasks[6500];
+        bk_events_emit("released",
+                       "\"thread\":\"%s\",\"tasks\":%s,\"committed\":true,\"running\":%d",
+                       thr->name, slot_json(thr, slots, n, tasks, sizeof(tasks)), thr->ntasks);
+    }
     return 0;
 }
 

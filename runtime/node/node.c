@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/fs.h"
 #include "base/hash.h"
 #include "base/log.h"
@@ -204,6 +205,8 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
         bk_crew_set_recover(&crew, archive_recover, &rctx);
     }
     bk_log_info("app %s: %d task(s) on %d thread(s)", plan->id, ntasks, crew.nthreads);
+    bk_events_emit("started", "\"app\":\"%s\",\"cluster\":false,\"tasks\":%d,\"threads\":%d",
+                   plan->id, ntasks, crew.nthreads);
     bk_crew_add(&crew, 0, every, ntasks);
     for (;;) {
         int done;
@@ -242,6 +245,11 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
                 failed ? " after a failure" : "", (unsigned long long)crew.total.in,
                 (unsigned long long)crew.total.out, (unsigned long long)crew.total.skipped,
                 (unsigned long long)crew.total.dlq);
+    bk_events_emit("stopped",
+                   "\"failed\":%s,\"in\":%llu,\"out\":%llu,\"skipped\":%llu,\"dead_lettered\":%llu",
+                   failed ? "true" : "false", (unsigned long long)crew.total.in,
+                   (unsigned long long)crew.total.out, (unsigned long long)crew.total.skipped,
+                   (unsigned long long)crew.total.dlq);
     free_names(names, ntasks);
     free(every);
     free(due);
@@ -262,6 +270,26 @@ static const char *list_names(char **names, const int32_t *which, int n, char *b
         }
         len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? " " : "", names[which[i]]);
     }
+    return buf;
+}
+
+/* The tasks `which` as a JSON array of their names (malloc'd; NULL without memory). */
+static char *json_names(char **names, const int32_t *which, int n)
+{
+    size_t cap = 3, len = 0;
+    char *buf;
+    for (int i = 0; i < n; i++) {
+        cap += strlen(names[which[i]]) + 3;
+    }
+    if (!(buf = malloc(cap))) {
+        return NULL;
+    }
+    buf[len++] = '[';
+    for (int i = 0; i < n; i++) {
+        len += (size_t)snprintf(buf + len, cap - len, "%s\"%s\"", i ? "," : "", names[which[i]]);
+    }
+    buf[len++] = ']';
+    buf[len] = '\0';
     return buf;
 }
 
@@ -662,6 +690,21 @@ static int start_ready(member_node_t *mn, const bk_member_view_t *view, const in
     return ngo > 0 && bk_crew_add(&mn->crew, view->epoch, go, ngo) != 0 ? 1 : 0;
 }
 
+/* The event of an epoch applied (docs/events.md): what the node runs and stands by for. */
+static void epoch_event(member_node_t *mn, const bk_member_view_t *view, const int32_t *running,
+                        int nrunning, int gained, int gave_up, int changed)
+{
+    char *run = json_names(mn->names, running, nrunning);
+    char *sb = json_names(mn->names, mn->standing, mn->nstand);
+    bk_events_emit("epoch",
+                   "\"epoch\":%llu,\"running\":%s,\"standby\":%s,\"waiting\":%d,"
+                   "\"gained\":%d,\"gave_up\":%d,\"changed\":%s",
+                   (unsigned long long)view->epoch, run ? run : "[]", sb ? sb : "[]",
+                   view->nwaiting, gained, gave_up, changed ? "true" : "false");
+    free(run);
+    free(sb);
+}
+
 /* Applies a new view: reconcile.h says what to do, this does it in its order (the actives
  * given up commit and close, standbys checkpoint, releases are published, then the new
  * standbys start and the gained actives open). Tasks that stay are not touched. Returns 1
@@ -684,6 +727,7 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
                         (unsigned long long)view->epoch, mn->nrun, view->nwaiting, mn->nstand,
                         list_names(mn->names, mn->running, mn->nrun, run_list, sizeof(run_list)),
                         list_names(mn->names, mn->standing, mn->nstand, sb_list, sizeof(sb_list)));
+            epoch_event(mn, view, mn->running, mn->nrun, 0, 0, 0);
         }
         return 0;
     }
@@ -725,6 +769,8 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
     for (int i = 0; i < a->npromoted; i++) {
         bk_log_info("task %s: promoted from standby to active in epoch %llu",
                     mn->names[a->promoted[i]], (unsigned long long)view->epoch);
+        bk_events_emit("promoted", "\"task\":\"%s\",\"epoch\":%llu", mn->names[a->promoted[i]],
+                       (unsigned long long)view->epoch);
         bk_hooks_task(mn->hooks, "on_promote", mn->names[a->promoted[i]]);
     }
     memcpy(mn->was_sb, a->was_standby, (size_t)mn->ntasks);
@@ -742,6 +788,7 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
                     list_names(mn->names, a->running, a->nrunning, run_list, sizeof(run_list)),
                     list_names(mn->names, mn->standing, mn->nstand, sb_list, sizeof(sb_list)),
                     a->ngained, a->nrevoked);
+        epoch_event(mn, view, a->running, a->nrunning, a->ngained, a->nrevoked, 1);
         if (start_ready(mn, view, a->gained, a->ngained) != 0) {
             return 1;
         }
@@ -749,6 +796,7 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
         bk_log_info("epoch %llu: %d standby task(s) [%s]", (unsigned long long)view->epoch,
                     mn->nstand,
                     list_names(mn->names, mn->standing, mn->nstand, sb_list, sizeof(sb_list)));
+        epoch_event(mn, view, mn->running, mn->nrun, 0, 0, 1);
     }
     return 0;
 }
@@ -796,6 +844,10 @@ static int follow_moves(member_node_t *mn, const bk_member_view_t *view)
     bk_log_info("app %s: moves %s: %d task(s), %d new (%s to %s)", mn->plan->id,
                 view->generations, n, n - was, n > was ? mn->names[was] : "-",
                 n > was ? mn->names[n - 1] : "-");
+    bk_events_emit("moves", "\"moves\":\"%s\",\"tasks\":%d,\"new\":%d,\"first\":\"%s\","
+                   "\"last\":\"%s\"",
+                   view->generations, n, n - was, n > was ? mn->names[was] : "-",
+                   n > was ? mn->names[n - 1] : "-");
     return 0;
 }
 
@@ -991,6 +1043,8 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     bk_log_info("app %s: node %s (rack %s) joining, %d standby replica(s) per task%s", plan->id,
                 mc.node_id, mc.rack ? mc.rack : "-", (int)mc.standbys,
                 bk_conf_str(conf, BK_CONF_SSH_KEY) ? ", cold bootstrap on" : "");
+    bk_events_emit("started", "\"app\":\"%s\",\"cluster\":true,\"rack\":\"%s\",\"standbys\":%d",
+                   plan->id, mc.rack ? mc.rack : "", (int)mc.standbys);
     for (;;) {
         int held;
         if (wait_signal(set, &signals)) {
@@ -1079,6 +1133,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             }
             if (mn.fence_held) {
                 bk_log_info("exactly-once: fenced; the membership view is applied");
+                bk_events_emit("fenced", NULL);
             }
             mn.fence_held = 0;
         }
@@ -1126,6 +1181,11 @@ done:
                 plan->id, mc.node_id, failed ? " after a failure" : "",
                 (unsigned long long)mn.total.in, (unsigned long long)mn.total.out,
                 (unsigned long long)mn.total.skipped, (unsigned long long)mn.total.dlq);
+    bk_events_emit("stopped",
+                   "\"failed\":%s,\"in\":%llu,\"out\":%llu,\"skipped\":%llu,\"dead_lettered\":%llu",
+                   failed ? "true" : "false", (unsigned long long)mn.total.in,
+                   (unsigned long long)mn.total.out, (unsigned long long)mn.total.skipped,
+                   (unsigned long long)mn.total.dlq);
     bk_member_view_clear(&view);
     bk_member_destroy(mn.member);
     free_names(mn.names, mn.ntasks);

@@ -165,6 +165,9 @@ static enum MHD_Result dispatch(bk_qreq_t *r, const char *url)
     if (strcmp(url, "/v1/status") == 0) {
         return bk_query_status(r);
     }
+    if (strcmp(url, "/v1/events") == 0) {
+        return bk_query_events(r);
+    }
     if (strcmp(url, "/v1/stores") == 0 || strcmp(url, "/v1/stores/") == 0) {
         return bk_query_stores(r);
     }

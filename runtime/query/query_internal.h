@@ -61,6 +61,7 @@ enum MHD_Result bk_query_healthz(bk_qreq_t *r);
 enum MHD_Result bk_query_readyz(bk_qreq_t *r);
 enum MHD_Result bk_query_assignment(bk_qreq_t *r);
 enum MHD_Result bk_query_status(bk_qreq_t *r);
+enum MHD_Result bk_query_events(bk_qreq_t *r);
 enum MHD_Result bk_query_metrics(bk_qreq_t *r);
 
 /* query_page.c: GET /, the status page */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/events.h"
 #include "base/task.h"
 #include "engine/dbread.h"
 #include "engine/diskwatch.h"
@@ -69,6 +70,36 @@ enum MHD_Result bk_query_assignment(bk_qreq_t *r)
 {
     bk_jbuf_t b = {0};
     bk_route_json(r->q->env.route, &b);
+    return bk_query_reply(r, 200, &b, -1);
+}
+
+/* GET /v1/events?after=SEQ&limit=N: the node's events after SEQ still kept in memory
+ * (docs/events.md): {"events":[...],"next":SEQ,"first":SEQ,"node":"ID"}; ask again with
+ * after=next. A reader whose after is below first - 1 missed events (they are no longer kept). */
+enum MHD_Result bk_query_events(bk_qreq_t *r)
+{
+    const char *a = bk_query_arg(r, "after"), *l = bk_query_arg(r, "limit");
+    char *end = NULL, *events;
+    long long after = 0;
+    long limit = 1000;
+    size_t len;
+    int64_t next, first;
+    bk_jbuf_t b = {0};
+    if (a && ((after = strtoll(a, &end, 10)) < 0 || *end || end == a)) {
+        return bk_query_error(r, 400, -1, "after=%s: a number >= 0 is needed", a);
+    }
+    if (l && ((limit = strtol(l, &end, 10)) < 1 || limit > BK_EVENTS_KEEP || *end || end == l)) {
+        return bk_query_error(r, 400, -1, "limit=%s: 1 to %d", l, BK_EVENTS_KEEP);
+    }
+    if (bk_events_since(after, (int)limit, &events, &len, &next, &first) != 0) {
+        return bk_query_error(r, 503, 1, "out of memory");
+    }
+    bk_jbuf_lit(&b, "{\"events\":");
+    bk_jbuf_printf(&b, "%s,\"next\":%lld,\"first\":%lld,\"node\":", events, (long long)next,
+                   (long long)first);
+    bk_jbuf_str(&b, r->q->env.node_id, strlen(r->q->env.node_id));
+    bk_jbuf_lit(&b, "}");
+    free(events);
     return bk_query_reply(r, 200, &b, -1);
 }
 

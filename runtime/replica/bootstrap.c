@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/events.h"
 #include "base/clock.h"
 #include "base/fs.h"
 #include "base/log.h"
@@ -410,6 +411,10 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
                     name, m.id, x->from, m.nfiles, (double)m.total_bytes / 1e6, (long long)ms,
                     ms > 0 ? (double)m.total_bytes / 1e3 / (double)ms : 0.0,
                     m.nstores > 0 ? (long long)m.stores[0].next : -1LL);
+        bk_events_emit("bootstrap_installed",
+                       "\"task\":\"%s\",\"snapshot\":\"%s\",\"from\":\"%s\",\"files\":%d,"
+                       "\"bytes\":%lld,\"ms\":%lld",
+                       name, m.id, x->from, m.nfiles, (long long)m.total_bytes, (long long)ms);
     }
 
 done:

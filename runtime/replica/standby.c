@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "base/events.h"
 #include "base/clock.h"
 #include "base/fs.h"
 #include "base/log.h"
@@ -345,6 +346,11 @@ static int recover_from_archive(bk_standby_t *sb, int t, bk_store_t **store_of)
         bk_log_warn("standby %s: its changelog lost what it needs, and %s", name, what);
     } else {
         bk_log_info("standby %s: restored from the %s; the changelogs' tails follow", name, what);
+        {
+            char from[600];
+            bk_events_emit("standby_restored", "\"task\":\"%s\",\"from\":%s", name,
+                           bk_events_str(from, sizeof(from), what));
+        }
     }
     return open_db(sb, t, store_of);
 }
@@ -587,6 +593,9 @@ static void caught_up(bk_standby_t *sb, int t, int64_t now)
     }
     bk_log_info("standby %s: caught up: %lld changelog record(s) applied in %lld ms",
                 BK_TASK_NAME(sb->tasks[t]), (long long)sb->applied[t], (long long)(now - sb->t0));
+    bk_events_emit("standby_caught_up", "\"task\":\"%s\",\"records\":%lld,\"ms\":%lld",
+                   BK_TASK_NAME(sb->tasks[t]), (long long)sb->applied[t],
+                   (long long)(now - sb->t0));
 }
 
 static int tail(bk_standby_t *sb)

@@ -9,7 +9,7 @@ local helpers = require "spec.helpers"
 local cluster = require "spec.fixtures.cluster"
 
 local HOOKS = "spec/fixtures/node_hooks.lua"
-local now_of, epochs, plain = cluster.now_of, cluster.epochs, cluster.plain
+local now_of, epochs, plain = cluster.now_of, cluster.epochs_in_log, cluster.plain
 
 local function set_of(list)
   local s = {}
