@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/events.h"
 #include "base/clock.h"
 #include "base/fs.h"
 #include "base/log.h"
@@ -345,6 +346,10 @@ int bk_drainfetch_poll(bk_drainfetch_t *df, int npeers)
                             "byte(s), %lld ms after it was asked for",
                             BK_TASK_NAME(w->task), w->from, w->host, w->port,
                             (long long)w->bytes, (long long)(now - w->t0));
+                bk_events_emit("checkpoint_fetched",
+                               "\"task\":\"%s\",\"from\":\"%s\",\"bytes\":%lld,\"ms\":%lld",
+                               BK_TASK_NAME(w->task), w->from, (long long)w->bytes,
+                               (long long)(now - w->t0));
             } else {
                 give_up(w, w->err);
             }
