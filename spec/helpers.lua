@@ -802,17 +802,6 @@ end
 -- the specs: what a node did is read from its events, not from its log's wording (log text
 -- is asserted only where the message itself is the feature: an error a user must read).
 
--- Every event of the node so far, in order, or those of one kind.
-function Node:events(kind)
-  local out = {}
-  local text = self.events_path and read_file(self.events_path) or ""
-  for line in text:gmatch("[^\n]+") do
-    local e = cjson.decode(line)
-    if e and (not kind or e.kind == kind) then out[#out + 1] = e end
-  end
-  return out
-end
-
 -- Does event e have every field of `match` (a table of values, or a function of e)?
 local function event_matches(e, match)
   if match == nil then return true end
@@ -821,6 +810,17 @@ local function event_matches(e, match)
     if e[k] ~= v then return false end
   end
   return true
+end
+
+-- Every event of the node so far, in order; or those of one kind (that match `match`).
+function Node:events(kind, match)
+  local out = {}
+  local text = self.events_path and read_file(self.events_path) or ""
+  for line in text:gmatch("[^\n]+") do
+    local e = cjson.decode(line)
+    if e and (not kind or e.kind == kind) and event_matches(e, match) then out[#out + 1] = e end
+  end
+  return out
 end
 
 -- The node's last event of `kind` that matches, or nil.
@@ -845,6 +845,11 @@ function Node:wait_event(kind, match, timeout, after)
     return nil, string.format("%s has no %s event like that yet; its last events:\n%s",
                               self.name, kind, self:events_tail())
   end, timeout or 15, 0.05)
+end
+
+-- The URL the node serves queries on (its "serving" event), once it does.
+function Node:query_url(timeout)
+  return self:wait_event("serving", nil, timeout or 20).url
 end
 
 -- The node's last few events as text, for a failure message.

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/events.h"
 #include "base/log.h"
 
 /* "host:port" into host (size bytes) and *port; 0, or -1. */
@@ -98,6 +99,9 @@ int bk_node_queries_start(bk_node_queries_t *q, const bk_plan_t *plan, const bk_
              eport && ehost[0] ? eport : bk_query_port(q->server));
     bk_log_info("serving queries on http://%s:%d (endpoint %s)%s", lhost, bk_query_port(q->server),
                 q->endpoint, bk_conf_str(conf, BK_CONF_HTTP_TOKEN) ? ", token required" : "");
+    bk_events_emit("serving", "\"url\":\"http://%s:%d\",\"endpoint\":\"%s\",\"token\":%s", lhost,
+                   bk_query_port(q->server), q->endpoint,
+                   bk_conf_str(conf, BK_CONF_HTTP_TOKEN) ? "true" : "false");
     return 0;
 }
 

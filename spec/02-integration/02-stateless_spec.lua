@@ -93,10 +93,10 @@ describe("orders_filter on a 3-broker dev cluster", function()
 
       local args = { "-b", bs }
       for _, a in ipairs(extra) do args[#args + 1] = a end
-      local threads = extra[1] == "--threads" and extra[2] or 1
+      local threads = tonumber(extra[1] == "--threads" and extra[2] or 1)
       local node = helpers.start_node(TOPOLOGY, args)
       helpers.trace("node started")
-      node:wait_log("app orders%-filter: 8 task%(s%) on " .. threads .. " thread%(s%)")
+      node:wait_event("started", { app = "orders-filter", tasks = 8, threads = threads })
 
       helpers.eventually(function()
         local n = helpers.count(bs, "paid-orders")

@@ -49,7 +49,7 @@ describe("cold bootstrap", function()
     local nodes = { na = node(bs, "na", "a", sshd, states.na),
                     nb = node(bs, "nb", "b", sshd, states.nb) }
     helpers.eventually(function()
-      return nodes.na:log():match("epoch %d+: running") and nodes.nb:log():match("epoch %d+:")
+      return nodes.na:last_event("epoch") and nodes.nb:last_event("epoch")
     end, 40, 0.2)
 
     helpers.produce(bs, "text-lines", make_lines(0, L - 1, exact), { timeout = 120 })
@@ -59,7 +59,7 @@ describe("cold bootstrap", function()
     nodes.nc = node(bs, "nc", "c", sshd, states.nc)
     helpers.produce(bs, "text-lines", make_lines(L, L * 3 / 2 - 1, exact), { timeout = 120 })
     helpers.eventually(function()
-      return nodes.nc:log():match("bootstrap %d+_%d+: installed snapshot")
+      return nodes.nc:last_event("bootstrap_installed")
     end, 90, 0.3)
     helpers.produce(bs, "text-lines", make_lines(L * 3 / 2, 2 * L - 1, exact), { timeout = 120 })
     helpers.eventually(function() return committed_total(bs) == 2 * L end, 120, 0.5)
@@ -67,7 +67,7 @@ describe("cold bootstrap", function()
     local log = nodes.nc:log()
     assert.is_nil(log:match("bootstrap [^\n]*failed"), "a bootstrap failed:\n" .. log)
     local booted = {}
-    for t in log:gmatch("bootstrap (%d+_%d+): installed snapshot") do booted[#booted + 1] = t end
+    for _, e in ipairs(nodes.nc:events("bootstrap_installed")) do booted[#booted + 1] = e.task end
     assert.is_true(#booted >= 1)
     -- the bootstrapped replicas tailed only what came after their snapshots
     -- (a bootstrap that ended just now has its runner restarted at the node's next turn),
@@ -138,18 +138,21 @@ describe("cold bootstrap", function()
     -- an operator asks for a rebuild of one of nc's standbys: `beck bootstrap`
     local sb_task
     for t, h in pairs(holders) do
-      if h.nc and not nodes.nc:log():match("epoch %d+: running[^\n]*%(running %[[^%]]*" .. t .. "[ %]]") then
+      local now = cluster.now_of(nodes.nc)
+      local runs = false
+      for _, r in ipairs(now.running) do runs = runs or r == t end
+      if h.nc and not runs then
         sb_task = sb_task or t
       end
     end
     if sb_task then
-      local installs = select(2, nodes.nc:log():gsub("bootstrap " .. sb_task .. ": installed", ""))
+      local installs = #nodes.nc:events("bootstrap_installed", { task = sb_task })
       local st, out, err = helpers.run({ helpers.beck_bin(), "bootstrap", "-b", bs, "--app", APP,
                                          "--task", sb_task, "--node", "nc" })
       assert.equal(0, st, err)
       assert.is_truthy(out:match("rebuild task " .. sb_task))
       helpers.eventually(function()
-        return select(2, nodes.nc:log():gsub("bootstrap " .. sb_task .. ": installed", ""))
+        return #nodes.nc:events("bootstrap_installed", { task = sb_task })
                > installs
       end, 60, 0.3)
       assert.is_truthy(nodes.nc:log():match("bootstrap " .. sb_task .. ": asked by beck%-bootstrap"))

@@ -137,7 +137,7 @@ describe("cold bootstrap refused", function()
     -- the active serves snapshots (it needs only its sshd); it fetches none itself
     na = node(bs, "na", "a", na_state, { "--ssh-host", "127.0.0.1",
                                          "--ssh-port", tostring(sshd.port) })
-    helpers.eventually(function() return na:log():match("epoch %d+: running 1 task") end,
+    helpers.eventually(function() return cluster.running(na) == 1 end,
                        40, 0.1)
     helpers.produce(bs, "text-lines", make_lines(0, LINES - 1, exact), { timeout = 60 })
     helpers.eventually(function()

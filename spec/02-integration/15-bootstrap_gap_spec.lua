@@ -109,7 +109,7 @@ local function make_gap(with_key)
   local exact = {}
   local states = { na = helpers.tmpdir(), nb = helpers.tmpdir() }
   local na = node(bs, "na", "a", states.na, sshd, true)
-  helpers.eventually(function() return na:log():match("epoch %d+: running 1 task") end, 40, 0.1)
+  helpers.eventually(function() return cluster.running(na) == 1 end, 40, 0.1)
   local nb = node(bs, "nb", "b", states.nb, sshd, with_key) -- joins second: the standby
   local input = 0
   local function push(lines)
@@ -120,7 +120,7 @@ local function make_gap(with_key)
     end, 60, 0.2)
   end
 
-  nb:wait_log("epoch %d+: 1 standby task", 40)
+  nb:wait_event("epoch", function(e) return #e.standby == 1 end, 40)
   push(lines_of(common, COMMON, 0, COMMON - 1, exact))
   caught_up(bs, "nb")
   assert.equal(0, nb:stop()) -- its replica is checkpointed where the changelog ended

@@ -28,9 +28,7 @@ local function start(bs, id, rack)
 end
 
 local function url_of(node)
-  return helpers.eventually(function()
-    return node:log():match("serving queries on (http://127%.0%.0%.1:%d+)")
-  end, 20, 0.05)
+  return node:query_url(20)
 end
 
 -- query_client.py args..., stdin: the expected state; its JSON answer.

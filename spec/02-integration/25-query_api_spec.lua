@@ -24,9 +24,7 @@ describe("beck.query and window stores", function()
     local node = helpers.start_node("spec/fixtures/query_app.lua", {
       "-b", bs, "--endpoint", "127.0.0.1:0", "--commit-interval-ms", "200",
       "--threads", "2" }, { name = "qapp" })
-    local url = helpers.eventually(function()
-      return node:log():match("serving queries on (http://127%.0%.0%.1:%d+)")
-    end, 20, 0.05)
+    local url = node:query_url(20)
     node:wait_running(30)
 
     -- key -> timestamps: windows [B + 1000, B + 2000) and [B + 3000, B + 4000), B a recent

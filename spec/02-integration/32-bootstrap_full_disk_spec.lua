@@ -73,7 +73,7 @@ describe("cold bootstrap on a full disk", function()
     -- room again: the same state directory, the replicas built, equal to the actives'
     assert.equal(0, nodes.nc:stop())
     nodes.nc = node(bs, "nc", "c", sshd, states.nc)
-    nodes.nc:wait_log("epoch %d+: running", 30)
+    nodes.nc:wait_event("epoch", nil, 30)
     helpers.produce(bs, "text-lines", cluster.spelled_lines(12000, 12999, exact, WORDS),
                     { timeout = 120 })
     helpers.eventually(function() return cluster.committed_total(bs) == 13000 end, 60, 0.5)

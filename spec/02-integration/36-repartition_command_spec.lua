@@ -56,7 +56,7 @@ describe("beck repartition", function()
     end, 20, 0.2)
     -- both nodes follow, and the leader spreads the 8 new tasks (2_0..2_7) over them
     for _, n in pairs(nodes) do
-      n:wait_log("app stamped: moves 0=8: 18 task%(s%), 8 new %(2_0 to 2_7%)", 20)
+      n:wait_event("moves", { moves = "0=8", tasks = 18, new = 8, first = "2_0", last = "2_7" }, 20)
     end
     helpers.eventually(function()
       local a, b = by_sub(nodes.na), by_sub(nodes.nb)

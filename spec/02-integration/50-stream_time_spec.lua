@@ -113,7 +113,7 @@ describe("stream time", function()
                   helpers.kvs(got))
       second:wait_log("dropped a late record %(timestamp " .. (BASE + 100), 30)
       -- and /metrics counts it, by task and store
-      local url = second:log():match("serving queries on (http://127%.0%.0%.1:%d+)")
+      local url = second:query_url()
       local st, out, err = helpers.run({ "/usr/bin/python3", "spec/fixtures/query_client.py",
                                          "status", url, "/metrics" }, { name = "metrics" })
       assert.equal(0, st, err)

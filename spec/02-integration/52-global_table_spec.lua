@@ -20,9 +20,7 @@ local function start(bs, id, dir)
 end
 
 local function url_of(node)
-  return helpers.eventually(function()
-    return node:log():match("serving queries on (http://127%.0%.0%.1:%d+)")
-  end, 30, 0.05)
+  return node:query_url(30)
 end
 
 -- The outputs so far: order key -> "<amount> <name>".

@@ -26,9 +26,7 @@ describe("a versioned table", function()
                                           "--commit-interval-ms", "100",
                                           "--endpoint", "127.0.0.1:0" }, { name = "v" })
         node:wait_running(60)
-        local url = helpers.eventually(function()
-          return node:log():match("serving queries on (http://127%.0%.0%.1:%d+)")
-        end, 20, 0.05)
+        local url = node:query_url(20)
         return node, url
       end
       local node, url = start()

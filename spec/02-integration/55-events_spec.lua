@@ -50,9 +50,7 @@ describe("a node's events", function()
     a:wait_event("live", function(e) return #e.tasks > 0 end, 20)
 
     -- the file and /v1/events hold the same events, in order; the cursor goes on from next
-    local url = helpers.eventually(function()
-      return a:log():match("serving queries on (http://127%.0%.0%.1:%d+)")
-    end, 20, 0.05)
+    local url = a:query_url(20)
     local file = a:events()
     local st, body = http(url, "/v1/events")
     assert.equal(200, st)

@@ -52,7 +52,7 @@ describe("a bounded changelog", function()
                                           "--snapshot-archive-interval-ms", "5000" })
     local compact = node("ret-compact", {})
     helpers.eventually(function()
-      return bounded:log():match("1 task%(s%) on") and compact:log():match("1 task%(s%) on")
+      return bounded:last_event("started", { tasks = 1 }) and compact:last_event("started", { tasks = 1 })
     end, 60, 0.2)
 
     local total = RATE * seconds

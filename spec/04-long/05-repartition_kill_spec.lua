@@ -82,7 +82,7 @@ describe("online repartitioning with a node killed during a move", function()
       move(12)
       helpers.eventually(function()
         for _, node in pairs(nodes) do
-          if node:log():match("task 0_%d+: drained:") then return true end
+          if node:last_event("drained", function(e) return e.task:match("^0_") end) then return true end
         end
       end, 60, 0.05)
       nodes.n2:kill()
