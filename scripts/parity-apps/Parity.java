@@ -30,12 +30,17 @@ import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.Repartitioned;
 import org.apache.kafka.streams.kstream.SessionWindows;
 import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.kstream.WindowedSerdes;
+import org.apache.kafka.streams.processor.api.Processor;
+import org.apache.kafka.streams.processor.api.ProcessorContext;
+import org.apache.kafka.streams.processor.api.Record;
+import org.apache.kafka.streams.state.KeyValueStore;
 import org.apache.kafka.streams.state.SessionStore;
 import org.apache.kafka.streams.state.Stores;
 import org.apache.kafka.streams.state.WindowStore;
@@ -80,6 +85,30 @@ public final class Parity {
                            Stores.persistentVersionedKeyValueStore("versioned",
                                                                    Duration.ofMillis(5000)))
                            .withKeySerde(Serdes.String()).withValueSerde(Serdes.String()));
+    }
+
+    static String triple(String v) {
+        return v == null ? null : Long.toString(num(v) * 3);
+    }
+
+    /** process_store: a running sum per key in a store of the processor's own. */
+    static final class Sums implements Processor<String, String, String, String> {
+        private ProcessorContext<String, String> ctx;
+        private KeyValueStore<String, String> st;
+
+        @Override
+        public void init(ProcessorContext<String, String> context) {
+            ctx = context;
+            st = context.getStateStore("sums");
+        }
+
+        @Override
+        public void process(Record<String, String> r) {
+            String old = st.get(r.key());
+            String total = Long.toString(num(old == null ? "0" : old) + num(r.value()));
+            st.put(r.key(), total);
+            ctx.forward(r.withValue(total));
+        }
     }
 
     static GlobalKTable<String, String> global(StreamsBuilder b, String topic) {
@@ -260,6 +289,24 @@ public final class Parity {
             break;
         case "table_filter":
             table(b, tbl).filter((k, v) -> num(v) % 2 == 0).toStream().to(out, to);
+            break;
+        case "merge":
+            stream(b, in).merge(stream(b, right)).peek((k, v) -> { }).mapValues(Parity::triple)
+                .to(out, to);
+            break;
+        case "repartition":
+            stream(b, in)
+                .repartition(Repartitioned.<String, String>as("rep").withNumberOfPartitions(3))
+                .groupByKey().count().toStream()
+                .mapValues(v -> v == null ? null : v.toString()).to(out, to);
+            break;
+        case "to_fn":
+            stream(b, in).to((k, v, rc) -> num(v) % 2 == 0 ? out : out + "-odd", to);
+            break;
+        case "process_store":
+            b.addStateStore(Stores.keyValueStoreBuilder(Stores.persistentKeyValueStore("sums"),
+                                                        Serdes.String(), Serdes.String()));
+            stream(b, in).process(Sums::new, "sums").to(out, to);
             break;
         case "table_regroup":
             table(b, tbl)

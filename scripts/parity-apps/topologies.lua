@@ -30,6 +30,11 @@ local function global_key(a, b)
   return "k" .. (tonumber(b or a) % 16)
 end
 
+-- a stateless step that reads the value (nil passes as nil, as Parity.java's twin does)
+local function triple(v)
+  return v ~= nil and tostring(tonumber(v) * 3) or nil
+end
+
 local join_window = dsl.join_window(2000):grace(1000)
 -- the emit-final topologies' retention, as Parity.java's FINAL_RETENTION says why
 local FINAL_RETENTION = 73000
@@ -141,6 +146,29 @@ local topologies = {
   end,
   table_filter = function()
     app:table(TBL):filter(function(_, v) return tonumber(v) % 2 == 0 end):to_stream():to(out)
+  end,
+  merge = function()
+    app:stream(IN):merge(app:stream(RIGHT)):peek(function() end):map_values(triple):to(out)
+  end,
+  repartition = function()
+    app:stream(IN):repartition { name = "rep", partitions = 3 }
+       :group_by_key():count():to_stream():to(out)
+  end,
+  to_fn = function()
+    -- even values to PARITY_OUT, odd ones to PARITY_OUT-odd
+    app:stream(IN):to(function(_, v) return tonumber(v) % 2 == 0 and out or out .. "-odd" end,
+                      { topics = { out, out .. "-odd" } })
+  end,
+  process_store = function()
+    -- the processor API in the middle of a DSL topology, with a store of its own
+    app:stream(IN):process({
+      process = function(ctx, k, v)
+        local st = ctx:store("sums")
+        local total = sum(st:get(k) or "0", v)
+        st:put(k, total)
+        ctx:forward(k, total)
+      end,
+    }, { stores = { "sums" } }):to(out)
   end,
   table_regroup = function()
     app:table(TBL)
