@@ -164,7 +164,9 @@ int bk_events_since(int64_t after, int max, char **out, size_t *len, int64_t *ne
     buf[n++] = '[';
     pthread_mutex_lock(&lock);
     *first = seq - kept + 1;
-    if (after < seq - kept) {
+    if (after < seq - kept || after > seq) {
+        /* missed ones are gone; a cursor past the end is another process's (a restart):
+         * from the oldest kept */
         after = seq - kept;
     }
     for (int64_t s = after + 1; s <= seq && count < max; s++, count++) {

@@ -13,6 +13,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "base/events.h"
 #include "base/clock.h"
 #include "base/ffi.h"
 #include "base/fs.h"
@@ -312,6 +313,8 @@ static void *run(void *arg)
             }
             bk_log_info("global tables: caught up in %lld ms (%lld record(s) applied)",
                         (long long)(now - t0), n);
+            bk_events_emit("global_caught_up", "\"ms\":%lld,\"records\":%lld",
+                           (long long)(now - t0), n);
             atomic_store(&g->ready, 1);
         }
         if (now - last_lag >= 1000) {

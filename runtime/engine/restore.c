@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/events.h"
 #include "base/clock.h"
 #include "base/keys.h"
 #include "base/log.h"
@@ -44,6 +45,11 @@ static void report(bk_restore_progress_cb cb, void *opaque, bk_restore_progress_
         (long long)p->records, (long long)p->total,
         p->total ? 100.0 * (double)p->records / (double)p->total : 100.0, p->stores, p->rate,
         p->eta_s, done ? ", done" : "");
+    if (done) {
+        bk_events_emit("restore_done", "\"records\":%lld,\"total\":%lld,\"stores\":%d,\"ms\":%lld",
+                       (long long)p->records, (long long)p->total, p->stores,
+                       (long long)(p->elapsed_s * 1000));
+    }
     if (cb) {
         cb(opaque, p);
     }

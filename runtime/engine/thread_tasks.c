@@ -837,9 +837,12 @@ static int job_finish(bk_thread_t *thr, bk_thread_job_t *job)
                 (long long)(bk_clock_wall_ms() - t_live0), nparts);
     {
         char tasks[6500];
-        bk_events_emit("live", "\"thread\":\"%s\",\"tasks\":%s,\"running\":%d,\"ms\":%lld",
+        bk_events_emit("live",
+                       "\"thread\":\"%s\",\"tasks\":%s,\"running\":%d,\"ms\":%lld,"
+                       "\"open_ms\":%lld,\"restore_ms\":%lld",
                        thr->name, slot_json(thr, job->slots, job->n, tasks, sizeof(tasks)),
-                       thr->ntasks, (long long)(bk_clock_wall_ms() - job->t0));
+                       thr->ntasks, (long long)(bk_clock_wall_ms() - job->t0),
+                       (long long)(job->t_open - job->t0), (long long)(job->t_restore - job->t_open));
     }
     job_free(job);
     return 0;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/events.h"
 #include "base/clock.h"
 #include "base/fs.h"
 #include "base/log.h"
@@ -100,6 +101,8 @@ static int remove_dirs(bk_node_cleanup_t *c, int s)
                     "director%s%s",
                     sub->generation, sub->of, removed, removed == 1 ? "y" : "ies",
                     left ? " (more once their owners here close them)" : "");
+        bk_events_emit("retired", "\"subtopology\":%d,\"generation\":%d,\"removed\":%d",
+                       sub->of, sub->generation, removed);
     }
     return left == 0;
 }

@@ -453,6 +453,11 @@ static int assign(bk_standby_t *sb)
         bk_log_info("standby %s store %s: tailing %s [%d] from offset %lld, %lld behind",
                     BK_TASK_NAME(*task), bk_store_name(it->st), it->topic, (int)it->partition,
                     (long long)start, (long long)(it->hi - start));
+        bk_events_emit("standby_tailing",
+                       "\"task\":\"%s\",\"store\":\"%s\",\"topic\":\"%s\",\"partition\":%d,"
+                       "\"offset\":%lld,\"behind\":%lld",
+                       BK_TASK_NAME(*task), bk_store_name(it->st), it->topic, (int)it->partition,
+                       (long long)start, (long long)(it->hi - start));
         rd_kafka_topic_partition_list_add(list, it->topic, it->partition)->offset = start;
     }
     if (!err && sb->nitems > 0 && rd_kafka_assign(sb->consumer, list) != 0) {
@@ -783,6 +788,8 @@ static int build_task(bk_standby_t *sb, int t)
     sb->boot_lag[t] = -1;
     bk_log_info("standby %s: built: %s, in %lld ms; its own changelog follows", name, text,
                 (long long)(bk_clock_mono_ms() - t0));
+    bk_events_emit("standby_built", "\"task\":\"%s\",\"ms\":%lld", name,
+                   (long long)(bk_clock_mono_ms() - t0));
     rc = 0;
 done:
     free(store_of);

@@ -89,8 +89,8 @@ describe("standby replicas", function()
       end
       if owner == takers[t] then
         promoted = promoted + 1
-        assert.is_truthy(taker:log():match("task " .. t .. ": promoted from standby"),
-                         t .. " promoted on " .. takers[t])
+        assert.is_table(taker:last_event("promoted", { task = t }),
+                        t .. " promoted on " .. takers[t])
         local last
         for n, held in taker:log():gmatch("restore: task " .. t .. " store counts: replaying "
                                            .. "(%d+) record%(s%) of [^\n]* %(the changelog "

@@ -170,10 +170,9 @@ describe("a changelog gap", function()
     assert.is_nil(log:find("lost to this replica", 1, true))
     assert.is_nil(log:match("bootstrap [^\n]*failed"))
     -- then it tails from the snapshot's offset, past the gap
-    local from = tonumber(helpers.eventually(function()
-      return g.nb:log():match("standby 0_0 store counts: tailing " .. plain(CHANGELOG) ..
-                              " %[0%] from offset (%d+)")
-    end, 20, 0.1))
+    local from = g.nb:wait_event("standby_tailing", { task = "0_0", store = "counts",
+                                                      topic = CHANGELOG, partition = 0 },
+                                 20).offset
     assert.is_true(from >= g.lo)
     caught_up(g.bs, "nb")
 

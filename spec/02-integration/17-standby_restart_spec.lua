@@ -13,7 +13,7 @@ local cluster = require "spec.fixtures.cluster"
 local function make_lines(from, to, exact) return cluster.bucket_lines(from, to, exact, true) end
 
 local committed_total, latest = cluster.committed_total, cluster.latest
-local epochs, now_of, settled = cluster.epochs, cluster.now_of, cluster.settled
+local epochs, now_of, settled = cluster.epochs_in_log, cluster.now_of, cluster.settled
 
 local function set_of(list)
   local s = {}

@@ -94,8 +94,9 @@ describe("bounded changelogs", function()
     helpers.eventually(function()
       local active, standby
       for _, node in pairs(nodes) do
-        active = active or node:log():match("task 0_0: restored from the archived snapshot")
-        standby = standby or node:log():match("standby 0_0: restored from the archived snapshot")
+        local function archived(e) return e.task == "0_0" and e.from:match("^archived snapshot") end
+        active = active or node:last_event("restored", archived)
+        standby = standby or node:last_event("standby_restored", archived)
       end
       return active and standby
     end, 60, 0.3)

@@ -63,7 +63,7 @@ describe("a damaged standby store", function()
     if #ssts(tdir) == 0 then
       nodes.nb = node(bs, "nb", "b", dirs.nb)
       helpers.eventually(function() return cluster.settled(nodes, 1) end, 40, 0.2)
-      nodes.nb:wait_log("standby " .. task .. " store counts: tailing", 20)
+      nodes.nb:wait_event("standby_tailing", { task = task, store = "counts" }, 20)
       assert.equal(0, nodes.nb:stop())
     end
     local files = ssts(tdir)

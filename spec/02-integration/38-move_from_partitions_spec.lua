@@ -145,8 +145,9 @@ describe("a subtopology read by input partition moved to task counts of its own"
     helpers.eventually(function()
       local seen, n = {}, 0
       for _, node in pairs(nodes) do
-        for t in node:log():gmatch("task (3_%d+): sealed: its changelogs hold") do
-          if not seen[t] then seen[t], n = true, n + 1 end
+        for _, e in ipairs(node:events("sealed")) do
+          local t = e.task
+          if t:match("^3_") and not seen[t] then seen[t], n = true, n + 1 end
         end
       end
       return n == 3, n .. " of generation 3's tasks sealed"

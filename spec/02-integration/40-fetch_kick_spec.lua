@@ -46,13 +46,11 @@ describe("a consumer whose queue is capped far below a second of input", functio
       -- a node on an empty disk restores the store's changelog (N records) through the same
       -- capped queue
       local fresh = helpers.start_node("spec/fixtures/fetch_kick.lua", args(bs, helpers.tmpdir()))
-      local line = fresh:wait_log("running %d+ task%(s%), with [^\n]* live in", 60)
-      local restore_ms = tonumber(fresh:log():match("live in %d+ ms %(open %d+, restore (%d+)"))
-      assert(restore_ms, "no restore time in:\n" .. tostring(line) .. "\n" .. fresh:log())
+      local restore_ms = fresh:wait_event("live", nil, 60).restore_ms
       helpers.trace("restored in %d ms", restore_ms)
       assert(restore_ms < 3000, "restoring took " .. restore_ms .. " ms:\n" .. fresh:log())
       local replayed = 0
-      for n in fresh:log():gmatch("replaying (%d+) record%(s%)") do replayed = replayed + n end
+      for _, e in ipairs(fresh:events("restore_done")) do replayed = replayed + e.records end
       assert(replayed >= N, "replayed " .. replayed .. " records:\n" .. fresh:log())
       assert.equal(0, fresh:stop())
     end)

@@ -42,7 +42,7 @@ end
 
 local function retired(nodes)
   for _, n in pairs(nodes) do
-    if n:log():find("generation 1 of subtopology 0 retired", 1, true) then return true end
+    if n:last_event("retired", { subtopology = 0, generation = 1 }) then return true end
   end
   return false, gen.moves_state(nodes)
 end

@@ -54,7 +54,7 @@ describe("a healthy cluster", function()
     gen.move(bs, 6)
     helpers.eventually(function()
       for _, node in pairs(nodes) do
-        if node:log():find("generation 1 of subtopology 0 retired", 1, true) then return true end
+        if node:last_event("retired", { subtopology = 0, generation = 1 }) then return true end
       end
       return false, gen.moves_state(nodes)
     end, 120, 0.5)

@@ -122,7 +122,7 @@ describe("a global table", function()
       helpers.produce(bs, "global-customers", { { key = "c3", value = "later" } })
       nodes.n1 = start(bs, "n1", dirs[1])
       helpers.eventually(function()
-        return nodes.n1:log():match("global tables: caught up"), "not caught up"
+        return nodes.n1:last_event("global_caught_up"), "not caught up"
       end, 60, 0.2)
       assert.matches("reading global%-customers, 1 record%(s%) to catch up on", nodes.n1:log())
       local url = url_of(nodes.n1)
