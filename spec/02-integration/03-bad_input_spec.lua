@@ -102,6 +102,7 @@ describe("a record that a processor fails on", function()
       local where = string.format("process failed on record %s/0/%d: %s:%d: %s", opts.input,
                                   opts.bad_offset, opts.fixture,
                                   line_of(opts.fixture, opts.marker), opts.message)
+      -- (log text: the message is the feature, what an operator or a user reads)
       node:wait_log(escape(where), 20)
       local command = string.format("beck skip -b %s --app %s --topic %s --partition 0 " ..
                                     "--offset %d", bs, opts.group, opts.input, opts.bad_offset)
@@ -125,6 +126,7 @@ describe("a record that a processor fails on", function()
       assert.equal(0, st, err)
       assert.matches(escape(string.format("listed %s/0/%d in %s-skips", opts.input,
                                           opts.bad_offset, opts.group)), out)
+      -- (log text: the message is the feature, what an operator or a user reads)
       node:wait_log(escape(string.format("record %s/0/%d is listed by beck skip", opts.input,
                                          opts.bad_offset)), 20)
       node:wait_log(escape(string.format("skipped record %s/0/%d, listed by beck skip",
@@ -197,6 +199,7 @@ describe("a record that a processor fails on", function()
       local line = line_of("spec/fixtures/boom.lua", "BOOM")
       for i = 7, 60, 7 do
         local r = where["boom " .. i]
+        -- (log text: the message is the feature, what an operator or a user reads)
         node:wait_log(escape(string.format("skipped record boom-in/%d/%d: " ..
                                            "spec/fixtures/boom.lua:%d: boom in boom %d",
                                            r.partition, r.offset, line, i)))

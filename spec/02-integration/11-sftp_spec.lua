@@ -225,6 +225,7 @@ describe("beck fetch over SFTP", function()
                                  "--known-hosts", sshd.known_hosts, "--remote-dir", dir,
                                  "--dest", work .. "/d-drop", "--rate-limit", "1M",
                                  "--parallel", "1" }, { name = "beck-fetch" })
+    -- (log text: the message is the feature, what an operator or a user reads)
     proc:wait_log("beck fetch: [1-9]%d* of 3000002 bytes", 10)
     -- sshd's children (one per connection, started by our sshd) die: the TCP session drops
     local children = helpers.read_file(string.format("/proc/%d/task/%d/children",

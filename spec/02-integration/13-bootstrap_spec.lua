@@ -162,6 +162,7 @@ describe("cold bootstrap", function()
     all_caught_up()
     -- no private key material in any log
     for _, id in ipairs({ "na", "nb", "nc" }) do
+      -- (log text: the message is the feature, what an operator or a user reads)
       assert.is_nil(nodes[id]:log():match("PRIVATE KEY"), id .. " logs key material")
     end
 

@@ -189,6 +189,7 @@ describe("a changelog gap", function()
 
   it("control: without --ssh-key the replica's node says how many updates are lost", function()
     local g = make_gap(false)
+    -- (log text: the message is the feature, what an operator or a user reads)
     local x, y, lost = g.nb:wait_log("standby 0_0: " .. needs .. ": (%d+) update%(s%) are "
                                      .. "lost to this replica", 30)
     x, y = tonumber(x), tonumber(y)

@@ -206,6 +206,7 @@ describe("the node's hooks", function()
       }, "\n"))
       local line = helpers.line_of(path, "error(\"boom\")")
       local n = cluster.start_node(bs, "na", "a", { "--hooks", path })
+      -- (log text: the message is the feature, what an operator or a user reads)
       n:wait_log("hook on_assign failed: " .. plain(path) .. ":" .. line .. ": boom", 20)
       n:wait_event("epoch", function(e) return #e.running == 3 end, 20)
       local exact = {}

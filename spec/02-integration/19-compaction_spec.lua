@@ -152,6 +152,7 @@ describe("a compacted changelog", function()
 
       -- run b drops a's writes (their input was not committed) and processes it again
       local b = run("b", { "--commit-interval-ms", "200" })
+      -- (log text: the message is the feature, what an operator or a user reads)
       b:wait_log("dropped: their input was not committed", 60)
       b:wait_log(N .. " key%(s%) written again with their committed values", 30)
       helpers.eventually(function()

@@ -79,6 +79,7 @@ describe("a damaged standby store", function()
 
     local mark = #nodes.na:log()
     nodes.nb = node(bs, "nb", "b", dirs.nb)
+    -- (log text: the message is the feature, what an operator or a user reads)
     nodes.nb:wait_log("standby " .. task .. ": its store is damaged", 30)
     nodes.nb:wait_log("standby " .. task .. ": its damaged store is removed: building the " ..
                       "replica anew", 10)

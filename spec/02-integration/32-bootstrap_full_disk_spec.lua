@@ -55,10 +55,13 @@ describe("cold bootstrap on a full disk", function()
 
     nodes.nc = node(bs, "nc", "c", sshd, states.nc,
                     helpers.faultfs(states.nc, "enospc", 150 * 1024))
+    -- (log text: the message is the feature, what an operator or a user reads)
     nodes.nc:wait_log("bootstrap 0_%d+: failed: [^\n]*No space left on device; " ..
                                    "the standby restores from the changelog instead", 60)
+    -- (log text: the message is the feature, what an operator or a user reads)
     nodes.nc:wait_log("standby replicas stopped: [^\n]*No space left on device", 30)
     -- the disk watch saw it coming (faultfs: statvfs of a 150 KiB file system, 4 KiB blocks)
+    -- (log text: the message is the feature, what an operator or a user reads)
     nodes.nc:wait_log("the state directory's disk is nearly full: %d+ KiB free of 1[45]%d KiB", 15)
     -- no partial fetch left behind (.bootstrap-S_P, *.part)
     local p = io.popen("find " .. states.nc .. " -name '.bootstrap-*' -o -name '*.part'")

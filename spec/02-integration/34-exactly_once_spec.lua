@@ -54,6 +54,7 @@ describe("exactly-once on one node", function()
       helpers.produce(bs, "boom-in", records)
       local args = { "-b", bs, "--node-id", "solo", "--processing-guarantee", "exactly_once" }
       local node = helpers.start_node("spec/fixtures/boom.lua", args)
+      -- (log text: the message is the feature, what an operator or a user reads)
       node:wait_log("parked on a record that failed: the open transaction is aborted", 60)
       -- outputs and offsets commit together: what is seen is exactly what was committed, a
       -- prefix of what came before the bad record (here nothing: all ten came in one batch)

@@ -111,6 +111,7 @@ describe("stream time", function()
       got = helpers.consume(bs, "window-counts", { timeout = 5 })
       assert.same({ { "a@" .. BASE, "2" }, { "b@" .. BASE, "1" }, { "a@" .. (BASE + W), "1" } },
                   helpers.kvs(got))
+      -- (log text: the message is the feature, what an operator or a user reads)
       second:wait_log("dropped a late record %(timestamp " .. (BASE + 100), 30)
       -- and /metrics counts it, by task and store
       local url = second:query_url()
