@@ -249,11 +249,6 @@ int bk_cmd_skip_main(int argc, char **argv)
         rc = 2;
         goto done;
     }
-    if (partition < 0 || offset < 0) {
-        fprintf(stderr, "beck skip: --partition and --offset take a number >= 0\n");
-        rc = 2;
-        goto done;
-    }
     bk_conf_set(conf, BK_CONF_APP_ID, app, BK_CONF_FROM_CLI, err, sizeof(err));
     bk_log_set_level(BK_LOG_WARN);
     if (read_record(conf, topic, partition, offset, &rec, err, sizeof(err)) != 0) {
