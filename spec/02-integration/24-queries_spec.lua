@@ -215,10 +215,18 @@ describe("queries over HTTP", function()
     assert.is_true((wa.roles.standby or 0) > 0, "no standby answered")
     -- a standby answers while nothing else can; the gaps left are the moments no replica is
     -- served (a standby runner restarting, a promotion's restore)
-    -- (a tenth of them in a quiet run; under make test's load, when every spec runs beside
-    -- three others, the promotion's restore takes longer and the clients get fewer answers:
-    -- 34 against 121 once under SAN=1)
-    assert.is_true((wa.statuses["503"] or 0) <= math.max(5, (wo.statuses["503"] or 0) / 3),
+    -- As shares of each client's reads (the replica=any client, answered more, asks more):
+    -- a tenth of active-only's in a quiet run; under make test's load, when every spec runs
+    -- beside three others, the promotion's restore takes longer: 2.5% against 11% under
+    -- SAN=1, 3.7% against 9.4% on Kafka. Half of it still tells a standby that answers
+    -- from one that does not.
+    local function share_503(st)
+      local n = 0
+      for _, c in pairs(st) do n = n + c end
+      return (st["503"] or 0) / math.max(n, 1), st["503"] or 0
+    end
+    local any_share, any_503 = share_503(wa.statuses)
+    assert.is_true(any_503 <= 5 or any_share <= share_503(wo.statuses) / 2,
                    "replica=any: " .. cjson.encode(wa.statuses) .. ", active only: " ..
                    cjson.encode(wo.statuses))
     for code in pairs(wo.statuses) do
