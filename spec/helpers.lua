@@ -877,7 +877,9 @@ function helpers.start_node(topology, args, opts)
   registry.seq = registry.seq + 1
   local events = string.format("%s/%s-%d.events", workdir(),
                                (opts.name or "node"):gsub("[^%w._-]", "_"), registry.seq)
-  local env = { BECK_EVENTS = events }
+  -- a move of a task's life outside engine/tasklife.c's table aborts the node: every spec
+  -- checks the table too
+  local env = { BECK_EVENTS = events, BECK_LIFE_STRICT = "1" }
   for k, v in pairs(opts.env or {}) do env[k] = v end
   local proc = helpers.spawn(argv, { name = opts.name or "node", env = env })
   proc.events_path = env.BECK_EVENTS or nil

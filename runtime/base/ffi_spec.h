@@ -161,6 +161,12 @@ int bk_ffi_regroup_check(const char *dir, int32_t lo, int32_t hi, int32_t *first
 /* -- Key groups (base/hash.h) -----------------------------------------------------------
  * The task of `ntasks` owning key group `group` (bk_hash_group_owner). */
 int32_t bk_ffi_hash_group_owner(int32_t group, int32_t ntasks);
+/* -- A task's life (engine/tasklife_ffi.c) ---------------------------------------------
+ * The states' count, a state's name, and whether the table lets a task go from one to
+ * another (1 or 0). */
+int32_t bk_ffi_tasklife_states(void);
+const char *bk_ffi_tasklife_name(int32_t state);
+int32_t bk_ffi_tasklife_allowed(int32_t from, int32_t to);
 /* BK_FFI_CDEF_END */
 
 #endif

@@ -23,13 +23,14 @@
 #include "engine/plan.h"
 #include "engine/vm.h"
 #include "cmd/cmd_opts.h"
+#include "cmd/cmd_status_life.h"
 
 #define BK_STATUS_TIMEOUT_MS 10000
 
 static const char *const bk_status_states[] = {"alive", "dead", "left", "replaced"};
 
 typedef struct bk_status_opts {
-    const char *app, *topology;
+    const char *app, *topology, *token;
     int json;
     long timeout_ms, session_ms;
 } bk_status_opts_t;
@@ -44,12 +45,16 @@ static void bk_status_usage(FILE *out)
             "(rack, endpoint, threads, state, incarnation, last heartbeat, the epoch each\n"
             "applied, active and standby tasks), the current epoch, the leader, whether the\n"
             "assignment is stable, and every task's active node, its holder while a handoff\n"
-            "is pending, its standbys and the progress its replicas report. It only reads.\n\n"
+            "is pending, its standbys and the progress its replicas report; with a topology,\n"
+            "each task's state in its life on its active node (its /v1/status, asked at\n"
+            "the endpoint it announces). It only reads.\n\n"
             "  -b BROKERS               bootstrap brokers (host:port,...)\n"
             "  --app ID                 the app (default: the topology's id)\n"
             "  TOPOLOGY.lua             name tasks <subtopology>_<partition> as nodes do;\n"
             "                           without it tasks are numbered 0..N-1\n"
             "  --json                   one JSON object instead of tables\n"
+            "  --token T                the nodes' bearer token for their /v1/status\n"
+            "                           (default: $BECK_HTTP_TOKEN)\n"
             "  --timeout-ms N           give up when the topic is not read to its end in\n"
             "                           this time [%d]\n"
             "  --session-timeout-ms N   the members' session timeout (default: the one their\n"
@@ -66,10 +71,11 @@ static int bk_status_parse(int argc, char **argv, bk_conf_t *conf, bk_status_opt
         {NULL, BK_OPT_KAFKA, NULL, 0, 0},
         {"--app", BK_OPT_STR, &o->app, 0, 0},
         {"--json", BK_OPT_FLAG, &o->json, 0, 0},
+        {"--token", BK_OPT_STR, &o->token, 0, 0},
         {"--timeout-ms", BK_OPT_INT, &o->timeout_ms, 1, 3600 * 1000},
         {"--session-timeout-ms", BK_OPT_INT, &o->session_ms, 1, 3600 * 1000},
     };
-    bk_cmd_args_t args = {"status", opts, 5, conf, &o->topology, 1, 0};
+    bk_cmd_args_t args = {"status", opts, 6, conf, &o->topology, 1, 0};
     int rc = bk_cmd_opts_parse(&args, argc, argv);
     if (rc == 1) {
         bk_status_usage(stdout);
@@ -281,7 +287,8 @@ static int bk_status_retired(const bk_member_view_t *v, int32_t t)
 }
 
 static void bk_status_print_text(const bk_member_view_t *v, const char *app, const char *topic,
-                                 char **names, const int32_t *nactive, const int32_t *nstandby)
+                                 char **names, const int32_t *nactive, const int32_t *nstandby,
+                                 const bk_status_life_t *life)
 {
     bk_status_table_t tb = {.ncols = 10};
     int32_t alive = 0, pr = 0;
@@ -345,9 +352,10 @@ static void bk_status_print_text(const bk_member_view_t *v, const char *app, con
                v->generations, v->ndrained);
     }
     printf("\ntasks: %d, standby replicas per task: %d\n", v->ntasks, v->k);
-    tb.ncols = 5;
+    tb.ncols = 6;
     bk_status_cell(&tb, "TASK");
     bk_status_cell(&tb, "ACTIVE");
+    bk_status_cell(&tb, "STATE");
     bk_status_cell(&tb, "HOLDER");
     bk_status_cell(&tb, "STANDBY");
     bk_status_cell(&tb, "PROGRESS");
@@ -364,6 +372,11 @@ static void bk_status_print_text(const bk_member_view_t *v, const char *app, con
         bk_status_cell(&tb, "%s", bk_status_retired(v, t)
                                       ? "retired"
                                       : bk_status_peer_name(v, owner, a, sizeof(a)));
+        if (life && life[t].state[0]) {
+            bk_status_cell(&tb, "%s %.1f s", life[t].state, (double)life[t].for_ms / 1000.0);
+        } else {
+            bk_status_cell(&tb, "-");
+        }
         /* the holder only when a handoff is pending */
         bk_status_cell(&tb, "%s",
                        holder == owner ? "-"
@@ -465,7 +478,8 @@ static void bk_status_json_peer(FILE *out, const bk_member_view_t *v, int32_t p)
 }
 
 static void bk_status_print_json(const bk_member_view_t *v, const char *app, const char *topic,
-                                 char **names, const int32_t *nactive, const int32_t *nstandby)
+                                 char **names, const int32_t *nactive, const int32_t *nstandby,
+                                 const bk_status_life_t *life)
 {
     FILE *out = stdout;
 
@@ -511,6 +525,11 @@ static void bk_status_print_json(const bk_member_view_t *v, const char *app, con
         }
         fputs(",\"active\":", out);
         bk_status_json_peer(out, v, v->owner[t]);
+        /* its state on its active node (engine/tasklife.h), null when that did not say */
+        fputs(",\"state\":", out);
+        bk_status_json_str(out, life && life[t].state[0] ? life[t].state : NULL);
+        fprintf(out, ",\"state_for_ms\":%lld",
+                life && life[t].state[0] ? (long long)life[t].for_ms : -1LL);
         fputs(",\"holder\":", out);
         bk_status_json_peer(out, v, v->holder[t]);
         fprintf(out, ",\"handoff\":%s,\"retired\":%s,\"standby\":[",
@@ -555,6 +574,7 @@ int bk_cmd_status_main(int argc, char **argv)
     bk_member_view_t view;
     bk_member_conf_t mc;
     int32_t *nactive = NULL, *nstandby = NULL;
+    bk_status_life_t *life = NULL;
     char **names = NULL, err[2048], topic[300];
     const char *app;
     int64_t deadline;
@@ -661,10 +681,14 @@ int bk_cmd_status_main(int argc, char **argv)
     } else if (plan && view.ntasks > 0) {
         names = bk_status_names(plan, conf, view.ntasks);
     }
+    if (names && (life = calloc((size_t)view.ntasks + 1, sizeof(*life)))) {
+        bk_status_life_fetch(&view, names, o.token ? o.token : getenv("BECK_HTTP_TOKEN"), 2000,
+                             life);
+    }
     if (o.json) {
-        bk_status_print_json(&view, app, topic, names, nactive, nstandby);
+        bk_status_print_json(&view, app, topic, names, nactive, nstandby, life);
     } else {
-        bk_status_print_text(&view, app, topic, names, nactive, nstandby);
+        bk_status_print_text(&view, app, topic, names, nactive, nstandby, life);
     }
     rc = fflush(stdout) == 0 ? 0 : 1;
 
@@ -677,6 +701,7 @@ done:
     free(names);
     free(nactive);
     free(nstandby);
+    free(life);
     bk_plan_destroy(plan);
     if (L) {
         bk_vm_destroy(L);

@@ -22,6 +22,8 @@ typedef struct bk_livestats_task_s {
      * restore of its thread's opening job, which may hold several tasks); total -1: not
      * restoring */
     _Atomic int64_t restore_done, restore_total;
+    /* its life on this node (engine/tasklife.h): the state, and since when (wall ms) */
+    _Atomic int64_t life, life_since_ms;
 } bk_livestats_task_t;
 
 typedef struct bk_livestats_thread_s {

@@ -58,7 +58,6 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
         int n;
         thr->tasks = bk_plan_task_table(plan, &n, &thr->cap); /* made by the node */
     }
-    thr->slot_state = calloc((size_t)thr->cap + 1, 1);
     thr->parked = calloc((size_t)thr->cap + 1, sizeof(*thr->parked));
     thr->task_epoch = calloc((size_t)thr->cap + 1, sizeof(uint64_t));
     thr->owned = calloc((size_t)thr->cap + 1, sizeof(int32_t));
@@ -94,7 +93,8 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     pthread_mutex_init(&thr->box_lock, NULL);
     pthread_cond_init(&thr->box_cond, NULL);
     bk_thread_build_tables(thr);
-    if (bk_thread_moves_init(thr) != 0) {
+    if (bk_tasklife_init(&thr->life, thr->cap, NULL, thr->name) != 0 ||
+        bk_thread_moves_init(thr) != 0) {
         bk_log_error("%s: out of memory", thr->name);
     }
     return thr;
@@ -273,7 +273,8 @@ static int take(bk_thread_t *thr, rd_kafka_message_t *m, int t, int tp, int *j)
                           thr->plan->subs[thr->tasks[slot].sub].partitions) != m->partition) {
         bk_thread_moves_foreign(thr, slot, t, m);
     }
-    if (thr->drain[slot] && thr->plan->subs[thr->tasks[slot].sub].generation == 0) {
+    if (bk_tasklife_state(&thr->life, slot) >= BK_LIFE_HELD &&
+        thr->plan->subs[thr->tasks[slot].sub].generation == 0) {
         /* generation 0 of a moved subtopology, past the offsets it drains at: the
          * passthrough reads on from its committed offset (thread_moves.c) */
         rd_kafka_message_destroy(m);
@@ -321,7 +322,7 @@ static int take_ordered(bk_thread_t *thr, int j)
         if (!ordered(thr, s)) {
             continue;
         }
-        while (j < thr->batch_size && thr->slot_state[s] == SLOT_LIVE &&
+        while (j < thr->batch_size && bk_tasklife_running(&thr->life, s) &&
                (m = bk_order_next(&thr->order, thr->slot_tps[s], thr->slot_ntps[s], now, &tp))) {
             if (take(thr, m, thr->tp_topic[tp], tp, &j) != 0) {
                 return drop_batch(thr, j, 0, 0);
@@ -807,7 +808,7 @@ static int run_loop(bk_thread_t *thr)
                 bk_thread_make_snapshots(thr);
             }
         }
-        if (thr->drain_pending > 0) {
+        if (bk_tasklife_count(&thr->life, BK_LIFE_CHECKPOINTING) > 0) {
             bk_thread_moves_drain_one(thr);
         }
         if (thr->stall_ms > 0) {
@@ -871,7 +872,7 @@ static void *thread_main(void *arg)
     bk_log_debug("%s: clients and Lua ready in %lld ms", thr->name,
                  (long long)(bk_clock_wall_ms() - t0));
     rc = run_loop(thr);
-    while (rc == 0 && thr->drain_pending > 0) { /* a stop right after a drain: told now */
+    while (rc == 0 && bk_tasklife_count(&thr->life, BK_LIFE_CHECKPOINTING) > 0) { /* a stop right after a drain: told now */
         bk_thread_moves_drain_one(thr);
     }
     bk_thread_stop_jobs(thr);
@@ -963,6 +964,7 @@ void bk_thread_set_pool(bk_thread_t *thr, struct bk_taskdb_pool_s *pool)
 void bk_thread_set_live(bk_thread_t *thr, bk_livestats_t *live)
 {
     thr->live = live;
+    thr->life.live = live;
 }
 
 void bk_thread_set_drained(bk_thread_t *thr, bk_thread_drained_cb cb, void *opaque)
@@ -1025,7 +1027,10 @@ void bk_thread_destroy(bk_thread_t *thr)
          * commit; an opening one's (its job stopped) is closed */
         if (thr->dbs[t]) {
             bk_taskdb_release(thr->pool, thr->tasks[t], thr->dbs[t],
-                              thr->slot_state[t] == SLOT_LIVE && thr->rc == 0 && thr->clean);
+                              bk_tasklife_running(&thr->life, t) && thr->rc == 0 && thr->clean);
+        }
+        if (thr->life.state) {
+            bk_thread_life(thr, t, BK_LIFE_FREE); /* its life here ends with the thread */
         }
         free(thr->store_of[t]);
     }
@@ -1054,7 +1059,7 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->tp_partition);
     free(thr->tp_next);
     free(thr->tp_first);
-    free(thr->slot_state);
+    bk_tasklife_free(&thr->life);
     free(thr->parked);
     free(thr->task_epoch);
     free(thr->owned);

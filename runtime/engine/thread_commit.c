@@ -407,7 +407,7 @@ void bk_thread_make_snapshots(bk_thread_t *thr)
     bk_plan_snapshot_dir(thr->plan, thr->conf, root, sizeof(root));
     for (int i = 0; i < n; i++) {
         bk_snapshot_made_t *r = &reqs[i];
-        int t = r->id >= 0 && r->id < thr->cap && thr->slot_state[r->id] == SLOT_LIVE ? r->id : -1;
+        int t = r->id >= 0 && r->id < thr->cap && bk_tasklife_running(&thr->life, r->id) ? r->id : -1;
         r->ok = 0;
         if (t < 0 || !thr->dbs[t]) {
             snprintf(r->err, sizeof(r->err), "task not active on this thread, or without state");

@@ -17,18 +17,17 @@
 #include <stdatomic.h>
 
 #include "base/ffi.h"
+#include "base/task.h"
 #include "engine/fetchkick.h"
 #include "engine/livestats.h"
 #include "engine/order.h"
 #include "engine/restore.h"
 #include "engine/store.h"
+#include "engine/tasklife.h"
 #include "engine/taskdb.h"
 #include "engine/thread.h"
 
 typedef enum { POLICY_FAIL, POLICY_SKIP, POLICY_DLQ } policy_t;
-
-/* A slot (an app task index) on this thread. */
-enum { SLOT_FREE, SLOT_OPENING, SLOT_LIVE };
 
 /* A task parked on a record (bk_thread_s.parked): the record's topic (plan index),
  * partition and offset. */
@@ -61,6 +60,9 @@ typedef struct bk_thread_job_s {
     int attempt;   /* openings of these tasks that failed so before it */
     char err[1024];
     int64_t t0, t_open, t_restore; /* clock at its start, when opened, when restored */
+    atomic_int phase; /* the phases it reached, a bit each (1 << BK_LIFE_BUILDING,
+                       * _RESTORING): the stream thread moves its tasks' life along
+                       * (bk_thread_apply_changes) */
     /* on_restore's progress, fired by the stream thread (Lua lives there) */
     pthread_mutex_t lock;
     bk_restore_progress_t progress;
@@ -114,7 +116,7 @@ struct bk_thread_s {
      * task can come and go; cap of them. owned lists the live ones. */
     int cap;
     const bk_task_id_t *tasks; /* [cap] the plan's task table (it grows into its room) */
-    uint8_t *slot_state;  /* [cap] SLOT_* */
+    bk_tasklife_t life;   /* each slot's state in its life (tasklife.h) */
     uint64_t *task_epoch; /* [cap] the epoch a task went live in (its log lines) */
     int32_t *owned;       /* [cap] the live slots */
     int ntasks;           /* how many are live */
@@ -223,14 +225,13 @@ struct bk_thread_s {
                          * its pass_to (generation 1) */
     uint8_t **barriers; /* [cap] a replaced generation's task: the barriers it read, a bit
                          * per (passthrough input, passthrough task); NULL: none */
-    uint8_t *drain;     /* [cap] DRAIN_*: every barrier read, then told */
-    int drain_pending;  /* slots drained by a commit whose checkpoint is still to make */
     uint8_t *keycheck;  /* [cap] a stateful task of generation 0: each record's key is
                          * checked against its partition (an input that grew) */
-    /* Sealing (thread_seal.c), by slot: SEAL_*, the plan store being written, the last
-     * disk key written of it, the records written */
+    /* Sealing (thread_seal.c), by slot: the plan store being written (-1: no seal under
+     * way; the plan's store count or more: every one written, sealed at the next commit),
+     * the last disk key written of it, the records written. A task sealed shows as
+     * life.sealed. */
     int seal_soon; /* a seal is under way: the thread commits every SEAL_COMMIT_MS */
-    uint8_t *seal;
     int *seal_store;
     char **seal_cursor;
     size_t *seal_curlen;
@@ -289,6 +290,12 @@ int bk_thread_seal_done(const bk_thread_t *thr, int slot);
  * open, the rest from their changelogs. 0, or -1 with job->err. */
 int bk_thread_build_prepare(bk_thread_job_t *job, int k, const char *name);
 int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, const char *name);
+/* Task `slot` moves to state `to` of its life (tasklife.h): every move goes through here. */
+static inline void bk_thread_life(bk_thread_t *thr, int slot, bk_life_t to)
+{
+    bk_tasklife_to(&thr->life, slot, BK_TASK_NAME(thr->tasks[slot]), to);
+}
+
 /* The topic a passthrough's record of input topic t goes to. */
 static inline int bk_thread_pass_target(const bk_thread_t *thr, int t)
 {

@@ -19,19 +19,20 @@
 
 #define BARRIER_HEADER "beck.barrier"
 
-/* DRAIN_READ: every barrier read, drained at the next commit; DRAIN_CKPT: that commit went
- * through, its checkpoint is made and the node told at a later turn of the loop
- * (bk_thread_moves_drain_one); DRAIN_HELD: generation 0 stopped at a record of its grown
- * input that is another task's (bk_thread_moves_foreign), until the move */
-enum { DRAIN_NONE = 0, DRAIN_READ, DRAIN_TOLD, DRAIN_HELD, DRAIN_CKPT };
+static int all_read(const bk_thread_t *thr, int slot);
+
+/* A task's part of a move is in its life (tasklife.h): draining once every barrier is read
+ * (drained at the next commit), checkpointing once that commit went through (its
+ * checkpoint is made and the node told at a later turn of the loop,
+ * bk_thread_moves_drain_one), drained then; held: generation 0 stopped at a record of its
+ * grown input that is another task's (bk_thread_moves_foreign), until the move. */
 
 int bk_thread_moves_init(bk_thread_t *thr)
 {
     thr->pass_target = malloc((size_t)thr->plan->cap_topics * sizeof(int));
     thr->barriers = calloc((size_t)thr->cap + 1, sizeof(*thr->barriers));
-    thr->drain = calloc((size_t)thr->cap + 1, 1);
     thr->keycheck = calloc((size_t)thr->cap + 1, 1);
-    if (!thr->pass_target || !thr->barriers || !thr->drain || !thr->keycheck ||
+    if (!thr->pass_target || !thr->barriers || !thr->keycheck ||
         bk_thread_seal_init(thr) != 0) {
         return -1;
     }
@@ -47,7 +48,6 @@ void bk_thread_moves_free(bk_thread_t *thr)
         free(thr->barriers[s]);
     }
     free(thr->barriers);
-    free(thr->drain);
     free(thr->keycheck);
     free(thr->pass_target);
     bk_thread_seal_free(thr);
@@ -57,11 +57,8 @@ void bk_thread_moves_forget(bk_thread_t *thr, int slot)
 {
     free(thr->barriers[slot]);
     thr->barriers[slot] = NULL;
-    if (thr->drain[slot] == DRAIN_CKPT) {
-        thr->drain_pending--; /* whoever opens it next drains it again (its barriers are in
-                               * its commits' metadata) */
-    }
-    thr->drain[slot] = DRAIN_NONE;
+    /* (a task leaving while checkpointing: whoever opens it next drains it again, its
+     * barriers are in its commits' metadata) */
     thr->keycheck[slot] = 0;
     bk_thread_seal_forget(thr, slot);
 }
@@ -148,14 +145,15 @@ static int newest(const bk_thread_t *thr, int t)
  * drains at the next commit (it has no barriers to wait for: it reads the input itself). */
 static void gen0_stop(bk_thread_t *thr, int slot)
 {
-    if ((thr->drain[slot] != DRAIN_NONE && thr->drain[slot] != DRAIN_HELD) ||
+    bk_life_t st = bk_tasklife_state(&thr->life, slot);
+    if ((st != BK_LIFE_LIVE && st != BK_LIFE_SEALING && st != BK_LIFE_HELD) ||
         !bk_plan_gen0_moved(thr->plan, thr->tasks[slot].sub)) {
         return;
     }
     bk_log_info("task %s: subtopology %d moved to generation 1: it stops at the offsets it "
                 "committed, from which the passthrough reads on, and drains",
                 BK_TASK_NAME(thr->tasks[slot]), thr->tasks[slot].sub);
-    thr->drain[slot] = DRAIN_READ;
+    bk_thread_life(thr, slot, BK_LIFE_DRAINING);
     thr->moves_soon = 1;
 }
 
@@ -204,9 +202,8 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
      * each told at a turn of the loop of its own (bk_thread_moves_drain_one) */
     for (int i = 0; i < thr->ntasks; i++) {
         int s = thr->owned[i];
-        if (thr->drain[s] == DRAIN_READ) {
-            thr->drain[s] = DRAIN_CKPT;
-            thr->drain_pending++;
+        if (bk_tasklife_state(&thr->life, s) == BK_LIFE_DRAINING) {
+            bk_thread_life(thr, s, BK_LIFE_CHECKPOINTING);
         }
     }
     /* generation 0 of a subtopology that moved: what it processed is committed, nothing
@@ -223,11 +220,10 @@ void bk_thread_moves_drain_one(bk_thread_t *thr)
     for (int i = 0; i < thr->ntasks; i++) {
         int s = thr->owned[i];
         char dir[4096], err[1024];
-        if (thr->drain[s] != DRAIN_CKPT) {
+        if (bk_tasklife_state(&thr->life, s) != BK_LIFE_CHECKPOINTING) {
             continue;
         }
-        thr->drain[s] = DRAIN_TOLD;
-        thr->drain_pending--;
+        bk_thread_life(thr, s, BK_LIFE_DRAINED);
         if (plan->subs[thr->tasks[s].sub].generation == 0) {
             bk_log_info("task %s: drained: what it processed of its input before the move is "
                         "committed",
@@ -252,7 +248,6 @@ void bk_thread_moves_drain_one(bk_thread_t *thr)
         }
         return;
     }
-    thr->drain_pending = 0; /* none found: the count was off */
 }
 
 int bk_thread_moves_live(bk_thread_t *thr, int slot)
@@ -264,6 +259,14 @@ int bk_thread_moves_live(bk_thread_t *thr, int slot)
          * leader moves it: node/node_growth.c) */
         thr->keycheck[slot] = sub->generation == 0 && bk_plan_sub_logged(plan, thr->tasks[slot].sub);
         gen0_stop(thr, slot); /* opened after the move: before it processes anything */
+        if (all_read(thr, slot) && bk_tasklife_processing(&thr->life, slot)) {
+            bk_log_info("task %s: every passthrough task's barrier was read before it was "
+                        "opened here (its committed offsets say so): it drains at the next "
+                        "commit",
+                        BK_TASK_NAME(thr->tasks[slot]));
+            bk_thread_life(thr, slot, BK_LIFE_DRAINING);
+            thr->moves_soon = 1;
+        }
         return 0;
     }
     if (bk_thread_follow_plan(thr) != 0) {
@@ -328,8 +331,8 @@ void bk_thread_moves_foreign(bk_thread_t *thr, int slot, int t, const rd_kafka_m
                 "subtopology %d moves to generation 1",
                 BK_TASK_NAME(thr->tasks[slot]), name, (int)m->partition, (long long)m->offset,
                 was, now, thr->tasks[slot].sub);
-    if (thr->drain[slot] == DRAIN_NONE) {
-        thr->drain[slot] = DRAIN_HELD;
+    if (bk_tasklife_processing(&thr->life, slot)) {
+        bk_thread_life(thr, slot, BK_LIFE_HELD);
     }
 }
 
@@ -371,8 +374,8 @@ int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t
     for (int b = 0; b < nq * nk && all; b++) {
         all = (thr->barriers[slot][b / 8] >> (b % 8)) & 1;
     }
-    if (all && thr->drain[slot] == DRAIN_NONE) {
-        thr->drain[slot] = DRAIN_READ; /* told after the commit that covers it, soon */
+    if (all && bk_tasklife_processing(&thr->life, slot)) {
+        bk_thread_life(thr, slot, BK_LIFE_DRAINING); /* told after the commit that covers it */
         thr->moves_soon = 1;
     }
     return 1;
@@ -422,7 +425,7 @@ char *bk_thread_moves_meta(const bk_thread_t *thr, int slot)
 
 void bk_thread_moves_restore(bk_thread_t *thr, int slot, const char *meta)
 {
-    int bits = barrier_bits(thr, slot), bytes = (bits + 7) / 8, all = 1;
+    int bits = barrier_bits(thr, slot), bytes = (bits + 7) / 8;
     const char *hex, *st = strstr(meta, TIME_META);
     bk_thread_seal_restore(thr, slot, meta);
     if (st && thr->slot_time) { /* the newest of the task's partitions' */
@@ -444,14 +447,15 @@ void bk_thread_moves_restore(bk_thread_t *thr, int slot, const char *meta)
             thr->barriers[slot][b] |= (uint8_t)v;
         }
     }
+    /* every one read: it drains once live (bk_thread_moves_live) */
+}
+
+/* Every passthrough task's barrier read by slot's task (a replaced generation's). */
+static int all_read(const bk_thread_t *thr, int slot)
+{
+    int bits = barrier_bits(thr, slot), all = thr->barriers[slot] && bits > 0;
     for (int b = 0; b < bits && all; b++) {
         all = (thr->barriers[slot][b / 8] >> (b % 8)) & 1;
     }
-    if (all && thr->drain[slot] == DRAIN_NONE) {
-        bk_log_info("task %s: every passthrough task's barrier was read before it was opened "
-                    "here (its committed offsets say so): it drains at the next commit",
-                    BK_TASK_NAME(thr->tasks[slot]));
-        thr->drain[slot] = DRAIN_READ;
-        thr->moves_soon = 1;
-    }
+    return all;
 }

@@ -33,19 +33,19 @@
 #define SLICE_MS 8
 #define SEALED_FILE "SEALED"
 
-enum { SEAL_NONE = 0, SEAL_WRITING, SEAL_WRITTEN, SEAL_DONE };
+/* A seal under way shows as the task's life's "sealing" (a task that drains meanwhile goes
+ * on sealing: its life shows "draining"); seal_store[slot] says how far it got, -1: none. */
 
 int bk_thread_seal_init(bk_thread_t *thr)
 {
-    thr->seal = calloc((size_t)thr->cap + 1, 1);
-    thr->seal_store = calloc((size_t)thr->cap + 1, sizeof(int));
+    thr->seal_store = malloc(((size_t)thr->cap + 1) * sizeof(int));
     thr->seal_cursor = calloc((size_t)thr->cap + 1, sizeof(char *));
     thr->seal_curlen = calloc((size_t)thr->cap + 1, sizeof(size_t));
     thr->seal_written = calloc((size_t)thr->cap + 1, sizeof(int64_t));
-    return thr->seal && thr->seal_store && thr->seal_cursor && thr->seal_curlen &&
-                   thr->seal_written
-               ? 0
-               : -1;
+    for (int s = 0; thr->seal_store && s <= thr->cap; s++) {
+        thr->seal_store[s] = -1;
+    }
+    return thr->seal_store && thr->seal_cursor && thr->seal_curlen && thr->seal_written ? 0 : -1;
 }
 
 void bk_thread_seal_free(bk_thread_t *thr)
@@ -53,7 +53,6 @@ void bk_thread_seal_free(bk_thread_t *thr)
     for (int s = 0; thr->seal_cursor && s < thr->cap; s++) {
         free(thr->seal_cursor[s]);
     }
-    free(thr->seal);
     free(thr->seal_store);
     free(thr->seal_cursor);
     free(thr->seal_curlen);
@@ -62,11 +61,11 @@ void bk_thread_seal_free(bk_thread_t *thr)
 
 void bk_thread_seal_forget(bk_thread_t *thr, int slot)
 {
-    if (!thr->seal) {
+    if (!thr->seal_store) {
         return;
     }
-    thr->seal[slot] = SEAL_NONE;
-    thr->seal_store[slot] = 0;
+    thr->life.sealed[slot] = 0;
+    thr->seal_store[slot] = -1;
     free(thr->seal_cursor[slot]);
     thr->seal_cursor[slot] = NULL;
     thr->seal_curlen[slot] = 0;
@@ -76,13 +75,13 @@ void bk_thread_seal_forget(bk_thread_t *thr, int slot)
 void bk_thread_seal_restore(bk_thread_t *thr, int slot, const char *meta)
 {
     if (strstr(meta, BK_THREAD_SEALED_META)) {
-        thr->seal[slot] = SEAL_DONE;
+        thr->life.sealed[slot] = 1;
     }
 }
 
 int bk_thread_seal_done(const bk_thread_t *thr, int slot)
 {
-    return thr->seal && thr->seal[slot] == SEAL_DONE;
+    return thr->life.sealed && thr->life.sealed[slot];
 }
 
 static void task_dir(const bk_thread_t *thr, int slot, char *buf, size_t size)
@@ -97,17 +96,17 @@ void bk_thread_seal_live(bk_thread_t *thr, int slot)
         return; /* only a built task's changelogs lack the state it started from */
     }
     task_dir(thr, slot, dir, sizeof(dir));
-    if (thr->seal[slot] == SEAL_DONE || bk_drained_marked(dir, SEALED_FILE)) {
+    if (thr->life.sealed[slot] || bk_drained_marked(dir, SEALED_FILE)) {
         /* sealed before (here, or where its commits come from) */
-        if (thr->seal[slot] != SEAL_DONE &&
+        if (!thr->life.sealed[slot] &&
             bk_drained_mark(dir, SEALED_FILE, "sealed\n", err, sizeof(err)) != 0) {
             bk_log_warn("task %s: %s", BK_TASK_NAME(thr->tasks[slot]), err);
         }
-        thr->seal[slot] = SEAL_DONE;
+        thr->life.sealed[slot] = 1;
         return;
     }
-    thr->seal[slot] = SEAL_WRITING;
     thr->seal_store[slot] = 0;
+    bk_thread_life(thr, slot, BK_LIFE_SEALING);
 }
 
 /* The commit covered the last slice: sealed. Its input offsets are committed again with
@@ -120,7 +119,11 @@ static void sealed(bk_thread_t *thr, int slot)
     if (bk_drained_mark(dir, SEALED_FILE, text, err, sizeof(err)) != 0) {
         bk_log_warn("task %s: %s", BK_TASK_NAME(thr->tasks[slot]), err);
     }
-    thr->seal[slot] = SEAL_DONE;
+    thr->life.sealed[slot] = 1;
+    thr->seal_store[slot] = -1;
+    if (bk_tasklife_state(&thr->life, slot) == BK_LIFE_SEALING) {
+        bk_thread_life(thr, slot, BK_LIFE_LIVE);
+    }
     for (int j = 0; j < thr->slot_ntps[slot]; j++) {
         int i = thr->slot_tps[slot][j];
         /* a partition it has read nothing of, never committed, gets offset 0 (where its
@@ -157,9 +160,7 @@ static int slice(bk_thread_t *thr, int slot, int *left_io)
             thr->seal_store[slot]++;
         }
     }
-    if (thr->seal_store[slot] >= plan->nstores) {
-        thr->seal[slot] = SEAL_WRITTEN; /* durable at the next commit */
-    }
+    /* seal_store at nstores: every store written, durable at the next commit */
     *left_io = left;
     return 0;
 }
@@ -170,20 +171,22 @@ int bk_thread_seal_after_commit(bk_thread_t *thr)
     int64_t until = bk_clock_mono_ms() + SLICE_MS;
     for (int i = 0; i < thr->ntasks; i++) {
         int s = thr->owned[i];
-        if (thr->slot_state[s] != SLOT_LIVE) {
+        if (!bk_tasklife_running(&thr->life, s) || thr->seal_store[s] < 0) {
             continue;
         }
-        if (thr->seal[s] == SEAL_WRITTEN) {
+        if (thr->seal_store[s] >= thr->plan->nstores) {
             sealed(thr, s);
+            continue;
         }
-        while (thr->seal[s] == SEAL_WRITING && left > 0 && bk_clock_mono_ms() < until) {
+        while (thr->seal_store[s] >= 0 && thr->seal_store[s] < thr->plan->nstores && left > 0 &&
+               bk_clock_mono_ms() < until) {
             int chunk = left < CHUNK ? left : CHUNK, was = chunk;
             if (slice(thr, s, &chunk) != 0) {
                 return -1;
             }
             left -= was - chunk;
         }
-        pending |= thr->seal[s] == SEAL_WRITING || thr->seal[s] == SEAL_WRITTEN;
+        pending |= thr->seal_store[s] >= 0;
     }
     thr->seal_soon = pending; /* the next slice (or the seal) at a commit soon */
     return 0;

@@ -334,6 +334,11 @@ static void *job_main(void *arg)
         goto done;
     }
     for (int k = 0; k < job->n; k++) {
+        if (bk_plan_prev_generation(plan, thr->tasks[job->slots[k]].sub) >= 0) {
+            atomic_fetch_or(&job->phase, 1 << BK_LIFE_BUILDING); /* from the one before */
+        }
+    }
+    for (int k = 0; k < job->n; k++) {
         bk_task_name(thr->tasks[job->slots[k]], names[k]);
         if (bk_thread_build_prepare(job, k, names[k]) != 0 ||
             open_slot(job, k, items, &n, names) != 0) {
@@ -364,6 +369,7 @@ static void *job_main(void *arg)
     if (!consumer) {
         goto done;
     }
+    atomic_fetch_or(&job->phase, 1 << BK_LIFE_RESTORING);
     rc = bk_thread_read_committed(thr, consumer, job->tp_topic, job->tp_part, job->ntp,
                                   job->tp_off, job->tp_meta, &job->stop, job->err,
                                   sizeof(job->err));
@@ -453,6 +459,7 @@ static int job_start_again(bk_thread_t *thr, const int32_t *slots, int n, int at
     job->attempt = attempt;
     job->thr = thr;
     job->t0 = bk_clock_wall_ms();
+    atomic_init(&job->phase, 0);
     pthread_mutex_init(&job->lock, NULL);
     /* the slots' input partitions as they are now, for the job's thread to read */
     for (int k = 0; k < n; k++) {
@@ -511,7 +518,7 @@ static void free_slot(bk_thread_t *thr, int s, int synced)
     }
     free(thr->store_of[s]);
     thr->store_of[s] = NULL;
-    thr->slot_state[s] = SLOT_FREE;
+    bk_thread_life(thr, s, thr->parked[s].on ? BK_LIFE_PARKED : BK_LIFE_FREE);
     bk_thread_moves_forget(thr, s);
 }
 
@@ -557,6 +564,21 @@ static void reap(bk_thread_t *thr)
             thr->reap[i] = thr->reap[--thr->nreap];
         } else {
             i++;
+        }
+    }
+}
+
+/* The job's tasks' life follows the job (opening, building, restoring). */
+static void job_phase(bk_thread_t *thr, bk_thread_job_t *job)
+{
+    int phases = atomic_load(&job->phase);
+    for (int k = 0; k < job->n; k++) {
+        int s = job->slots[k];
+        for (bk_life_t p = BK_LIFE_BUILDING; p <= BK_LIFE_RESTORING; p++) {
+            if ((phases & (1 << p)) && bk_tasklife_opening(&thr->life, s) &&
+                bk_tasklife_state(&thr->life, s) < p) {
+                bk_thread_life(thr, s, p);
+            }
         }
     }
 }
@@ -714,12 +736,13 @@ static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *
         rd_kafka_topic_partition_list_add(assign, thr->plan->topics[t].name, p)->offset =
             thr->tp_next[tp] >= 0 ? thr->tp_next[tp] : RD_KAFKA_OFFSET_INVALID;
     }
-    /* a passthrough's barriers come before anything it forwards */
+    /* live (sealing, if a built task's seal is to make; draining, if its commits say it read
+     * every barrier); a passthrough's barriers come before anything it forwards */
+    bk_thread_life(thr, slot, BK_LIFE_LIVE);
     bk_thread_seal_live(thr, slot);
     if (bk_thread_moves_live(thr, slot) != 0) {
         return -1;
     }
-    thr->slot_state[slot] = SLOT_LIVE;
     thr->owned[thr->ntasks++] = slot;
     /* restored and live: queries may read its committed state (taskdb.h) */
     bk_taskdb_serve(thr->pool, thr->tasks[slot], thr->dbs[slot], BK_TASKDB_ACTIVE);
@@ -763,12 +786,13 @@ static int job_finish(bk_thread_t *thr, bk_thread_job_t *job)
 
     reap_later(thr, job->tid); /* it may still be closing its consumer */
     job_unlink(thr, job);
+    job_phase(thr, job); /* the phases it went through since the last look */
     fire_progress(thr, job);
     if (job->rc != 0) {
         int32_t *again = calloc((size_t)job->n + 1, sizeof(int32_t));
         int n = 0, stopped = job->stop, attempt = job->attempt;
         for (int k = 0; again && k < job->n; k++) {
-            if (thr->slot_state[job->slots[k]] == SLOT_OPENING) {
+            if (bk_tasklife_opening(&thr->life, job->slots[k])) {
                 again[n++] = job->slots[k];
             }
         }
@@ -788,7 +812,7 @@ static int job_finish(bk_thread_t *thr, bk_thread_job_t *job)
         job_free(job);
         if (stopped && again && n > 0) {
             for (int k = 0; k < n; k++) {
-                thr->slot_state[again[k]] = SLOT_OPENING;
+                bk_thread_life(thr, again[k], BK_LIFE_OPENING);
             }
             stopped = job_start_again(thr, again, n, attempt) == 0;
         }
@@ -1009,7 +1033,7 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
     }
     memcpy(live, thr->owned, (size_t)nlive * sizeof(int32_t));
     for (int s = 0; s < thr->cap; s++) {
-        if (thr->slot_state[s] != SLOT_FREE && !in_list(gone, ngone, s)) {
+        if (bk_tasklife_state(&thr->life, s) > BK_LIFE_PARKED && !in_list(gone, ngone, s)) {
             again[nagain++] = s;
         }
     }
@@ -1066,7 +1090,7 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
                      "dropped; waiting for the node to rejoin",
                      thr->name, why, id, slot_names(thr, again, nagain, names, sizeof(names)));
         for (int k = 0; k < nagain; k++) {
-            thr->slot_state[again[k]] = SLOT_FREE;
+            bk_thread_life(thr, again[k], BK_LIFE_FREE);
             bk_thread_moves_forget(thr, again[k]);
         }
         thr->fenced_at = bk_clock_mono_ms();
@@ -1090,7 +1114,7 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
      * left in their changelogs after the last marker settled away (not committed), and
      * read from the committed offsets */
     for (int k = 0; k < nagain; k++) {
-        thr->slot_state[again[k]] = SLOT_OPENING;
+        bk_thread_life(thr, again[k], BK_LIFE_OPENING);
         bk_thread_moves_forget(thr, again[k]); /* barriers read since the commit: again */
     }
     if (nagain > 0) {
@@ -1117,7 +1141,7 @@ int bk_thread_park(bk_thread_t *thr)
     }
     thr->park_pending = 0;
     for (int s = 0; s < thr->cap && n < thr->nparked; s++) {
-        if (thr->parked[s].on && thr->slot_state[s] == SLOT_LIVE) {
+        if (thr->parked[s].on && bk_tasklife_running(&thr->life, s)) {
             slots[n++] = s;
         }
     }
@@ -1164,7 +1188,7 @@ int bk_thread_unpark_listed(bk_thread_t *thr)
     for (int k = 0; k < n; k++) {
         thr->parked[go[k]].on = 0;
         thr->nparked--;
-        thr->slot_state[go[k]] = SLOT_OPENING;
+        bk_thread_life(thr, go[k], BK_LIFE_OPENING);
     }
     if (n > 0) {
         rc = job_start(thr, go, n);
@@ -1180,6 +1204,9 @@ static void unpark(bk_thread_t *thr, int32_t slot)
         thr->parked[slot].on = 0;
         thr->nparked--;
     }
+    if (bk_tasklife_state(&thr->life, slot) == BK_LIFE_PARKED) {
+        bk_thread_life(thr, slot, BK_LIFE_FREE);
+    }
 }
 
 /* Removes tasks still opening: their job stops, the job's other tasks open again. */
@@ -1192,7 +1219,8 @@ static int remove_opening(bk_thread_t *thr, int slot)
                 while (!job->done) {
                     bk_clock_sleep_ms(1);
                 }
-                thr->slot_state[slot] = SLOT_FREE; /* not opened again */
+                /* not opened again (job_finish frees it) */
+                bk_thread_life(thr, slot, BK_LIFE_FREE);
                 job->rc = -1;
                 return job_finish(thr, job);
             }
@@ -1213,6 +1241,7 @@ int bk_thread_apply_changes(bk_thread_t *thr)
     /* the opening jobs that finished */
     for (bk_thread_job_t *job = thr->jobs, *next; job; job = next) {
         next = job->next;
+        job_phase(thr, job);
         fire_progress(thr, job);
         if (job->done && job_finish(thr, job) != 0) {
             return -1;
@@ -1245,9 +1274,9 @@ int bk_thread_apply_changes(bk_thread_t *thr)
     /* removals first: a task moved between threads leaves one before it joins the other */
     for (int i = 0; rc == 0 && i < nrm; i++) {
         unpark(thr, rm[i]);
-        if (thr->slot_state[rm[i]] == SLOT_LIVE) {
+        if (bk_tasklife_running(&thr->life, rm[i])) {
             live[nlive++] = rm[i];
-        } else if (thr->slot_state[rm[i]] == SLOT_OPENING) {
+        } else if (bk_tasklife_opening(&thr->life, rm[i])) {
             rc = remove_opening(thr, rm[i]);
         }
     }
@@ -1275,8 +1304,8 @@ int bk_thread_apply_changes(bk_thread_t *thr)
         int n = 0;
         for (int i = 0; i < nadd; i++) {
             unpark(thr, add[i]);
-            if (thr->slot_state[add[i]] == SLOT_FREE) {
-                thr->slot_state[add[i]] = SLOT_OPENING;
+            if (bk_tasklife_state(&thr->life, add[i]) == BK_LIFE_FREE) {
+                bk_thread_life(thr, add[i], BK_LIFE_OPENING);
                 thr->task_epoch[add[i]] = epochs[i];
                 add[n++] = add[i];
             }
@@ -1365,7 +1394,7 @@ int bk_thread_check_inputs(bk_thread_t *thr)
                     slot = s;
                 }
             }
-            if (slot < 0 || thr->slot_state[slot] != SLOT_LIVE) {
+            if (slot < 0 || !bk_tasklife_running(&thr->life, slot)) {
                 continue; /* elsewhere, or opening: it reads the partition once live */
             }
             thr->task_of[t][p] = slot;

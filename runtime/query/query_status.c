@@ -9,6 +9,8 @@
 #include "engine/dbread.h"
 #include "engine/diskwatch.h"
 #include "engine/global.h"
+#include "engine/tasklife.h"
+#include "base/clock.h"
 #include "query/query_internal.h"
 
 enum MHD_Result bk_query_healthz(bk_qreq_t *r)
@@ -137,6 +139,30 @@ static void served_json(bk_qreq_t *r, bk_jbuf_t *b)
     free(roles);
 }
 
+/* Each task this node's stream threads hold, its state in its life (engine/tasklife.h) and
+ * for how long. */
+static void tasks_json(bk_qreq_t *r, bk_jbuf_t *b)
+{
+    const bk_livestats_t *live = r->q->env.live;
+    int ntasks = 0, first = 1;
+    bk_task_id_t *all = bk_plan_tasks(r->q->env.plan, &ntasks);
+    int64_t now = bk_clock_wall_ms();
+    bk_jbuf_lit(b, "[");
+    for (int t = 0; live && all && t < ntasks && t < live->ntasks; t++) {
+        int64_t st = atomic_load_explicit(&live->task[t].life, memory_order_relaxed);
+        int64_t since = atomic_load_explicit(&live->task[t].life_since_ms, memory_order_relaxed);
+        if (st == BK_LIFE_FREE) {
+            continue;
+        }
+        bk_jbuf_printf(b, "%s{\"task\":\"%s\",\"state\":\"%s\",\"for_ms\":%lld}",
+                       first ? "" : ",", BK_TASK_NAME(all[t]), bk_tasklife_name((bk_life_t)st),
+                       (long long)(now > since ? now - since : 0));
+        first = 0;
+    }
+    bk_jbuf_lit(b, "]");
+    free(all);
+}
+
 enum MHD_Result bk_query_status(bk_qreq_t *r)
 {
     bk_jbuf_t b = {0};
@@ -146,6 +172,8 @@ enum MHD_Result bk_query_status(bk_qreq_t *r)
     bk_jbuf_str(&b, r->q->env.node_id, strlen(r->q->env.node_id));
     bk_jbuf_lit(&b, ",\"served\":");
     served_json(r, &b);
+    bk_jbuf_lit(&b, ",\"tasks\":");
+    tasks_json(r, &b);
     {
         /* the global tables this node holds whole (engine/global.h) */
         bk_global_t *g = bk_global_current();

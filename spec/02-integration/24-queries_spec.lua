@@ -177,6 +177,13 @@ describe("queries over HTTP", function()
                    "standbys of " .. rows[i].task)
     end
     assert.matches('data%-epoch="' .. status.epoch .. '"', dom)
+    -- and what nb serves as an active shows its life there: live (/v1/status's tasks)
+    local lives = 0
+    for state in dom:gmatch('<tr data%-task="[%d_]+" data%-role="active" data%-state="([^"]*)">') do
+      assert.equal("live", state)
+      lives = lives + 1
+    end
+    assert.is_true(lives > 0, "no active task of nb's shows its state on the page")
     st = helpers.run({ "chromium", "--headless", "--no-sandbox", "--disable-gpu",
                        "--virtual-time-budget=5000", "--window-size=1100,900",
                        "--screenshot=" .. shot, urls.nb .. "/#token=" .. TOKEN },

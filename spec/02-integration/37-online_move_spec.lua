@@ -108,14 +108,25 @@ describe("a subtopology moved to another task count while it runs", function()
     -- the other node fetched (the first placement puts new tasks beside the passthroughs)
     local builds, fetched, where = 0, 0, {}
     for id, n in pairs(nodes) do
-      local log = n:log()
-      for what in log:gmatch("task %d_%d+: built: ([^\n]*)") do
+      for _, e in ipairs(n:events("built")) do
         builds = builds + 1
         where[id] = true
-        assert.matches("; %d+ drained checkpoint%(s%), 0 changelog record%(s%) replayed", what)
+        assert.is_true(e.checkpoints > 0 and e.replayed == 0, e.task .. " built from "
+                       .. e.checkpoints .. " checkpoint(s), " .. e.replayed .. " replayed")
       end
-      if log:find("task %d_%d+: drained: every passthrough") then where[id] = true end
-      for _ in log:gmatch("drained checkpoint fetched from n[ab]") do fetched = fetched + 1 end
+      if #n:events("drained") > 0 then where[id] = true end
+      fetched = fetched + #n:events("checkpoint_fetched")
+      -- each task's life there: a replaced generation's task that drained went draining,
+      -- checkpointing, drained; a built one building, then live (sealing meanwhile)
+      for _, e in ipairs(n:events("drained")) do
+        local chain = {}
+        for _, m in ipairs(n:events("task", { task = e.task })) do chain[#chain + 1] = m.to end
+        assert.matches("draining checkpointing drained", table.concat(chain, " "), 1, true)
+      end
+      for _, e in ipairs(n:events("built")) do
+        assert.is_table(n:last_event("task", { task = e.task, to = "building" }),
+                        e.task .. " built without going through building")
+      end
     end
     assert.is_true(builds >= 11, "builds: " .. builds)
     -- (when one node drained every old task and built every new one, as the placement by
