@@ -1,8 +1,11 @@
 /* thread_internal.h - a stream thread's insides, shared by the files that make it up:
  * thread.c (life cycle, the record path, the loop), thread_setup.c (what is set up once:
- * tables, clients, Lua), thread_tasks.c (tasks coming and going: the node's asks, the
- * background opening and restore, going live, leaving), thread_commit.c (commit, commit
- * markers, snapshots) and thread_ffi.c (what Lua calls). Nothing else includes it. Every
+ * tables, clients, Lua), thread_tasks.c (tasks coming and going: the node's asks, leaving,
+ * starting again, parking, input growth), thread_jobs.c (the background opening and
+ * restore, going live), thread_commit.c (commit, commit markers, snapshots), thread_txn.c
+ * (exactly-once), thread_moves.c, thread_build.c and thread_seal.c (a move's part of it)
+ * and thread_ffi.c (what Lua calls). A task's state is its life (tasklife.h), moved only
+ * by bk_thread_life. Nothing else includes it. Every
  * field belongs to the stream thread itself, except where a comment says another thread
  * reads or writes it (flags, the box under box_lock, the snapshot mailbox under snap_lock,
  * an opening job's slots, done). */
@@ -351,6 +354,37 @@ static inline int bk_thread_fenced_err(rd_kafka_resp_err_t code)
  * 0; or -1 with thr->dr_failed and dr_err set (thr->fenced when fenced): the work since the
  * last commit is to be done again (bk_thread_redo), or never (fenced). */
 int bk_thread_txn_commit(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offsets);
+
+/* The record path (thread_records.c). fill_batch: the n messages consumed (thr->msgs)
+ * turned into the batch (thr->io), a passthrough's forwarded; the batch's size, or -1
+ * (thr->err). process_batch: Lua over the batch; 0, -1 when the thread must stop, -2 when
+ * (exactly-once) a record's task is to be parked now. punctuate: the wall-clock
+ * punctuations due at `now`; 0, or -1. */
+int bk_thread_fill_batch(bk_thread_t *thr, int n);
+int bk_thread_process_batch(bk_thread_t *thr, int n);
+int bk_thread_punctuate(bk_thread_t *thr, int64_t now);
+
+/* Opening jobs (thread_jobs.c), on the stream thread. Starts a job opening `n` slots (their
+ * life at opening); 0, or -1 with thr->err. Polls the jobs: their tasks' life moved along,
+ * on_restore fired, the done ones finished (bk_thread_job_finish: live, or opened again, or
+ * the thread fails); 0, or -1 with thr->err. Joins the threads of finished jobs that were
+ * still closing their consumers. */
+int bk_thread_job_start(bk_thread_t *thr, const int32_t *slots, int n);
+int bk_thread_jobs_poll(bk_thread_t *thr);
+int bk_thread_job_finish(bk_thread_t *thr, bk_thread_job_t *job);
+void bk_thread_jobs_reap(bk_thread_t *thr);
+/* Slot s's DB back to the pool (kept open for its next owner only if `synced`), the slot
+ * free (or parked, if marked so). */
+void bk_thread_free_slot(bk_thread_t *thr, int s, int synced);
+/* Calls the Lua function of registry ref `ref` with the slot's task; 0, or -1 with thr->err. */
+int bk_thread_lua_slot(bk_thread_t *thr, int ref, int slot);
+/* The tasks of `slots` as space-separated names, or as a JSON array (cut to fit); buf. */
+const char *bk_thread_slot_names(bk_thread_t *thr, const int32_t *slots, int n, char *buf,
+                                 size_t size);
+const char *bk_thread_slot_json(bk_thread_t *thr, const int32_t *slots, int n, char *buf,
+                                size_t size);
+/* Wakes the stream thread out of its wait for input (thread_tasks.c). */
+void bk_thread_wake_loop(bk_thread_t *thr);
 
 /* Tasks coming and going (thread_tasks.c), on the stream thread: takes the changes asked
  * for and polls the opening jobs. 0, or -1 with thr->err (the thread then stops). */

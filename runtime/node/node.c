@@ -1,5 +1,6 @@
 /* node.c - one node of an app: alone, or as a member of its cluster (node.h). */
 #include "node/node.h"
+#include "node/node_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -42,11 +43,6 @@ static void active_progress(void *opaque, int32_t task, int64_t offset)
     bk_member_set_progress(opaque, task, offset, 0);
 }
 
-static void standby_progress(void *opaque, int32_t task, int64_t offset, int64_t lag)
-{
-    bk_member_set_progress(opaque, task, offset, lag);
-}
-
 /* A task of a generation a move replaces drained: on the control topic, for the tasks of
  * the next generation that wait for it (any node's). */
 static void task_drained(void *opaque, int32_t task)
@@ -58,20 +54,6 @@ static void task_drained(void *opaque, int32_t task)
     }
 }
 
-/* The snapshot archive (replica/archive.h): what the recovery of a task needs. */
-typedef struct recover_ctx_s {
-    const bk_plan_t *plan;
-    const bk_conf_t *conf;
-} recover_ctx_t;
-
-static int archive_recover(void *opaque, const char *task, const char *task_dir,
-                           char *const *changelogs, const int64_t *lo, int n, char *what,
-                           size_t what_size, char *err, size_t err_size)
-{
-    const recover_ctx_t *rc = opaque;
-    return bk_archive_recover(rc->conf, rc->plan->id, task, task_dir, changelogs, lo, n, what,
-                              what_size, err, err_size);
-}
 
 /* Snapshots asked for the running tasks whose state is due for the archive. */
 static void archive_ask(bk_archive_t *a, bk_crew_t *crew, const int32_t *running, int n,
@@ -202,7 +184,7 @@ static int run_alone(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, 
     call_hook(hooks, "on_assign", names, every, ntasks);
     bk_crew_start(&crew, plan, conf, nthreads, 0, NULL, NULL, pool, q.live);
     if (bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
-        bk_crew_set_recover(&crew, archive_recover, &rctx);
+        bk_crew_set_recover(&crew, bk_node_archive_recover, &rctx);
     }
     bk_log_info("app %s: %d task(s) on %d thread(s)", plan->id, ntasks, crew.nthreads);
     bk_events_emit("started", "\"app\":\"%s\",\"cluster\":false,\"tasks\":%d,\"threads\":%d",
@@ -293,402 +275,6 @@ static char *json_names(char **names, const int32_t *which, int n)
     return buf;
 }
 
-/* What a cluster node runs: its active crew and its standby runner. */
-/* Rebuilds of damaged replicas: more than REBUILDS_MAX within REBUILDS_WINDOW_MS and the
- * disk is likelier failing than a file damaged once; the replicas are dropped instead. */
-#define REBUILDS_MAX 3
-#define REBUILDS_WINDOW_MS (10 * 60 * 1000)
-
-typedef struct member_node_s {
-    bk_plan_t *plan;
-    const bk_conf_t *conf;
-    bk_hooks_t *hooks;
-    bk_member_t *member;
-    const bk_task_id_t *tasks; /* the plan's task table: it grows with the moves */
-    char **names;              /* [cap] */
-    int ntasks, cap;           /* the per-task arrays below have room for cap */
-    lua_State *L;              /* the main VM, which describes the plan when it grows */
-    int dev_port;
-    bk_crew_t crew;
-    int32_t *running, *standing, *scratch;
-    /* [cap] tasks of a later generation assigned here that wait until the tasks of the
-     * generation before whose key groups overlap theirs have drained (build_ready) */
-    int32_t *held;
-    int nheld;
-    /* [cap] what the member was last told it may assign (retire_replaced), of told_tasks */
-    uint8_t *assignable;
-    int32_t *origin; /* [cap] bk_node_moves_origins: where a new task is best placed */
-    int32_t *told;   /* [plan->cap_subs] bk_node_moves_progress */
-    int told_tasks;
-    bk_reconcile_actions_t actions; /* apply_view's, kept to spare allocations */
-    int nrun, nstand;
-    uint64_t logged_epoch;  /* the last epoch a line was logged for */
-    bk_taskdb_pool_t *pool; /* DBs kept open from one owner (thread, standby) to the next */
-    bk_bootstrap_t *boot;   /* cold bootstrap, both sides */
-    bk_drainfetch_t *fetch; /* drained checkpoints brought here, and served */
-    bk_node_cleanup_t *cleanup; /* retired generations' directories, topics, checkpoints */
-    int was_lost;               /* the last view applied said the member was lost */
-    bk_node_growth_t *growth;   /* inputs grown under generation 0: moved (the leader) */
-    uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
-    bk_standby_t *standby;
-    /* [cap] per standing task: 1 when the runner was told it may build it (standby_ready);
-     * sb_waiting counts those it was not, which a view's drains make ready (restart_ready) */
-    uint8_t *sb_ready;
-    int sb_waiting;
-    int64_t sb_ready_at; /* when restart_ready first saw one of them ready (mono), 0: not */
-    const bk_member_view_t *view; /* the latest view (run_member's) */
-    bk_archive_t *arch; /* the snapshot archive, or NULL */
-    recover_ctx_t rctx; /* what recovering from it needs */
-    int64_t rebuilt_at[REBUILDS_MAX]; /* when damaged replicas were last rebuilt (mono) */
-    int nrebuilt;
-    int64_t restarted_at[REBUILDS_MAX]; /* ... when the runner was started again after another
-                                         * failure */
-    int nrestarted;
-    int32_t *due;       /* [ntasks] archive_ask's */
-    bk_thread_stats_t total;
-    uint64_t instance;     /* the member's incarnation the threads' transactional ids name */
-    int fence;             /* exactly-once on a real cluster: fence gone incarnations */
-    bk_node_fence_t fenced;
-    int fence_held;        /* a fence failed: the view waits, tried again at fence_at (mono) */
-    int64_t fence_at;
-} member_node_t;
-
-static void standby_boot(void *opaque, int32_t task, const char *why)
-{
-    bk_bootstrap_want(opaque, task, why);
-}
-
-/* The active's side of cold bootstrap: the thread of the crew that runs `task`. */
-static int crew_ask(void *opaque, int32_t task, const char *req)
-{
-    member_node_t *mn = opaque;
-    return bk_crew_request_snapshot(&mn->crew, task, req);
-}
-
-/* Cold bootstrap's snapshots; those made for the archive go to it on the way. */
-static int crew_take(void *opaque, bk_snapshot_made_t *out)
-{
-    member_node_t *mn = opaque;
-    while (bk_crew_take_snapshot(&mn->crew, out)) {
-        if (strcmp(out->req, BK_ARCHIVE_REQ) != 0) {
-            return 1;
-        }
-        if (mn->arch) {
-            bk_archive_put(mn->arch, out);
-        }
-    }
-    return 0;
-}
-
-static int standby_ready(const member_node_t *mn, const bk_member_view_t *view, int32_t task);
-
-static void start_standby(member_node_t *mn, const int32_t *which, int n)
-{
-    bk_task_id_t *tt = calloc((size_t)n + 1, sizeof(*tt));
-    for (int i = 0; i < n; i++) {
-        tt[i] = mn->tasks[which[i]];
-        mn->standing[i] = which[i];
-    }
-    mn->nstand = n;
-    if (n == 0) {
-        free(tt);
-        return;
-    }
-    mn->standby = bk_standby_new(mn->plan, mn->conf, tt, which, n, standby_progress, mn->member);
-    free(tt);
-    bk_standby_set_pool(mn->standby, mn->pool);
-    if (bk_conf_str(mn->conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
-        bk_standby_set_recover(mn->standby, archive_recover, &mn->rctx);
-    }
-    mn->sb_waiting = 0;
-    for (int i = 0; i < n; i++) {
-        mn->sb_ready[i] = (uint8_t)standby_ready(mn, mn->view, which[i]);
-        /* with cold bootstrap on, a snapshot of the built active replaces the replica: no
-         * restart of the runner waits on the drains */
-        mn->sb_waiting += !mn->sb_ready[i] && !bk_conf_str(mn->conf, BK_CONF_SSH_KEY);
-    }
-    bk_standby_set_ready(mn->standby, mn->sb_ready);
-    if (mn->boot) {
-        int *modes = calloc((size_t)n + 1, sizeof(*modes));
-        for (int i = 0; modes && i < n; i++) {
-            modes[i] = bk_bootstrap_mode(mn->boot, which[i]);
-        }
-        bk_standby_set_bootstrap(mn->standby, modes, standby_boot, mn->boot);
-        free(modes);
-    }
-    if (bk_standby_start(mn->standby) != 0) {
-        bk_log_error("cannot start the standby thread");
-        bk_standby_destroy(mn->standby);
-        mn->standby = NULL;
-    }
-}
-
-static void stop_standby(member_node_t *mn)
-{
-    if (mn->standby) {
-        bk_standby_stop(mn->standby);
-        bk_standby_destroy(mn->standby);
-        mn->standby = NULL;
-    }
-}
-
-/* The standby runner ended by itself; it logged why. Replicas found damaged
- * (bk_standby_corrupt) are removed and the runner starts again on the same tasks, which
- * builds them anew (from their changelogs, or by cold bootstrap); after reads the brokers did
- * not answer for a minute (bk_standby_retriable) it starts again on the same tasks as they
- * are. After any other failure, or too many of either within REBUILDS_WINDOW_MS, the
- * replicas are dropped until the next change. */
-static void rebuild_or_drop_standbys(member_node_t *mn)
-{
-    int nbad = bk_standby_corrupt(mn->standby, mn->scratch);
-    int again = nbad == 0 && bk_standby_retriable(mn->standby);
-    int64_t now = bk_clock_mono_ms(), oldest = mn->rebuilt_at[mn->nrebuilt % REBUILDS_MAX];
-    stop_standby(mn);
-    if (nbad == 0 && !again) {
-        mn->nstand = 0;
-        return;
-    }
-    if (again) {
-        int64_t first = mn->restarted_at[mn->nrestarted % REBUILDS_MAX];
-        if (mn->nrestarted >= REBUILDS_MAX && now - first < REBUILDS_WINDOW_MS) {
-            bk_log_error("standby replicas stopped again, after %d restarts in %lld s: "
-                         "dropping them until the next change",
-                         REBUILDS_MAX, (long long)((now - first) / 1000));
-            mn->nstand = 0;
-            return;
-        }
-        mn->restarted_at[mn->nrestarted++ % REBUILDS_MAX] = now;
-        memcpy(mn->scratch, mn->standing, (size_t)mn->nstand * sizeof(int32_t));
-        start_standby(mn, mn->scratch, mn->nstand);
-        return;
-    }
-    if (mn->nrebuilt >= REBUILDS_MAX && now - oldest < REBUILDS_WINDOW_MS) {
-        bk_log_error("standby replicas found damaged again, after %d rebuilds in %lld s: the "
-                     "disk under the state directory may be failing; dropping the replicas "
-                     "until the next change",
-                     REBUILDS_MAX, (long long)((now - oldest) / 1000));
-        mn->nstand = 0;
-        return;
-    }
-    mn->rebuilt_at[mn->nrebuilt++ % REBUILDS_MAX] = now;
-    for (int i = 0; i < nbad; i++) {
-        char dir[4096];
-        bk_plan_task_dir(mn->plan, mn->conf, mn->tasks[mn->scratch[i]], dir, sizeof(dir));
-        if (bk_fs_rm_tree(dir) != 0) {
-            bk_log_error("standby %s: cannot remove its damaged store %s: %s: dropping the "
-                         "replicas until the next change",
-                         mn->names[mn->scratch[i]], dir, strerror(errno));
-            mn->nstand = 0;
-            return;
-        }
-        bk_log_warn("standby %s: its damaged store is removed: building the replica anew",
-                    mn->names[mn->scratch[i]]);
-    }
-    memcpy(mn->scratch, mn->standing, (size_t)mn->nstand * sizeof(int32_t));
-    start_standby(mn, mn->scratch, mn->nstand);
-}
-
-static int in_sorted(const int32_t *list, int32_t n, int32_t x)
-{
-    int32_t lo = 0, hi = n;
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (list[mid] == x) {
-            return 1;
-        }
-        if (list[mid] < x) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return 0;
-}
-
-/* The other live nodes of the view: who may hold a drained checkpoint. */
-static int others(const bk_member_view_t *view, const char *self)
-{
-    int n = 0;
-    for (int i = 0; i < view->npeers; i++) {
-        n += view->peers[i].state == BK_MEMBER_ALIVE && strcmp(view->peers[i].id, self) != 0;
-    }
-    return n;
-}
-
-/* A passthrough task added by a move from generation 0 reads the inputs that generation 0's
- * tasks read: from the offsets they committed, so once each of them has drained (it
- * processes nothing after) and none of them is open here (one stream thread cannot read a
- * partition for two tasks). */
-static int pass_ready(const member_node_t *mn, const bk_member_view_t *view, bk_task_id_t t)
-{
-    const bk_plan_t *plan = mn->plan;
-    int of = plan->subs[t.sub].of, first, n;
-    if (plan->subs[of].generation != 0) {
-        return 1;
-    }
-    first = bk_plan_first_task(plan, of);
-    n = plan->subs[of].partitions;
-    for (int p = 0; p < n; p++) {
-        if (!in_sorted(view->drained, view->ndrained, first + p)) {
-            return 0;
-        }
-    }
-    for (int j = 0; j < mn->nrun; j++) {
-        if (mn->running[j] >= first && mn->running[j] < first + n) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* Whether each task of the generation before a later generation's task whose key groups
- * overlap its own has drained (read every passthrough's barrier and committed what came
- * before): their changelogs end there, and the task may be built (engine/build.h). A task of
- * generation 0, and one of a sealed generation (its own changelogs restore it), need not
- * wait. */
-static int drained_before(const member_node_t *mn, const bk_member_view_t *view,
-                          bk_task_id_t t)
-{
-    const bk_plan_t *plan = mn->plan;
-    int prev = bk_plan_prev_generation(plan, t.sub), first, lo, hi;
-    if (prev < 0 || bk_plan_sealed(plan, t.sub)) {
-        return 1;
-    }
-    if (!view) {
-        return 0;
-    }
-    first = bk_plan_first_task(plan, prev);
-    bk_hash_group_range(t.partition, plan->subs[t.sub].partitions, &lo, &hi);
-    for (int p = 0; p < plan->subs[prev].partitions; p++) {
-        int plo, phi;
-        bk_plan_task_groups(plan, prev, p, &plo, &phi);
-        if (phi > lo && plo < hi && !in_sorted(view->drained, view->ndrained, first + p)) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* Whether the standby runner may build a replica of `task` now (standby.h's ready). */
-static int standby_ready(const member_node_t *mn, const bk_member_view_t *view, int32_t task)
-{
-    const bk_task_id_t t = mn->tasks[task];
-    return mn->plan->subs[t.sub].passthrough || drained_before(mn, view, t);
-}
-
-/* Starts the standby runner again once replicas it was told to wait for may be built: when
- * all of them may, or RESTART_READY_MS after the first one could (a restart stops a build
- * under way, to start it over: the drains of one move come close together). */
-#define RESTART_READY_MS 5000
-static void restart_ready(member_node_t *mn)
-{
-    int now = 0;
-    if (!mn->standby || mn->sb_waiting == 0) {
-        mn->sb_ready_at = 0;
-        return;
-    }
-    for (int i = 0; i < mn->nstand; i++) {
-        now += !mn->sb_ready[i] && standby_ready(mn, mn->view, mn->standing[i]);
-    }
-    now = now < mn->sb_waiting ? now : mn->sb_waiting;
-    if (now > 0 && mn->sb_ready_at == 0) {
-        mn->sb_ready_at = bk_clock_mono_ms();
-    }
-    if (now > 0 && (now == mn->sb_waiting ||
-                    bk_clock_mono_ms() - mn->sb_ready_at >= RESTART_READY_MS)) {
-        mn->sb_ready_at = 0;
-        bk_log_info("%d standby replica(s) of a later generation may be built now: the tasks "
-                    "they are built from have drained",
-                    now);
-        memcpy(mn->scratch, mn->standing, (size_t)mn->nstand * sizeof(int32_t));
-        stop_standby(mn);
-        start_standby(mn, mn->scratch, mn->nstand);
-    }
-}
-
-/* A later generation's task starts from the state of the generation before it
- * (engine/thread_build.c): only once each task of that generation whose key groups overlap
- * its own has drained (drained_before), and its drained checkpoint is on this node or cannot
- * be had (replica/drainfetch.h: then the build replays changelogs). A task built here
- * before (as active or standby), and any other task, is ready at once. */
-static int build_ready(const member_node_t *mn, const bk_member_view_t *view, int32_t task)
-{
-    const bk_plan_t *plan = mn->plan;
-    const bk_task_id_t t = mn->tasks[task];
-    const bk_plan_sub_t *sub = &plan->subs[t.sub];
-    int prev, n, lo, hi, here = 1;
-    char dir[4096];
-    if (sub->passthrough) {
-        return pass_ready(mn, view, t);
-    }
-    if (!drained_before(mn, view, t)) {
-        return 0;
-    }
-    prev = bk_plan_prev_generation(plan, t.sub);
-    if (prev < 0 || bk_plan_sealed(plan, t.sub)) {
-        return 1; /* a sealed one restores from its own changelogs (thread_build.c) */
-    }
-    bk_plan_task_dir(plan, mn->conf, t, dir, sizeof(dir));
-    if (bk_drained_built(dir)) {
-        return 1; /* its changelog follows on what was built */
-    }
-    n = plan->subs[prev].partitions;
-    bk_hash_group_range(t.partition, sub->partitions, &lo, &hi);
-    for (int p = 0; p < n; p++) { /* every one asked for at once */
-        int plo, phi;
-        bk_plan_task_groups(plan, prev, p, &plo, &phi);
-        if (phi > lo && plo < hi &&
-            bk_drainfetch_want(mn->fetch, (bk_task_id_t){prev, p},
-                               others(view, bk_conf_str(mn->conf, BK_CONF_NODE_ID))) == 0) {
-            here = 0;
-        }
-    }
-    return here;
-}
-
-/* Gives the crew the tasks of `ids` that are ready (build_ready) and holds the others, then
- * those held before that are ready now; a held task the node no longer runs is let go. 0, or
- * 1 if a stream thread failed. */
-static int start_ready(member_node_t *mn, const bk_member_view_t *view, const int32_t *ids,
-                       int n)
-{
-    int32_t *go = mn->scratch;
-    int ngo = 0, kept = 0;
-    for (int i = 0; i < mn->nheld; i++) {
-        int32_t t = mn->held[i];
-        int mine = 0;
-        for (int j = 0; j < mn->nrun && !mine; j++) {
-            mine = mn->running[j] == t;
-        }
-        if (mine && build_ready(mn, view, t)) {
-            bk_log_info("task %s: %s", mn->names[t],
-                        mn->plan->subs[mn->tasks[t].sub].passthrough
-                            ? "generation 0's tasks have drained: starting it"
-                            : "the tasks it is built from have drained, their checkpoints are "
-                              "here: starting it");
-            go[ngo++] = t;
-        } else if (mine) {
-            mn->held[kept++] = t;
-        }
-    }
-    mn->nheld = kept;
-    for (int i = 0; i < n; i++) {
-        if (build_ready(mn, view, ids[i])) {
-            go[ngo++] = ids[i];
-        } else if (mn->plan->subs[mn->tasks[ids[i]].sub].passthrough) {
-            bk_log_info("task %s: waits until generation 0's tasks have drained and closed "
-                        "here: it reads their input on from the offsets they committed",
-                        mn->names[ids[i]]);
-            mn->held[mn->nheld++] = ids[i];
-        } else {
-            bk_log_info("task %s: waits until the tasks of the generation before that it is "
-                        "built from have drained and their checkpoints are here",
-                        mn->names[ids[i]]);
-            mn->held[mn->nheld++] = ids[i];
-        }
-    }
-    return ngo > 0 && bk_crew_add(&mn->crew, view->epoch, go, ngo) != 0 ? 1 : 0;
-}
 
 /* The event of an epoch applied (docs/events.md): what the node runs and stands by for. */
 static void epoch_event(member_node_t *mn, const bk_member_view_t *view, const int32_t *running,
@@ -738,7 +324,7 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
     }
     t1 = bk_clock_mono_ms();
     if (a->stop_standbys) {
-        stop_standby(mn);
+        bk_node_stop_standby(mn);
     }
     t2 = bk_clock_mono_ms();
     if (t2 - t0 >= 50) {
@@ -764,7 +350,7 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
     }
     if (a->stop_standbys) {
         bk_bootstrap_keep(mn->boot, a->standbys, a->nstandbys);
-        start_standby(mn, a->standbys, a->nstandbys);
+        bk_node_start_standby(mn, a->standbys, a->nstandbys);
     }
     for (int i = 0; i < a->npromoted; i++) {
         bk_log_info("task %s: promoted from standby to active in epoch %llu",
@@ -789,7 +375,7 @@ static int apply_view(member_node_t *mn, const bk_member_view_t *view)
                     list_names(mn->names, mn->standing, mn->nstand, sb_list, sizeof(sb_list)),
                     a->ngained, a->nrevoked);
         epoch_event(mn, view, a->running, a->nrunning, a->ngained, a->nrevoked, 1);
-        if (start_ready(mn, view, a->gained, a->ngained) != 0) {
+        if (bk_node_start_ready(mn, view, a->gained, a->ngained) != 0) {
             return 1;
         }
     } else {
@@ -877,7 +463,7 @@ static void retire_replaced(member_node_t *mn, const bk_member_view_t *view)
         int done = !sub->passthrough && (sub->generation >= 1 || sub->of == s) &&
                    bk_plan_latest_generation(plan, sub->of) > sub->generation;
         for (int p = 0; done && p < sub->partitions; p++) {
-            done = in_sorted(view->drained, view->ndrained, first + p);
+            done = bk_node_in_sorted(view->drained, view->ndrained, first + p);
         }
         if (done) {
             /* no passthrough writes there any more; the cleanup removes what it left */
@@ -912,7 +498,7 @@ static void wake_main(void *opaque)
 /* In a cluster (--cluster): the tasks come from the app's membership (member.h). The
  * node's --threads stream threads run for its whole life; a change of its active tasks
  * changes them in place: the tasks given up commit and close alone and are released for
- * their new owners, the tasks gained open beside the others (crew.h). A change of its
+ * their new owners, the tasks gained open beside the bk_node_others (crew.h). A change of its
  * standby tasks restarts its standby runner (standby.h). */
 static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_State *L,
                       int dev_port, const sigset_t *set)
@@ -1023,12 +609,12 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
      * this node for dead */
     bk_member_set_lease(mn.member, &mn.crew.flags.lease_until);
     if (bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
-        bk_crew_set_recover(&mn.crew, archive_recover, &mn.rctx);
+        bk_crew_set_recover(&mn.crew, bk_node_archive_recover, &mn.rctx);
     }
     bk_crew_set_drained(&mn.crew, task_drained, mn.member);
     {
         bk_bootstrap_env_t env = {plan,     conf,      mn.member, mc.node_id, mn.ntasks,
-                                  mn.cap,   mn.tasks,  mn.names,  crew_ask,   crew_take,
+                                  mn.cap,   mn.tasks,  mn.names,  bk_node_crew_ask,   bk_node_crew_take,
                                   &mn,      hooks,     mn.pool};
         mn.boot = bk_bootstrap_new(&env);
     }
@@ -1060,7 +646,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             break;
         }
         if (mn.standby && bk_standby_done(mn.standby)) {
-            rebuild_or_drop_standbys(&mn);
+            bk_node_rebuild_or_drop_standbys(&mn);
         }
         if (mn.arch && mn.nrun > 0) {
             archive_ask(mn.arch, &mn.crew, mn.running, mn.nrun, mn.due);
@@ -1068,20 +654,20 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         /* a drained checkpoint arrived (or was given up): a task held for it may start */
         bk_node_cleanup_poll(mn.cleanup);
         bk_node_growth_poll(mn.growth, mn.member, &view);
-        if (bk_drainfetch_poll(mn.fetch, others(&view, mc.node_id)) && mn.nheld > 0 &&
-            start_ready(&mn, &view, NULL, 0) != 0) {
+        if (bk_drainfetch_poll(mn.fetch, bk_node_others(&view, mc.node_id)) && mn.nheld > 0 &&
+            bk_node_start_ready(&mn, &view, NULL, 0) != 0) {
             failed = 1;
             break;
         }
         if (!view.lost) {
-            restart_ready(&mn); /* a replica waiting for a drain may be built now */
+            bk_node_restart_ready(&mn); /* a replica waiting for a drain may be built now */
         }
         if ((take_notes(&mn, &view) | bk_bootstrap_poll(mn.boot, &view)) && mn.standby &&
             !view.lost) {
             /* a bootstrap ended (or was asked for): the runner picks up the new state */
             memcpy(mn.scratch, mn.standing, (size_t)mn.nstand * sizeof(int32_t));
-            stop_standby(&mn);
-            start_standby(&mn, mn.scratch, mn.nstand);
+            bk_node_stop_standby(&mn);
+            bk_node_start_standby(&mn, mn.scratch, mn.nstand);
         }
         /* a view held back by a failed fence goes on below without a new one */
         held = mn.fence_held && bk_clock_mono_ms() >= mn.fence_at;
@@ -1149,7 +735,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
             bk_crew_set_instance(&mn.crew, mn.instance);
         }
         if (apply_view(&mn, &view) != 0 ||
-            (mn.nheld > 0 && start_ready(&mn, &view, NULL, 0) != 0)) {
+            (mn.nheld > 0 && bk_node_start_ready(&mn, &view, NULL, 0) != 0)) {
             failed = 1;
             break;
         }
@@ -1157,10 +743,10 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     bk_node_queries_stop(&q); /* before the DBs close: no reader waits on a closing one */
     failed |= bk_crew_stop(&mn.crew);
     bk_crew_add_stats(&mn.total, &mn.crew.total);
-    stop_standby(&mn);
+    bk_node_stop_standby(&mn);
     call_hook(hooks, "on_revoke", mn.names, mn.running, mn.nrun);
     if (bk_member_stop(mn.member, 1) != 0) {
-        bk_log_warn("the leave notice was not delivered: the others wait for the session "
+        bk_log_warn("the leave notice was not delivered: the bk_node_others wait for the session "
                     "timeout");
     }
 
@@ -1169,7 +755,7 @@ done:
     if (mn.crew.threads) {
         bk_crew_stop(&mn.crew);
     }
-    stop_standby(&mn);
+    bk_node_stop_standby(&mn);
     bk_archive_destroy(mn.arch); /* before cold bootstrap removes this node's snapshots */
     bk_bootstrap_destroy(mn.boot);
     bk_drainfetch_destroy(mn.fetch);
