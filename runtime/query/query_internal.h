@@ -1,6 +1,6 @@
 /* query_internal.h - the insides of the query server, shared by its files only: query.c
- * (the HTTP glue: threads, dispatch, token, replies), query_stores.c (a store's keys and ranges,
- * local or routed), query_status.c (health, readiness, assignment, metrics), query_page.c
+ * (the HTTP glue: threads, dispatch, token, replies), query_stores.c (a store's keys, local or
+ * routed), query_scan.c (its ranges, gathered and merged), query_status.c (health, readiness, assignment, metrics), query_page.c
  * (the status page). */
 #ifndef BK_QUERY_INTERNAL_H
 #define BK_QUERY_INTERNAL_H
@@ -52,6 +52,18 @@ int bk_query_roles(bk_qreq_t *r, long long *max_lag);
 /* query_stores.c */
 enum MHD_Result bk_query_stores(bk_qreq_t *r);
 enum MHD_Result bk_query_key(bk_qreq_t *r, const char *store, const char *key, size_t klen);
+/* ... and what query_scan.c shares of it: a store of the topology by name (NULL: none); the
+ * local replica of tid that may answer (roles; a standby only within max_lag): 0 and *rd,
+ * or -1; "replica=any&max_lag=N" as asked, for a routed request; a role's name; a big-endian
+ * int64 at p. */
+const bk_plan_store_t *bk_query_find_store(const bk_plan_t *plan, const char *name);
+int bk_query_take_local(bk_qreq_t *r, bk_task_id_t tid, int roles, long long max_lag,
+                        bk_taskdb_read_t *rd);
+void bk_query_pass_args(bk_qreq_t *r, char *buf, size_t size);
+const char *bk_query_role_name(int role);
+int64_t bk_query_get64(const unsigned char *p);
+
+/* query_scan.c */
 /* prefix NULL: a range (from=, to=); else the keys starting with prefix. */
 enum MHD_Result bk_query_scan(bk_qreq_t *r, const char *store, const char *prefix, size_t plen);
 enum MHD_Result bk_query_internal_scan(bk_qreq_t *r);
