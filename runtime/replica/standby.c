@@ -1,5 +1,7 @@
-/* standby.c - standby replicas: changelog tailing into the tasks' RocksDB. */
+/* standby.c - standby replicas: changelog tailing into the tasks' RocksDB (a later
+ * generation's replicas are built first: standby_build.c). */
 #include "replica/standby.h"
+#include "replica/standby_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -33,61 +35,6 @@
 #define SCRUB_MS 100
 #define SCRUB_ENTRIES 2000
 
-/* One logged store of one task: a changelog partition to tail. */
-typedef struct {
-    bk_store_t *st; /* NULL while the task's DB is not open yet (open_dbs: fresh) */
-    int store;      /* index into the plan's stores */
-    const char *topic;
-    int32_t partition;
-    int task;     /* index into the runner's tasks */
-    int64_t lo;   /* the changelog's start when the runner began */
-    int64_t hi;   /* its end, as the latest fetch saw it */
-    int64_t goal; /* its end when the runner began; -1 once applied up to there */
-} item_t;
-
-struct bk_standby_s {
-    const bk_plan_t *plan;
-    const bk_conf_t *conf;
-    bk_task_id_t *tasks;
-    int32_t *ids;
-    int ntasks;
-    bk_standby_progress_cb cb;
-    void *opaque;
-    bk_taskdb_pool_t *pool; /* where DBs come from and go back to (taskdb.h), or NULL */
-    /* Cold bootstrap (bk_standby_set_bootstrap): per task the node's mode, and for a task
-     * handed to it the lag reported meanwhile (-1: tailed here). */
-    int boot_on;
-    int64_t boot_min;
-    int *boot_mode;
-    int64_t *boot_lag;
-    bk_standby_boot_cb boot_cb;
-    void *boot_opaque;
-    bk_thread_recover_cb recover; /* the archive (bk_standby_set_recover), or NULL */
-    void *recover_opaque;
-
-    bk_db_t **dbs; /* [ntasks], NULL for a task without a logged store */
-    char *corrupt; /* [ntasks] 1: its store was found damaged (bk_standby_corrupt) */
-    bk_dbverify_t *scrub;
-    int scrub_t; /* the replica being scrubbed */
-    char *fresh;   /* [ntasks] 1: no state on disk yet, DB opened only if kept here */
-    char *unbuilt; /* [ntasks] 1: a later generation's task not built here */
-    char *build;   /* [ntasks] 1: ... that this runner builds from changelogs (build_task) */
-    uint8_t *ready; /* [ntasks] bk_standby_set_ready's */
-    item_t *items;
-    int nitems;
-    int64_t *applied;    /* [ntasks] records applied since the start */
-    int64_t *applied_ms; /* [ntasks] when the last one was applied (monotonic), 0: never */
-    rd_kafka_t *consumer;
-
-    pthread_t tid;
-    int started;
-    atomic_int stop;
-    int retriable; /* it failed for an error that passes (bk_kafka_retriable) */
-    atomic_int done;
-    int failed;
-    char err[1024];
-    int64_t t0; /* when the runner began (monotonic ms) */
-};
 
 bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
                              const bk_task_id_t *tasks, const int32_t *ids, int ntasks,
@@ -123,7 +70,7 @@ bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
 }
 
 /* Whether task t may go to cold bootstrap and has no directory yet: a fresh replica. Its
- * DB is opened only once assign() keeps it here: creating 32 empty DBs (their fsyncs) only
+ * DB is opened only once bk_standby_assign() keeps it here: creating 32 empty DBs (their fsyncs) only
  * to close them again cost a fresh node's cold bootstrap ~400 ms (scripts/bench/bootstrap).
  * A pooled DB always has its directory, so it is never taken for fresh. */
 static int is_fresh(const bk_standby_t *sb, int t)
@@ -358,7 +305,7 @@ static int recover_from_archive(bk_standby_t *sb, int t, bk_store_t **store_of)
 /* Reads every changelog's offsets, hands the tasks cold bootstrap should build to the node
  * (their DBs closed: the bootstrap replaces their directories), and assigns the other
  * changelog partitions at the offset each store needs. */
-static int assign(bk_standby_t *sb)
+int bk_standby_assign(bk_standby_t *sb)
 {
     rd_kafka_topic_partition_list_t *list =
         rd_kafka_topic_partition_list_new(sb->nitems ? sb->nitems : 1);
@@ -603,7 +550,7 @@ static void caught_up(bk_standby_t *sb, int t, int64_t now)
                    (long long)(now - sb->t0));
 }
 
-static int tail(bk_standby_t *sb)
+int bk_standby_tail(bk_standby_t *sb)
 {
     rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(sb->consumer);
     rd_kafka_message_t *msgs[1000];
@@ -674,154 +621,6 @@ static int tail(bk_standby_t *sb)
     return rc;
 }
 
-/* What a build reports while it reads: the records it has left, and its own changelogs'. */
-typedef struct {
-    bk_standby_t *sb;
-    int t;
-    int64_t total; /* records in the changelogs the build reads */
-    int64_t own;   /* ... and in the task's own, tailed after it */
-} build_progress_t;
-
-static void build_progress(void *opaque, const bk_restore_progress_t *p)
-{
-    build_progress_t *bp = opaque;
-    bk_standby_t *sb = bp->sb;
-    int64_t left = bp->total > p->records ? bp->total - p->records : 0;
-    if (sb->cb) {
-        sb->cb(sb->opaque, sb->ids[bp->t], -1, left + bp->own + 1);
-    }
-    bk_taskdb_set_lag(sb->pool, sb->tasks[bp->t], left + bp->own + 1);
-}
-
-/* The records of n changelog partitions (their ends less their starts), or -1 with sb->err. */
-static int64_t records_in(bk_standby_t *sb, const char **topics, const int32_t *parts, int n)
-{
-    int64_t *lo = calloc((size_t)n + 1, sizeof(*lo)), *hi = calloc((size_t)n + 1, sizeof(*hi));
-    int64_t sum = 0;
-    rd_kafka_resp_err_t err = lo && hi ? bk_kafka_watermarks(sb->consumer, topics, parts, n, lo,
-                                                             hi, 60000, &sb->stop)
-                                       : RD_KAFKA_RESP_ERR__FAIL;
-    if (err) {
-        snprintf(sb->err, sizeof(sb->err), "standby: cannot read the offsets of %d changelog "
-                 "partition(s): %s", n, rd_kafka_err2str(err));
-        sb->retriable = bk_kafka_retriable(err);
-        sum = -1;
-    }
-    for (int i = 0; !err && i < n; i++) {
-        sum += hi[i] > lo[i] ? hi[i] - lo[i] : 0;
-    }
-    free(lo);
-    free(hi);
-    return sum;
-}
-
-/* Builds a later generation's replica as its active was built (engine/build.h): the keys of
- * its key groups from the changelogs of the generations before, which have drained, into its
- * empty stores; its own changelog is then tailed from its start (assign). A sealed
- * generation's own changelogs hold its whole state: nothing to read before them. The task's
- * directory says BUILT once durable, so that a promotion here replays only the tail of its
- * own changelog. 0, or -1 with sb->err (a stop is not a failure: the next runner builds it
- * anew). */
-static int build_task(bk_standby_t *sb, int t)
-{
-    const bk_plan_t *plan = sb->plan;
-    const bk_task_id_t task = sb->tasks[t];
-    bk_store_t **store_of = calloc((size_t)plan->cap_stores + 1, sizeof(*store_of));
-    int n = 0, rc = -1, nsrc = bk_build_sources(plan, task, NULL, NULL, NULL, 0);
-    int max = sb->nitems + (nsrc > 0 ? nsrc : 0); /* its own changelogs, then the sources */
-    const char **topics = calloc((size_t)max + 1, sizeof(*topics));
-    int32_t *parts = calloc((size_t)max + 1, sizeof(*parts));
-    char dir[4096], text[1024];
-    int64_t applied = 0, t0 = bk_clock_mono_ms();
-    const char *name = BK_TASK_NAME(task);
-    build_progress_t bp = {sb, t, 0, 0};
-
-    if (!store_of || !topics || !parts) {
-        snprintf(sb->err, sizeof(sb->err), "out of memory");
-        goto done;
-    }
-    bk_plan_task_dir(plan, sb->conf, task, dir, sizeof(dir));
-    for (int i = 0; i < sb->nitems; i++) {
-        if (sb->items[i].task == t) {
-            store_of[sb->items[i].store] = sb->items[i].st;
-            topics[n] = sb->items[i].topic;
-            parts[n++] = sb->items[i].partition;
-        }
-    }
-    if (bk_plan_sealed(plan, task.sub)) {
-        snprintf(text, sizeof(text), "sealed: restored from its own changelogs\n");
-    } else {
-        int ns = bk_build_sources(plan, task, NULL, topics + n, parts + n, max - n);
-        bk_build_in_t in = {plan, sb->consumer, task, store_of, NULL,
-                            name, &sb->stop,   build_progress, &bp};
-        if (ns < 0) {
-            snprintf(sb->err, sizeof(sb->err), "standby %s: too many changelogs to build from",
-                     name);
-            goto done;
-        }
-        if ((bp.own = records_in(sb, topics, parts, n)) < 0 ||
-            (bp.total = records_in(sb, topics + n, parts + n, ns)) < 0) {
-            goto done;
-        }
-        bk_log_info("standby %s: building from the changelogs of the generations before it: "
-                    "%lld record(s) in %d partition(s)",
-                    name, (long long)bp.total, ns);
-        build_progress(&bp, &(bk_restore_progress_t){0});
-        if (bk_build_replay(&in, text, sizeof(text), &applied, sb->err, sizeof(sb->err)) != 0) {
-            if (sb->stop) {
-                rc = 0; /* stopped: not built, the next runner starts it over */
-                sb->err[0] = '\0';
-            }
-            goto done;
-        }
-        snprintf(text + strlen(text), sizeof(text) - strlen(text),
-                 "; %lld changelog record(s) replayed, by a standby", (long long)applied);
-    }
-    /* durable before it says so: a crash before BUILT builds again from the start */
-    if (bk_db_checkpoint(sb->dbs[t], sb->err, sizeof(sb->err)) != 0 ||
-        bk_drained_mark_built(dir, text, sb->err, sizeof(sb->err)) != 0) {
-        sb->corrupt[t] = (char)bk_dbverify_is_corruption(sb->err);
-        goto done;
-    }
-    sb->unbuilt[t] = 0;
-    sb->build[t] = 0;
-    sb->boot_lag[t] = -1;
-    bk_log_info("standby %s: built: %s, in %lld ms; its own changelog follows", name, text,
-                (long long)(bk_clock_mono_ms() - t0));
-    bk_events_emit("standby_built", "\"task\":\"%s\",\"ms\":%lld", name,
-                   (long long)(bk_clock_mono_ms() - t0));
-    rc = 0;
-done:
-    free(store_of);
-    free(topics);
-    free(parts);
-    return rc;
-}
-
-/* Forgets the items whose stores are not open (fresh tasks assign() would have opened). */
-static void drop_unopened(bk_standby_t *sb)
-{
-    int w = 0;
-    for (int i = 0; i < sb->nitems; i++) {
-        if (sb->items[i].st) {
-            sb->items[w++] = sb->items[i];
-        }
-    }
-    sb->nitems = w;
-}
-
-/* Builds every replica that needs it, one after the other (the others are tailed once all
- * are built). A stopped runner leaves the rest unbuilt. */
-static int build_all(bk_standby_t *sb)
-{
-    for (int t = 0; t < sb->ntasks && !sb->stop; t++) {
-        if (sb->build[t] && sb->dbs[t] && build_task(sb, t) != 0) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static void *standby_main(void *arg)
 {
     bk_standby_t *sb = arg;
@@ -835,11 +634,11 @@ static void *standby_main(void *arg)
     if (rc == 0 && sb->nitems > 0) {
         sb->consumer =
             bk_kafka_new(sb->conf, BK_KAFKA_CONSUMER, cid, sb, NULL, sb->err, sizeof(sb->err));
-        rc = sb->consumer ? build_all(sb) : -1;
+        rc = sb->consumer ? bk_standby_build_all(sb) : -1;
         if (rc == 0 && !sb->stop) {
-            rc = assign(sb);
+            rc = bk_standby_assign(sb);
         } else {
-            drop_unopened(sb); /* stopped before assign(): what is open is checkpointed */
+            bk_standby_drop_unopened(sb); /* stopped before bk_standby_assign(): what is open is checkpointed */
         }
     }
     /* queries may read the replicas from now on (taskdb.h); report() keeps their lags */
@@ -848,7 +647,7 @@ static void *standby_main(void *arg)
     }
     if (rc == 0 && sb->nitems > 0) {
         report(sb, 1);
-        rc = tail(sb);
+        rc = bk_standby_tail(sb);
     } else if (rc == 0) {
         report(sb, 0); /* nothing logged: every task is as warm as it can be */
         while (!sb->stop) {
