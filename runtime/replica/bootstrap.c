@@ -1,5 +1,7 @@
-/* bootstrap.c - cold bootstrap, replica and active sides (bootstrap.h). */
+/* bootstrap.c - cold bootstrap (bootstrap.h): the replica's side and the loop; the active's
+ * side is in bootstrap_serve.c. */
 #include "replica/bootstrap.h"
+#include "replica/bootstrap_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -22,81 +24,8 @@
 #include "replica/sftp.h"
 #include "replica/standby.h"
 
-#define MANIFEST_MAX (64u << 20) /* a manifest of BK_MANIFEST_MAX_FILES lines fits */
-#define SWEEP_MS 10000
-#define RETRY_LATER_MS 2000
-#define NO_SNAPSHOT "no snapshot could be made"
-/* An active that answers it has no snapshot of a task (it gave the task up as the view
- * changed: a join moves tasks while a joiner asks) is asked again, through the next view's
- * active, this many times before the replica restores from its changelog instead. */
-#define MOVED_RETRIES 2
 
-enum { J_IDLE = 0, J_WANTED, J_REQUESTED, J_FETCHING, J_ENDED };
-/* Tasks one request may name: their snapshot ids fit in one note. */
-#define BATCH_MAX 32
-
-/* One task this node keeps a standby of. */
-typedef struct job_s {
-    int state;
-    int mode;     /* BK_BOOTSTRAP_MODE_* for the next standby runner */
-    int standing; /* this node keeps a standby of the task (bk_bootstrap_keep) */
-    int batch;    /* the batch it is in (REQUESTED, FETCHING), -1: none */
-    char why[512];
-    char snap[128]; /* from "snapshot-ready": its snapshot's id, "" if the active made none */
-    int ok;
-    char err[1024];
-    int64_t t0, last_log, hook_at;
-    /* a later generation's replica that failed (its active not built yet): asked for again
-     * then (mono ms), as it has no changelog to fall back on; 0: none */
-    int64_t retry_at;
-    int moved_retries; /* asked again as its active had none (MOVED_RETRIES) */
-    int later_retries; /* a later generation's replica asked for again since it last had one */
-    _Atomic uint64_t bytes, total;
-    struct bk_bootstrap_s *b;
-    int32_t task;
-} job_t;
-
-/* One request of this node to one active, for up to BATCH_MAX tasks, and its fetch: one
- * worker thread reads every manifest and file over the same SSH connection(s). */
-typedef struct batch_s {
-    struct bk_bootstrap_s *b;
-    int used, fetching;
-    char req[128];
-    char from[BK_MEMBER_MAX_ID + 1], host[256], root[4096];
-    int port;
-    int ntasks;
-    int32_t tasks[BATCH_MAX];
-    int64_t deadline;
-    pthread_t tid;
-    int joinable;
-    atomic_int finished;
-} batch_t;
-
-/* A request this node serves: the snapshots it made for another node. */
-typedef struct served_s {
-    char req[128];
-    char to[BK_MEMBER_MAX_ID + 1];
-    int ntasks;
-    int32_t tasks[BATCH_MAX];
-    char ids[BATCH_MAX][128]; /* snapshot ids made, "" while pending or failed */
-    char got[BATCH_MAX];      /* the thread answered (or could not be asked) */
-    int64_t until;            /* dropped then if not fetched (the thread asked may have stopped) */
-} served_t;
-
-struct bk_bootstrap_s {
-    bk_bootstrap_env_t env;
-    int fetch_on;
-    pthread_mutex_t lock; /* guards job states (bk_bootstrap_want runs on the standby thread) */
-    job_t *jobs;          /* [ntasks] */
-    batch_t *batches;     /* [max] */
-    served_t *served;     /* [max] */
-    int nserved, max;
-    unsigned seq;
-    int64_t last_sweep;
-    char root[4096]; /* <state_dir>/<app>/snapshots */
-};
-
-static int32_t task_by_name(const bk_bootstrap_t *b, const char *name)
+int32_t bk_bootstrap_task_by_name(const bk_bootstrap_t *b, const char *name)
 {
     for (int32_t t = 0; t < b->env.ntasks; t++) {
         if (strcmp(b->env.names[t], name) == 0) {
@@ -164,7 +93,7 @@ static int get_state(bk_bootstrap_t *b, const job_t *j)
     return state;
 }
 
-static void remove_served(bk_bootstrap_t *b, served_t *s)
+void bk_bootstrap_remove_served(bk_bootstrap_t *b, served_t *s)
 {
     for (int i = 0; i < s->ntasks; i++) {
         if (s->ids[i][0]) {
@@ -184,7 +113,7 @@ void bk_bootstrap_destroy(bk_bootstrap_t *b)
         join_batch(&b->batches[i]);
     }
     for (int i = 0; i < b->nserved; i++) {
-        remove_served(b, &b->served[i]);
+        bk_bootstrap_remove_served(b, &b->served[i]);
     }
     pthread_mutex_destroy(&b->lock);
     free(b->jobs);
@@ -514,7 +443,7 @@ static void *fetch_main(void *arg)
 
 /* Sends one request to `owner` for the wanted tasks it runs (up to BATCH_MAX), if a batch
  * slot is free. */
-static void request(bk_bootstrap_t *b, const bk_member_view_t *view, int32_t owner)
+void bk_bootstrap_request(bk_bootstrap_t *b, const bk_member_view_t *view, int32_t owner)
 {
     batch_t *x = NULL;
     char text[BK_MEMBER_NOTE_MAX];
@@ -658,7 +587,7 @@ static int on_ready(bk_bootstrap_t *b, const bk_member_note_t *n)
             continue;
         }
         *colon = '\0';
-        t = task_by_name(b, p);
+        t = bk_bootstrap_task_by_name(b, p);
         if (t >= 0 && b->jobs[t].batch == (int)(x - b->batches)) {
             snprintf(b->jobs[t].snap, sizeof(b->jobs[t].snap), "%s", colon + 1);
         }
@@ -701,135 +630,6 @@ static void batch_done(bk_bootstrap_t *b, batch_t *x)
     x->used = 0;
 }
 
-/* -- The active's side -------------------------------------------------------------------- */
-
-static served_t *served_by_req(bk_bootstrap_t *b, const char *req)
-{
-    for (int i = 0; i < b->nserved; i++) {
-        if (strcmp(b->served[i].req, req) == 0) {
-            return &b->served[i];
-        }
-    }
-    return NULL;
-}
-
-static void drop_served(bk_bootstrap_t *b, served_t *s)
-{
-    remove_served(b, s);
-    *s = b->served[--b->nserved];
-}
-
-static void on_request(bk_bootstrap_t *b, const bk_member_note_t *n)
-{
-    char req[128], tasks[BK_MEMBER_NOTE_MAX], text[512];
-    served_t *s;
-    bk_member_note_word(n->text, "req", req, sizeof(req));
-    bk_member_note_word(n->text, "tasks", tasks, sizeof(tasks));
-    if (!req[0] || !tasks[0]) {
-        return;
-    }
-    if (b->nserved >= b->max) {
-        snprintf(text, sizeof(text),
-                 "req=%s why=busy: %d request(s) served already "
-                 "(bootstrap_max_concurrent)",
-                 req, b->max);
-        bk_member_note(b->env.member, n->from, "snapshot-failed", text);
-        return;
-    }
-    s = &b->served[b->nserved++];
-    memset(s, 0, sizeof(*s));
-    snprintf(s->req, sizeof(s->req), "%s", req);
-    snprintf(s->to, sizeof(s->to), "%s", n->from);
-    s->until = bk_clock_mono_ms() + 2 * bk_conf_int(b->env.conf, BK_CONF_BOOTSTRAP_TIMEOUT_MS);
-    char *save = NULL;
-    for (char *p = strtok_r(tasks, ",", &save); p && s->ntasks < BATCH_MAX;
-         p = strtok_r(NULL, ",", &save)) {
-        int32_t t = task_by_name(b, p);
-        if (t < 0) {
-            continue;
-        }
-        s->tasks[s->ntasks] = t;
-        if (b->env.ask(b->env.opaque, t, req) != 0) {
-            /* a view behind or ahead of the asker's (a move, a handoff): it asks again, of
-             * the active then */
-            bk_log_info("bootstrap: %s asks for a snapshot of %s, which is not active here",
-                        n->from, p);
-            s->got[s->ntasks] = 1;
-        }
-        s->ntasks++;
-    }
-    bk_log_info("bootstrap: %s asks for snapshots of %d task(s) (%s)", n->from, s->ntasks, req);
-}
-
-/* Answers a served request once every task of it has its snapshot made, or failed. */
-static void answer(bk_bootstrap_t *b, served_t *s)
-{
-    char text[BK_MEMBER_NOTE_MAX], root[4096];
-    const char *host = bk_conf_str(b->env.conf, BK_CONF_SSH_HOST);
-    char hostbuf[256];
-    int len, made = 0;
-
-    for (int i = 0; i < s->ntasks; i++) {
-        if (!s->got[i]) {
-            return;
-        }
-        made += s->ids[i][0] != '\0';
-    }
-    if (!host) {
-        const char *ep = bk_conf_str(b->env.conf, BK_CONF_ENDPOINT);
-        snprintf(hostbuf, sizeof(hostbuf), "%.*s", ep ? (int)strcspn(ep, ":") : 9,
-                 ep ? ep : "127.0.0.1");
-        host = hostbuf;
-    }
-    if (!realpath(b->root, root)) {
-        snprintf(root, sizeof(root), "%s", b->root);
-    }
-    len = snprintf(text, sizeof(text), "req=%s host=%s port=%lld root=%.1000s snaps=", s->req, host,
-                   (long long)bk_conf_int(b->env.conf, BK_CONF_SSH_PORT), root);
-    for (int i = 0; i < s->ntasks && len < (int)sizeof(text); i++) {
-        if (s->ids[i][0]) {
-            len += snprintf(text + len, sizeof(text) - (size_t)len, "%s:%s,",
-                            b->env.names[s->tasks[i]], s->ids[i]);
-        }
-    }
-    if (made == 0 || len >= (int)sizeof(text) ||
-        bk_member_note(b->env.member, s->to, "snapshot-ready", text) != 0) {
-        snprintf(text, sizeof(text), "req=%s why=%s", s->req,
-                 made == 0 ? NO_SNAPSHOT " (see the active's log)"
-                           : "the answer does not fit in a note");
-        bk_member_note(b->env.member, s->to, "snapshot-failed", text);
-        drop_served(b, s);
-        return;
-    }
-    s->until = bk_clock_mono_ms() + bk_conf_int(b->env.conf, BK_CONF_SNAPSHOT_TTL_MS);
-}
-
-static void serve(bk_bootstrap_t *b)
-{
-    bk_snapshot_made_t r;
-    while (b->env.take(b->env.opaque, &r)) {
-        served_t *s = served_by_req(b, r.req);
-        const char *id = r.ok ? strrchr(r.dir, '/') : NULL;
-        int found = 0;
-        for (int i = 0; s && i < s->ntasks; i++) {
-            if (s->tasks[i] == r.id && !s->got[i]) {
-                s->got[i] = 1;
-                found = 1;
-                if (id && bk_manifest_name_ok(id + 1)) {
-                    snprintf(s->ids[i], sizeof(s->ids[i]), "%s", id + 1);
-                }
-                break;
-            }
-        }
-        if (!found && r.ok) {
-            bk_snapshot_remove(r.dir); /* nobody waits for it any more */
-        }
-        if (s) {
-            answer(b, s);
-        }
-    }
-}
-
 /* -- The loop ----------------------------------------------------------------------------- */
 
 int bk_bootstrap_note(bk_bootstrap_t *b, const bk_member_note_t *n)
@@ -840,12 +640,12 @@ int bk_bootstrap_note(bk_bootstrap_t *b, const bk_member_note_t *n)
     char task[64], req[128], why[BK_MEMBER_NOTE_MAX];
     int32_t t;
     if (strcmp(n->kind, "snapshot-request") == 0) {
-        on_request(b, n);
+        bk_bootstrap_on_request(b, n);
     } else if (strcmp(n->kind, "snapshot-fetched") == 0) {
         served_t *s;
         bk_member_note_word(n->text, "req", req, sizeof(req));
-        if ((s = served_by_req(b, req)) != NULL) {
-            drop_served(b, s);
+        if ((s = bk_bootstrap_served_by_req(b, req)) != NULL) {
+            bk_bootstrap_drop_served(b, s);
         }
     } else if (strcmp(n->kind, "snapshot-ready") == 0) {
         return on_ready(b, n);
@@ -861,7 +661,7 @@ int bk_bootstrap_note(bk_bootstrap_t *b, const bk_member_note_t *n)
         }
     } else if (strcmp(n->kind, "bootstrap") == 0) {
         bk_member_note_word(n->text, "task", task, sizeof(task));
-        t = task_by_name(b, task);
+        t = bk_bootstrap_task_by_name(b, task);
         if (t < 0) {
             bk_log_warn("bootstrap: %s asks for task '%s', which this app does not have", n->from,
                         task);
@@ -891,10 +691,10 @@ int bk_bootstrap_poll(bk_bootstrap_t *b, const bk_member_view_t *view)
     if (!b) {
         return 0;
     }
-    serve(b);
+    bk_bootstrap_serve(b);
     for (int i = 0; i < b->nserved; i++) {
         if (now >= b->served[i].until) {
-            drop_served(b, &b->served[i--]);
+            bk_bootstrap_drop_served(b, &b->served[i--]);
         }
     }
     if (now - b->last_sweep >= SWEEP_MS) {
@@ -927,7 +727,7 @@ int bk_bootstrap_poll(bk_bootstrap_t *b, const bk_member_view_t *view)
         int32_t owner = view->owner[t];
         if (get_state(b, &b->jobs[t]) == J_WANTED && owner >= 0 && owner < view->npeers &&
             view->peers[owner].state == BK_MEMBER_ALIVE) {
-            request(b, view, owner);
+            bk_bootstrap_request(b, view, owner);
         }
     }
     for (int32_t t = 0; t < b->env.ntasks; t++) {
