@@ -58,7 +58,7 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
         int n;
         thr->tasks = bk_plan_task_table(plan, &n, &thr->cap); /* made by the node */
     }
-    thr->parked = calloc((size_t)thr->cap + 1, sizeof(*thr->parked));
+    thr->park.task = calloc((size_t)thr->cap + 1, sizeof(*thr->park.task));
     thr->task_epoch = calloc((size_t)thr->cap + 1, sizeof(uint64_t));
     thr->owned = calloc((size_t)thr->cap + 1, sizeof(int32_t));
     thr->dbs = calloc((size_t)thr->cap + 1, sizeof(*thr->dbs));
@@ -69,9 +69,9 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
         thr->slot_time[s] = -1;
     }
     thr->store_of = calloc((size_t)thr->cap + 1, sizeof(*thr->store_of));
-    thr->box_add = calloc((size_t)thr->cap + 1, sizeof(int32_t));
-    thr->box_rm = calloc((size_t)thr->cap + 1, sizeof(int32_t));
-    thr->box_add_epoch = calloc((size_t)thr->cap + 1, sizeof(uint64_t));
+    thr->box.add = calloc((size_t)thr->cap + 1, sizeof(int32_t));
+    thr->box.rm = calloc((size_t)thr->cap + 1, sizeof(int32_t));
+    thr->box.add_epoch = calloc((size_t)thr->cap + 1, sizeof(uint64_t));
     thr->policy = strcmp(pol, "skip") == 0  ? POLICY_SKIP
                   : strcmp(pol, "dlq") == 0 ? POLICY_DLQ
                                             : POLICY_FAIL;
@@ -84,14 +84,14 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     thr->stall_ms = getenv("BECK_STALL_MS") ? atoll(getenv("BECK_STALL_MS")) : 0;
     thr->eos = bk_conf_exactly_once(conf);
     thr->io.next_wall_ms = -1;
-    thr->last_topic = -1;
-    thr->ref_run = thr->ref_punctuate = thr->ref_close = LUA_NOREF;
-    thr->ref_flush = thr->ref_hook = thr->ref_init = LUA_NOREF;
-    thr->ref_add_task = thr->ref_init_task = thr->ref_close_task = thr->ref_drop_task = LUA_NOREF;
-    thr->ref_regrow = LUA_NOREF;
-    pthread_mutex_init(&thr->snap_lock, NULL);
-    pthread_mutex_init(&thr->box_lock, NULL);
-    pthread_cond_init(&thr->box_cond, NULL);
+    thr->tp.last_topic = -1;
+    thr->ref.run = thr->ref.punctuate = thr->ref.close = LUA_NOREF;
+    thr->ref.flush = thr->ref.hook = thr->ref.init = LUA_NOREF;
+    thr->ref.add_task = thr->ref.init_task = thr->ref.close_task = thr->ref.drop_task = LUA_NOREF;
+    thr->ref.regrow = LUA_NOREF;
+    pthread_mutex_init(&thr->snap.lock, NULL);
+    pthread_mutex_init(&thr->box.lock, NULL);
+    pthread_cond_init(&thr->box.cond, NULL);
     bk_thread_build_tables(thr);
     if (bk_tasklife_init(&thr->life, thr->cap, NULL, thr->name) != 0 ||
         bk_thread_moves_init(thr) != 0) {
@@ -102,17 +102,17 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
 
 void bk_thread_set_instance(bk_thread_t *thr, uint64_t instance)
 {
-    atomic_store(&thr->txn_inc, instance);
+    atomic_store(&thr->txn.inc, instance);
 }
 
 /* Exactly-once: the node rejoined as a new incarnation (bk_thread_set_instance), or this
  * thread was fenced and waits for that. 0, or -1 with thr->err (the thread stops). */
 static int check_instance(bk_thread_t *thr)
 {
-    uint64_t inc = atomic_load(&thr->txn_inc);
-    if (inc == thr->txn_inc_used) {
-        if (thr->fenced && thr->fenced_at > 0 &&
-            bk_clock_mono_ms() - thr->fenced_at > FENCED_WAIT_MS) {
+    uint64_t inc = atomic_load(&thr->txn.inc);
+    if (inc == thr->txn.inc_used) {
+        if (thr->txn.fenced && thr->txn.fenced_at > 0 &&
+            bk_clock_mono_ms() - thr->txn.fenced_at > FENCED_WAIT_MS) {
             snprintf(thr->err, sizeof(thr->err),
                      "fenced %d s ago and the node did not rejoin its app since: stopping",
                      FENCED_WAIT_MS / 1000);
@@ -128,8 +128,8 @@ static int check_instance(bk_thread_t *thr)
         return bk_thread_redo(thr, NULL, 0);
     }
     bk_thread_purge_producer(thr);
-    thr->fenced = 0;
-    thr->fenced_at = 0;
+    thr->txn.fenced = 0;
+    thr->txn.fenced_at = 0;
     thr->dr_failed = 0;
     if (bk_thread_renew_producer(thr) != 0) {
         return -1;
@@ -178,8 +178,8 @@ static int run_loop(bk_thread_t *thr)
             }
             last_commit = bk_clock_wall_ms();
         }
-        if (thr->nparked > 0 && bk_clock_mono_ms() >= thr->parked_check_at) {
-            thr->parked_check_at = bk_clock_mono_ms() + PARKED_CHECK_MS;
+        if (thr->park.n > 0 && bk_clock_mono_ms() >= thr->park.check_at) {
+            thr->park.check_at = bk_clock_mono_ms() + PARKED_CHECK_MS;
             if (bk_thread_unpark_listed(thr) != 0) {
                 bk_log_error("%s: %s", thr->name, thr->err);
                 rc = -1;
@@ -254,7 +254,7 @@ static int run_loop(bk_thread_t *thr)
                 rd_kafka_message_destroy(thr->msgs[i]);
             }
             thr->io.count = 0;
-            if (rc == -2 || (rc == 0 && thr->park_pending)) {
+            if (rc == -2 || (rc == 0 && thr->park.pending)) {
                 /* a poison record: its task stops, the others go on */
                 rc = bk_thread_park(thr);
                 last_commit = bk_clock_wall_ms();
@@ -276,12 +276,12 @@ static int run_loop(bk_thread_t *thr)
         }
         /* a move goes at the next commit (a passthrough's switch, a task drained to its
          * barriers): that commit comes now, not at the interval, as a snapshot's does */
-        if (!thr->fenced &&
-            (now - last_commit >= thr->commit_interval_ms || thr->snap_wanted ||
-             ((thr->moves_soon || atomic_load(&thr->plan->generations) != thr->seen_gens ||
-               atomic_load(&thr->plan->nready) != thr->seen_ready) &&
+        if (!thr->txn.fenced &&
+            (now - last_commit >= thr->commit_interval_ms || thr->snap.wanted ||
+             ((thr->moves.soon || atomic_load(&thr->plan->generations) != thr->seen.gens ||
+               atomic_load(&thr->plan->nready) != thr->seen.ready) &&
               now - last_commit >= MOVE_COMMIT_GAP_MS) ||
-             (thr->seal_soon && now - last_commit >= SEAL_COMMIT_MS))) {
+             (thr->seal.soon && now - last_commit >= SEAL_COMMIT_MS))) {
             int crc = bk_thread_commit(thr);
             committed = 1;
             if (crc < 0 && !thr->commit_failed && bk_thread_producer_broken(thr)) {
@@ -295,7 +295,7 @@ static int run_loop(bk_thread_t *thr)
                 thr->redos = 0;
             }
             if (crc == 0) {
-                thr->moves_soon = 0;
+                thr->moves.soon = 0;
             }
             if (crc == 0 && bk_thread_moves_after_commit(thr) != 0) {
                 rc = -1;
@@ -305,7 +305,7 @@ static int run_loop(bk_thread_t *thr)
              * waits on the broker (a transaction's takes tens of ms) cannot leave the thread
              * less than the interval to process in between. */
             last_commit = bk_clock_wall_ms();
-            if (thr->snap_wanted && crc == 0) { /* a snapshot is of a commit that went through */
+            if (thr->snap.wanted && crc == 0) { /* a snapshot is of a commit that went through */
                 bk_thread_make_snapshots(thr);
             }
         }
@@ -322,14 +322,14 @@ static int run_loop(bk_thread_t *thr)
 static void close_lua(bk_thread_t *thr)
 {
     char err[1024];
-    if (thr->ref_close == LUA_NOREF) {
+    if (thr->ref.close == LUA_NOREF) {
         return;
     }
-    lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref_close);
+    lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref.close);
     if (bk_vm_pcall(thr->L, 0, 0, 1, err, sizeof(err)) != 0) {
         bk_log_error("%s: close: %s", thr->name, err);
     }
-    thr->ref_close = LUA_NOREF;
+    thr->ref.close = LUA_NOREF;
 }
 
 /* The "last record" lines of the live tasks' input partitions (first_record's pair), after
@@ -338,14 +338,14 @@ void bk_thread_log_last(bk_thread_t *thr, const int32_t *slots, int n)
 {
     for (int k = 0; k < n; k++) {
         int slot = slots[k];
-        for (int j = 0; j < thr->slot_ntps[slot]; j++) {
-            int tp = thr->slot_tps[slot][j];
-            if (thr->tp_first[tp] >= 0) {
+        for (int j = 0; j < thr->tp.nslot[slot]; j++) {
+            int tp = thr->tp.slot[slot][j];
+            if (thr->tp.first[tp] >= 0) {
                 bk_log_info("task %s epoch %llu: last record %s [%d] offset %lld, committed",
                             BK_TASK_NAME(thr->tasks[slot]),
                             (unsigned long long)thr->task_epoch[slot],
-                            thr->plan->topics[thr->tp_topic[tp]].name, thr->tp_partition[tp],
-                            (long long)thr->tp_next[tp] - 1);
+                            thr->plan->topics[thr->tp.topic[tp]].name, thr->tp.partition[tp],
+                            (long long)thr->tp.next[tp] - 1);
             }
         }
     }
@@ -382,7 +382,7 @@ static void *thread_main(void *arg)
     close_lua(thr);
     int failed_before = thr->commit_failed;
     int crc;
-    if (thr->fenced) {
+    if (thr->txn.fenced) {
         /* nothing this producer writes can commit: what runs is dropped as in a crash */
         bk_log_warn("%s: fenced: no final commit; %d task(s) stop at their last commit",
                     thr->name, thr->ntasks);
@@ -444,17 +444,17 @@ done:
     bk_log_info("%s: stopped: %llu in, %llu out, %llu skipped, %llu dead-lettered", thr->name,
                 (unsigned long long)thr->stats.in, (unsigned long long)thr->stats.out,
                 (unsigned long long)thr->stats.skipped, (unsigned long long)thr->stats.dlq);
-    pthread_mutex_lock(&thr->box_lock);
+    pthread_mutex_lock(&thr->box.lock);
     thr->done = 1;
-    pthread_cond_broadcast(&thr->box_cond);
-    pthread_mutex_unlock(&thr->box_lock);
+    pthread_cond_broadcast(&thr->box.cond);
+    pthread_mutex_unlock(&thr->box.lock);
     return NULL;
 }
 
 void bk_thread_set_recover(bk_thread_t *thr, bk_thread_recover_cb cb, void *opaque)
 {
-    thr->recover = cb;
-    thr->recover_opaque = opaque;
+    thr->cb.recover = cb;
+    thr->cb.recover_opaque = opaque;
 }
 
 void bk_thread_set_pool(bk_thread_t *thr, struct bk_taskdb_pool_s *pool)
@@ -470,14 +470,14 @@ void bk_thread_set_live(bk_thread_t *thr, bk_livestats_t *live)
 
 void bk_thread_set_drained(bk_thread_t *thr, bk_thread_drained_cb cb, void *opaque)
 {
-    thr->drained = cb;
-    thr->drained_opaque = opaque;
+    thr->cb.drained = cb;
+    thr->cb.drained_opaque = opaque;
 }
 
 void bk_thread_set_progress(bk_thread_t *thr, bk_thread_progress_cb cb, void *opaque)
 {
-    thr->progress = cb;
-    thr->progress_opaque = opaque;
+    thr->cb.progress = cb;
+    thr->cb.progress_opaque = opaque;
 }
 
 int bk_thread_start(bk_thread_t *thr)
@@ -540,38 +540,38 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->deduped);
     free(thr->slot_time);
     free(thr->store_of);
-    if (thr->task_of) {
+    if (thr->tp.task_of) {
         for (int t = 0; t < thr->plan->cap_topics; t++) {
-            free(thr->task_of[t]);
-            free(thr->tp_of[t]);
-            free(thr->tp_id[t]);
+            free(thr->tp.task_of[t]);
+            free(thr->tp.of[t]);
+            free(thr->tp.id[t]);
         }
     }
-    for (int i = 0; thr->slot_tps && i < thr->cap; i++) {
-        free(thr->slot_tps[i]);
+    for (int i = 0; thr->tp.slot && i < thr->cap; i++) {
+        free(thr->tp.slot[i]);
     }
-    free(thr->slot_tps);
-    free(thr->slot_ntps);
-    free(thr->parts);
-    free(thr->tp_id);
-    free(thr->task_of);
-    free(thr->tp_of);
-    free(thr->tp_topic);
-    free(thr->tp_partition);
-    free(thr->tp_next);
-    free(thr->tp_first);
+    free(thr->tp.slot);
+    free(thr->tp.nslot);
+    free(thr->tp.parts);
+    free(thr->tp.id);
+    free(thr->tp.task_of);
+    free(thr->tp.of);
+    free(thr->tp.topic);
+    free(thr->tp.partition);
+    free(thr->tp.next);
+    free(thr->tp.first);
     bk_tasklife_free(&thr->life);
-    free(thr->parked);
+    free(thr->park.task);
     free(thr->task_epoch);
     free(thr->owned);
-    free(thr->box_add);
-    free(thr->box_rm);
-    free(thr->box_add_epoch);
+    free(thr->box.add);
+    free(thr->box.rm);
+    free(thr->box.add_epoch);
     free(thr->reap);
-    pthread_mutex_destroy(&thr->snap_lock);
-    pthread_mutex_destroy(&thr->box_lock);
-    pthread_cond_destroy(&thr->box_cond);
-    free(thr->tp_dirty);
+    pthread_mutex_destroy(&thr->snap.lock);
+    pthread_mutex_destroy(&thr->box.lock);
+    pthread_cond_destroy(&thr->box.cond);
+    free(thr->tp.dirty);
     free(thr->io.recs);
     free(thr->msgs);
     free(thr->rec_tp);

@@ -3,7 +3,7 @@
  * the commit markers written into its changelogs, the progress it reports, and the
  * snapshot mailbox through which cold bootstrap asks it for snapshots. Runs on the stream
  * thread, except bk_thread_request_snapshot and bk_thread_take_snapshot (any thread, under
- * snap_lock). */
+ * snap.lock). */
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -37,17 +37,17 @@ static void report_lag(bk_thread_t *thr, const int32_t *slots, int nslots)
     for (int k = 0; thr->live && k < nslots; k++) {
         int t = slots[k];
         int64_t lag = 0, lo, hi;
-        for (int j = 0; j < thr->slot_ntps[t]; j++) {
-            int tp = thr->slot_tps[t][j];
-            if (thr->tp_next[tp] < 0 ||
+        for (int j = 0; j < thr->tp.nslot[t]; j++) {
+            int tp = thr->tp.slot[t][j];
+            if (thr->tp.next[tp] < 0 ||
                 rd_kafka_get_watermark_offsets(thr->consumer,
-                                               thr->plan->topics[thr->tp_topic[tp]].name,
-                                               thr->tp_partition[tp], &lo, &hi) != 0 ||
+                                               thr->plan->topics[thr->tp.topic[tp]].name,
+                                               thr->tp.partition[tp], &lo, &hi) != 0 ||
                 hi < 0) {
                 lag = -1;
                 break;
             }
-            lag += hi > thr->tp_next[tp] ? hi - thr->tp_next[tp] : 0;
+            lag += hi > thr->tp.next[tp] ? hi - thr->tp.next[tp] : 0;
         }
         bk_livestats_set(&thr->live->task[t].lag, lag);
     }
@@ -56,13 +56,13 @@ static void report_lag(bk_thread_t *thr, const int32_t *slots, int nslots)
 static void report_progress(bk_thread_t *thr, const int32_t *slots, int nslots)
 {
     report_lag(thr, slots, nslots);
-    if (!thr->progress) {
+    if (!thr->cb.progress) {
         return;
     }
     for (int k = 0; k < nslots; k++) {
         int t = slots[k];
-        thr->progress(thr->progress_opaque, t,
-                      thr->slot_ntps[t] > 0 ? thr->tp_next[thr->slot_tps[t][0]] : -1);
+        thr->cb.progress(thr->cb.progress_opaque, t,
+                      thr->tp.nslot[t] > 0 ? thr->tp.next[thr->tp.slot[t][0]] : -1);
     }
 }
 
@@ -79,8 +79,8 @@ static int write_markers(bk_thread_t *thr, const int32_t *slots, int nslots)
         if (!thr->dbs[t]) {
             continue;
         }
-        for (int j = 0; j < thr->slot_ntps[t]; j++) {
-            dirty |= thr->tp_dirty[thr->slot_tps[t][j]];
+        for (int j = 0; j < thr->tp.nslot[t]; j++) {
+            dirty |= thr->tp.dirty[thr->tp.slot[t][j]];
         }
         for (int s = 0; !dirty && s < thr->plan->nstores; s++) {
             dirty = thr->store_of[t][s] && bk_store_unmarked(thr->store_of[t][s]);
@@ -107,10 +107,10 @@ static int write_markers(bk_thread_t *thr, const int32_t *slots, int nslots)
 static int flush_cache(bk_thread_t *thr)
 {
     char err[1024];
-    if (thr->ref_flush == LUA_NOREF) {
+    if (thr->ref.flush == LUA_NOREF) {
         return 0;
     }
-    lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref_flush);
+    lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref.flush);
     if (bk_vm_pcall(thr->L, 0, 2, 1, err, sizeof(err)) != 0) {
         bk_log_error("%s: flushing the record cache failed: %s; not committing", thr->name, err);
         return -1;
@@ -133,13 +133,13 @@ static rd_kafka_topic_partition_list_t *offsets_of(bk_thread_t *thr, const int32
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(nslots + 1);
     for (int k = 0; k < nslots; k++) {
         int t = slots[k];
-        for (int j = 0; j < thr->slot_ntps[t]; j++) {
-            int i = thr->slot_tps[t][j];
-            if (thr->tp_dirty[i] || (all && thr->tp_next[i] >= 0)) {
+        for (int j = 0; j < thr->tp.nslot[t]; j++) {
+            int i = thr->tp.slot[t][j];
+            if (thr->tp.dirty[i] || (all && thr->tp.next[i] >= 0)) {
                 rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(
-                    list, thr->plan->topics[thr->tp_topic[i]].name, thr->tp_partition[i]);
+                    list, thr->plan->topics[thr->tp.topic[i]].name, thr->tp.partition[i]);
                 char *meta = bk_thread_moves_meta(thr, t);
-                e->offset = thr->tp_next[i];
+                e->offset = thr->tp.next[i];
                 if (meta) { /* the list frees it */
                     e->metadata = meta;
                     e->metadata_size = strlen(meta);
@@ -306,13 +306,13 @@ static int commit_exactly_once(bk_thread_t *thr, const int32_t *slots, int nslot
      * the restore replays the changelog from the checkpoint, and writing a key's committed
      * records again in order ends at the same value (docs/state.md, Exactly once). */
     int64_t now = bk_clock_mono_ms();
-    int durable = release || thr->snap_wanted || thr->flags->stop ||
-                  now - thr->eos_checkpoint_ms >= EOS_CHECKPOINT_MS;
+    int durable = release || thr->snap.wanted || thr->flags->stop ||
+                  now - thr->txn.checkpoint_ms >= EOS_CHECKPOINT_MS;
     if (sync_stores(thr, slots, nslots, durable) != 0) {
         return -1;
     }
     if (durable) {
-        thr->eos_checkpoint_ms = now;
+        thr->txn.checkpoint_ms = now;
     }
     return 0;
 }
@@ -341,8 +341,8 @@ static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots, int 
     }
     for (int k = 0; k < nslots; k++) {
         int t = slots[k];
-        for (int j = 0; j < thr->slot_ntps[t]; j++) {
-            thr->tp_dirty[thr->slot_tps[t][j]] = 0;
+        for (int j = 0; j < thr->tp.nslot[t]; j++) {
+            thr->tp.dirty[thr->tp.slot[t][j]] = 0;
         }
     }
     thr->stats.commits++;
@@ -398,12 +398,12 @@ void bk_thread_make_snapshots(bk_thread_t *thr)
     int n;
     char root[4096];
 
-    pthread_mutex_lock(&thr->snap_lock);
-    n = thr->nsnap_req;
-    memcpy(reqs, thr->snap_req, (size_t)n * sizeof(*reqs));
-    thr->nsnap_req = 0;
-    thr->snap_wanted = 0;
-    pthread_mutex_unlock(&thr->snap_lock);
+    pthread_mutex_lock(&thr->snap.lock);
+    n = thr->snap.nreq;
+    memcpy(reqs, thr->snap.req, (size_t)n * sizeof(*reqs));
+    thr->snap.nreq = 0;
+    thr->snap.wanted = 0;
+    pthread_mutex_unlock(&thr->snap.lock);
     bk_plan_snapshot_dir(thr->plan, thr->conf, root, sizeof(root));
     for (int i = 0; i < n; i++) {
         bk_snapshot_made_t *r = &reqs[i];
@@ -434,11 +434,11 @@ void bk_thread_make_snapshots(bk_thread_t *thr)
             bk_log(t < 0 ? BK_LOG_INFO : BK_LOG_WARN, "%s: snapshot for %s failed: %s",
                    thr->name, r->req, r->err);
         }
-        pthread_mutex_lock(&thr->snap_lock);
-        if (thr->nsnap_done < BK_SNAPSHOT_REQUESTS) {
-            thr->snap_done[thr->nsnap_done++] = *r;
+        pthread_mutex_lock(&thr->snap.lock);
+        if (thr->snap.ndone < BK_SNAPSHOT_REQUESTS) {
+            thr->snap.done[thr->snap.ndone++] = *r;
         }
-        pthread_mutex_unlock(&thr->snap_lock);
+        pthread_mutex_unlock(&thr->snap.lock);
     }
 }
 
@@ -447,29 +447,29 @@ int bk_thread_request_snapshot(bk_thread_t *thr, int32_t id, const char *req)
     int rc = -1;
     /* whether this thread runs the task is the thread's to say when it makes the snapshot:
      * the caller (the crew) asks the thread it gave the task to */
-    pthread_mutex_lock(&thr->snap_lock);
-    if (thr->nsnap_req < BK_SNAPSHOT_REQUESTS) {
-        bk_snapshot_made_t *r = &thr->snap_req[thr->nsnap_req++];
+    pthread_mutex_lock(&thr->snap.lock);
+    if (thr->snap.nreq < BK_SNAPSHOT_REQUESTS) {
+        bk_snapshot_made_t *r = &thr->snap.req[thr->snap.nreq++];
         memset(r, 0, sizeof(*r));
         r->id = id;
         snprintf(r->req, sizeof(r->req), "%s", req);
-        thr->snap_wanted = 1;
+        thr->snap.wanted = 1;
         rc = 0;
     }
-    pthread_mutex_unlock(&thr->snap_lock);
+    pthread_mutex_unlock(&thr->snap.lock);
     return rc;
 }
 
 int bk_thread_take_snapshot(bk_thread_t *thr, bk_snapshot_made_t *out)
 {
     int got = 0;
-    pthread_mutex_lock(&thr->snap_lock);
-    if (thr->nsnap_done > 0) {
-        *out = thr->snap_done[0];
-        memmove(thr->snap_done, thr->snap_done + 1, (size_t)(thr->nsnap_done - 1) * sizeof(*out));
-        thr->nsnap_done--;
+    pthread_mutex_lock(&thr->snap.lock);
+    if (thr->snap.ndone > 0) {
+        *out = thr->snap.done[0];
+        memmove(thr->snap.done, thr->snap.done + 1, (size_t)(thr->snap.ndone - 1) * sizeof(*out));
+        thr->snap.ndone--;
         got = 1;
     }
-    pthread_mutex_unlock(&thr->snap_lock);
+    pthread_mutex_unlock(&thr->snap.lock);
     return got;
 }

@@ -7,7 +7,7 @@
  * and thread_ffi.c (what Lua calls). A task's state is its life (tasklife.h), moved only
  * by bk_thread_life. Nothing else includes it. Every
  * field belongs to the stream thread itself, except where a comment says another thread
- * reads or writes it (flags, the box under box_lock, the snapshot mailbox under snap_lock,
+ * reads or writes it (flags, the box under box.lock, the snapshot mailbox under snap.lock,
  * an opening job's slots, done). */
 #ifndef BK_THREAD_INTERNAL_H
 #define BK_THREAD_INTERNAL_H
@@ -89,18 +89,24 @@ struct bk_thread_s {
     int rc;
 
     lua_State *L;
-    int ref_run, ref_punctuate, ref_close, ref_flush, ref_hook, ref_init;
-    int ref_add_task, ref_init_task, ref_close_task, ref_drop_task, ref_regrow;
-    /* How much of the plan the thread's tables and VM follow (bk_thread_follow_plan). */
-    int seen_topics, seen_stores, seen_tasks;
-    const char *seen_gens;
-    int seen_ready;    /* the plan's nready at the last moves_after_commit */
+    struct { /* the Lua functions the thread calls, as registry refs */
+        int run, punctuate, close, flush, hook, init;
+        int add_task, init_task, close_task, drop_task, regrow;
+    } ref;
+    /* How much of the plan the thread's tables and VM follow (bk_thread_follow_plan);
+     * ready: the plan's nready at the last moves_after_commit. */
+    struct {
+        int topics, stores, tasks, ready;
+        const char *gens;
+    } seen;
     /* What the producer's topic handles were last made for: the plan's nready and how
      * many of its topics and stores the thread followed then. All three count: a producer
      * renewed (a rejoin under exactly-once) before the thread followed a grown plan made
      * handles for the old topics only, at the new nready (issue 38: the newest
      * generation's topic had no handle, and its passthrough fell back to a retired one). */
-    int handles_ready, handles_topics, handles_stores;
+    struct {
+        int ready, topics, stores;
+    } handles;
     int64_t unleased_at; /* when the thread found the node's lease run out, 0: it holds */
     /* [cap] a later generation's task's dedup table under at-least-once (engine/dedup.h,
      * owned by its first logged store), NULL: none; and the records it skipped. */
@@ -111,9 +117,6 @@ struct bk_thread_s {
      * (a restart, another node) goes on from it, as Kafka Streams' partition time does:
      * windows closed before stay closed, and a late record stays late. */
     int64_t *slot_time;
-    /* a move's step waits for a commit (a barrier read made a task drained): the thread
-     * commits at once instead of at its interval (thread_moves.c) */
-    int moves_soon;
 
     /* Tasks. A slot is the task's index in the app's task table (bk_plan_task_at), so any
      * task can come and go; cap of them. owned lists the live ones. */
@@ -149,55 +152,63 @@ struct bk_thread_s {
     int merges;          /* the plan has such tasks (else the record path skips order.h) */
 
     /* Input topic-partitions (toppars): every partition of every source topic, numbered once
-     * (tp_id[topic][partition]); the next offset to commit of each. A slot reads the toppars
-     * of slot_tps: partition p of each topic of its subtopology, or for a passthrough task q
+     * (tp.id[topic][partition]); the next offset to commit of each. A slot reads the toppars
+     * of tp.slot: partition p of each topic of its subtopology, or for a passthrough task q
      * of N every partition p with p mod N = q. An input topic that grows (input growth,
      * thread_tasks.c) adds toppars, so these arrays move: the stream thread alone touches
      * them (an opening task's job reads committed offsets into its own). */
-    int ntp_all, tp_cap;
-    int *tp_topic, *tp_partition;
-    int64_t *tp_next;
-    int64_t *tp_first; /* first offset processed, -1: none yet */
-    char *tp_dirty;
-    int *parts;              /* [topic] partitions of each source topic as this thread knows */
-    int **tp_id;             /* [topic][partition] */
-    int **slot_tps;          /* [cap] a slot's toppars, in its subtopology's topic order */
-    int *slot_ntps;          /* [cap] */
-    int64_t parts_checked;   /* when the source topics' partitions were last looked at (mono) */
-    int **task_of, **tp_of; /* [topic][partition] -> live slot / toppar, -1 */
-    const rd_kafka_topic_t *last_rkt;
-    int last_topic;
+    struct {
+        int n, cap;
+        int *topic, *partition; /* [n] */
+        int64_t *next;
+        int64_t *first; /* first offset processed, -1: none yet */
+        char *dirty;
+        int *parts;      /* [topic] partitions of each source topic as this thread knows */
+        int **id;        /* [topic][partition] */
+        int **slot;      /* [cap] a slot's toppars, in its subtopology's topic order */
+        int *nslot;      /* [cap] */
+        int64_t checked; /* when the source topics' partitions were last looked at (mono) */
+        int **task_of, **of; /* [topic][partition] -> live slot / toppar, -1 */
+        const rd_kafka_topic_t *last_rkt; /* the topic of the last record, and its index */
+        int last_topic;
+    } tp;
 
     /* Changes asked for by the node (bk_thread_add_tasks, bk_thread_remove_tasks), taken
-     * at the top of the loop. Guarded by box_lock; box_cond wakes a remover. */
-    pthread_mutex_t box_lock;
-    pthread_cond_t box_cond;
-    int32_t *box_add, *box_rm; /* [cap] */
-    uint64_t *box_add_epoch;   /* [cap] */
-    int nbox_add, nbox_rm;
-    uint64_t box_asked, box_done; /* removals asked for, done */
-    atomic_int box_pending;       /* something is in the box (read without the lock) */
+     * at the top of the loop. Guarded by box.lock; box.cond wakes a remover. */
+    struct {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        int32_t *add, *rm;    /* [cap] */
+        uint64_t *add_epoch;  /* [cap] */
+        int nadd, nrm;
+        uint64_t asked, done; /* removals asked for, done */
+        atomic_int pending;   /* something is in the box (read without the lock) */
+    } box;
     bk_thread_job_t *jobs;        /* opening tasks (the stream thread's) */
     pthread_t *reap;              /* finished jobs' threads still closing their consumers */
     int nreap;
 
     int dr_failed;
     int eos;    /* processing_guarantee = exactly_once: the producer is transactional */
-    int fenced; /* another producer took this thread's transactional id: no more writes */
-    int64_t fenced_at;        /* when (mono ms) */
-    _Atomic uint64_t txn_inc; /* the node's incarnation (bk_thread_set_instance) */
-    uint64_t txn_inc_used;    /* the one the producer's transactional id names */
-    int64_t eos_checkpoint_ms; /* when the DBs were last synced and checkpointed (mono) */
+    struct {
+        int fenced; /* another producer took this thread's transactional id: no more writes */
+        int64_t fenced_at;    /* when (mono ms) */
+        _Atomic uint64_t inc; /* the node's incarnation (bk_thread_set_instance) */
+        uint64_t inc_used;    /* the one the producer's transactional id names */
+        int64_t checkpoint_ms; /* when the DBs were last synced and checkpointed (mono) */
+    } txn;
     int redos; /* bk_thread_redo()s since the last commit that went through */
     int redo_unleased; /* the redo under way is a release without the lease */
     /* Tasks parked on a record that raised under on_error=fail (docs/reliability.md, Poison
      * records): closed at their last commit, still this thread's, and not opened again
      * until `beck skip` lists the record (looked at every PARKED_CHECK_MS). */
-    bk_thread_parked_t *parked; /* [cap] */
-    int nparked;
-    int64_t parked_check_at; /* mono ms */
-    int park_pending; /* a task was marked parked and is still open: bk_thread_park */
-    int parking;      /* the redo under way parks a task: not a failure to count */
+    struct {
+        bk_thread_parked_t *task; /* [cap] */
+        int n;
+        int64_t check_at; /* mono ms */
+        int pending; /* a task was marked parked and is still open: bk_thread_park */
+        int parking; /* the redo under way parks a task: not a failure to count */
+    } park;
     int punct_failed;  /* a stream-time punctuation raised under on_error=fail */
     int commit_failed; /* a commit failed: no later commit may succeed it */
     char dr_err[512];
@@ -207,40 +218,53 @@ struct bk_thread_s {
     bk_taskdb_pool_t *pool; /* where DBs come from and go back to (NULL: open, close) */
     bk_livestats_t *live;   /* the node's live counters (livestats.h), or NULL */
     /* Cold bootstrap, the active's side: snapshots asked for (made after the next commit)
-     * and made (taken by the node). Guarded by snap_lock. */
-    pthread_mutex_t snap_lock;
-    bk_snapshot_made_t snap_req[BK_SNAPSHOT_REQUESTS], snap_done[BK_SNAPSHOT_REQUESTS];
-    int nsnap_req, nsnap_done;
-    atomic_int snap_wanted;
+     * and made (taken by the node). Guarded by snap.lock. */
+    struct {
+        pthread_mutex_t lock;
+        bk_snapshot_made_t req[BK_SNAPSHOT_REQUESTS], done[BK_SNAPSHOT_REQUESTS];
+        int nreq, ndone;
+        atomic_int wanted;
+    } snap;
     int clean; /* the final commit went through */
     /* the last commit's time (ms): cache and producer flushed, stores synced and
      * checkpointed and markers written, offsets committed */
     int64_t commit_took[3];
 
-    /* Who hears each task's progress after a commit (bk_thread_set_progress). */
-    bk_thread_progress_cb progress;
-    void *progress_opaque;
-    bk_thread_recover_cb recover; /* bk_thread_set_recover */
-    void *recover_opaque;
+    /* The node's callbacks: who hears each task's progress after a commit
+     * (bk_thread_set_progress), the archive's recovery (bk_thread_set_recover), a task
+     * drained (bk_thread_set_drained). Each runs on this thread. */
+    struct {
+        bk_thread_progress_cb progress;
+        void *progress_opaque;
+        bk_thread_recover_cb recover;
+        void *recover_opaque;
+        bk_thread_drained_cb drained;
+        void *drained_opaque;
+    } cb;
 
     /* Moves (thread_moves.c). */
-    int *pass_target;   /* [cap_topics] the topic a passthrough input's records go to, -1:
-                         * its pass_to (generation 1) */
-    uint8_t **barriers; /* [cap] a replaced generation's task: the barriers it read, a bit
-                         * per (passthrough input, passthrough task); NULL: none */
-    uint8_t *keycheck;  /* [cap] a stateful task of generation 0: each record's key is
-                         * checked against its partition (an input that grew) */
+    struct {
+        int *pass_target;   /* [cap_topics] the topic a passthrough input's records go to,
+                             * -1: its pass_to (generation 1) */
+        uint8_t **barriers; /* [cap] a replaced generation's task: the barriers it read, a
+                             * bit per (passthrough input, passthrough task); NULL: none */
+        uint8_t *keycheck;  /* [cap] a stateful task of generation 0: each record's key is
+                             * checked against its partition (an input that grew) */
+        /* a move's step waits for a commit (a barrier read made a task drained): the
+         * thread commits at once instead of at its interval */
+        int soon;
+    } moves;
     /* Sealing (thread_seal.c), by slot: the plan store being written (-1: no seal under
      * way; the plan's store count or more: every one written, sealed at the next commit),
      * the last disk key written of it, the records written. A task sealed shows as
      * life.sealed. */
-    int seal_soon; /* a seal is under way: the thread commits every SEAL_COMMIT_MS */
-    int *seal_store;
-    char **seal_cursor;
-    size_t *seal_curlen;
-    int64_t *seal_written;
-    bk_thread_drained_cb drained; /* bk_thread_set_drained */
-    void *drained_opaque;
+    struct {
+        int soon; /* a seal is under way: the thread commits every SEAL_COMMIT_MS */
+        int *store;
+        char **cursor;
+        size_t *curlen;
+        int64_t *written;
+    } seal;
 };
 
 /* Start-up (thread_setup.c); each 0, or -1 with thr->err. */
@@ -256,7 +280,7 @@ void bk_thread_moves_forget(bk_thread_t *thr, int slot);
 int bk_thread_moves_after_commit(bk_thread_t *thr);
 /* One drained task's checkpoint made and the node told (the others at the next turns: a
  * checkpoint takes ~10-15 ms of the thread, and its other tasks, an upstream's among them,
- * get a turn in between). While thr->drain_pending. */
+ * get a turn in between). While a task is checkpointing (tasklife.h). */
 void bk_thread_moves_drain_one(bk_thread_t *thr);
 int bk_thread_moves_live(bk_thread_t *thr, int slot);
 int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t);
@@ -302,14 +326,14 @@ static inline void bk_thread_life(bk_thread_t *thr, int slot, bk_life_t to)
 /* The topic a passthrough's record of input topic t goes to. */
 static inline int bk_thread_pass_target(const bk_thread_t *thr, int t)
 {
-    return thr->pass_target[t] >= 0 ? thr->pass_target[t] : thr->plan->topics[t].pass_to;
+    return thr->moves.pass_target[t] >= 0 ? thr->moves.pass_target[t] : thr->plan->topics[t].pass_to;
 }
 
 /* Follows a plan grown by later generations (bk_plan_grow): tables of the new topics, their
  * producer handles, the new tasks' partitions, and the VM's description. Cheap when nothing
  * changed; call it before tasks are opened. 0, or -1 with thr->err. */
 int bk_thread_follow_plan(bk_thread_t *thr);
-/* Topic t has `partitions` now (more than thr->parts[t]): its tables grow, the new toppars
+/* Topic t has `partitions` now (more than thr->tp.parts[t]): its tables grow, the new toppars
  * are numbered and the slots that read them know it (not assigned: the caller does that for
  * live ones). 0, or -1 without memory. */
 int bk_thread_grow_topic(bk_thread_t *thr, int t, int partitions);
@@ -318,7 +342,7 @@ int bk_thread_grow_topic(bk_thread_t *thr, int t, int partitions);
  * partitions p with p mod N = q, from their start); a subtopology that reads it by input
  * partition cannot follow, which is logged. 0, or -1 with thr->err. */
 int bk_thread_check_inputs(bk_thread_t *thr);
-/* Recomputes slot_tps of slot from thr->parts. 0, or -1 without memory. */
+/* Recomputes tp.slot of slot from tp.parts. 0, or -1 without memory. */
 int bk_thread_slot_tps(bk_thread_t *thr, int slot);
 int bk_thread_start_kafka(bk_thread_t *thr);
 /* 1 when a delivery failed or the producer failed for good (a fatal error: every produce
@@ -340,7 +364,7 @@ int bk_thread_start_lua(bk_thread_t *thr);
 void bk_thread_txn_id(const bk_thread_t *thr, char *out, size_t size);
 /* A new transactional producer's transactions initialized (which fences an earlier producer
  * of the id and aborts what it left open) and the first begun. 0, or -1 with thr->dr_err
- * (thr->fenced when another producer took the id meanwhile). */
+ * (thr->txn.fenced when another producer took the id meanwhile). */
 int bk_thread_txn_start(bk_thread_t *thr);
 /* The errors that say another producer took this thread's transactional id. */
 static inline int bk_thread_fenced_err(rd_kafka_resp_err_t code)
@@ -351,7 +375,7 @@ static inline int bk_thread_fenced_err(rd_kafka_resp_err_t code)
 /* Ends the open transaction with `offsets` (NULL or empty: none; a dev broker's are
  * committed by the caller after it, since it does not store a transaction's) in it, and
  * begins the next.
- * 0; or -1 with thr->dr_failed and dr_err set (thr->fenced when fenced): the work since the
+ * 0; or -1 with thr->dr_failed and dr_err set (thr->txn.fenced when fenced): the work since the
  * last commit is to be done again (bk_thread_redo), or never (fenced). */
 int bk_thread_txn_commit(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offsets);
 

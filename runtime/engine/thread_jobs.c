@@ -90,7 +90,7 @@ static int open_slot(bk_thread_job_t *job, int k, bk_restore_item_t *items, int 
 
 /* The recovery order's archive step (bk_thread_set_recover) for the job's k-th task, whose
  * items are items[from..to): when its changelogs lost what its state needs, its DB is closed,
- * handed to thr->recover and opened again on what that installed. 0, or -1 with job->err. */
+ * handed to thr->cb.recover and opened again on what that installed. 0, or -1 with job->err. */
 static int recover_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, bk_restore_item_t *items,
                         int from, int to, char (*names)[BK_TASK_NAME_MAX])
 {
@@ -139,7 +139,7 @@ static int recover_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, bk_re
         bk_taskdb_release(thr->pool, thr->tasks[s], thr->dbs[s], 0);
         thr->dbs[s] = NULL;
         bk_plan_task_dir(thr->plan, thr->conf, thr->tasks[s], dir, sizeof(dir));
-        int got = thr->recover(thr->recover_opaque, names[k], dir, changelogs, lo, m, what,
+        int got = thr->cb.recover(thr->cb.recover_opaque, names[k], dir, changelogs, lo, m, what,
                                sizeof(what), job->err, sizeof(job->err));
         if (got < 0) {
             goto done;
@@ -221,7 +221,7 @@ static void *job_main(void *arg)
         }
     }
     /* the archive, for tasks whose changelogs lost what they need (items are by task) */
-    for (int k = 0, from = 0; consumer && thr->recover && k < job->n; k++) {
+    for (int k = 0, from = 0; consumer && thr->cb.recover && k < job->n; k++) {
         int to = from;
         while (to < n && items[to].task == names[k]) {
             to++;
@@ -328,7 +328,7 @@ static int job_start_again(bk_thread_t *thr, const int32_t *slots, int n, int at
     pthread_mutex_init(&job->lock, NULL);
     /* the slots' input partitions as they are now, for the job's thread to read */
     for (int k = 0; k < n; k++) {
-        job->ntp += thr->slot_ntps[slots[k]];
+        job->ntp += thr->tp.nslot[slots[k]];
     }
     job->tp = calloc((size_t)job->ntp + 1, sizeof(int));
     job->tp_topic = calloc((size_t)job->ntp + 1, sizeof(char *));
@@ -342,11 +342,11 @@ static int job_start_again(bk_thread_t *thr, const int32_t *slots, int n, int at
     }
     job->ntp = 0;
     for (int k = 0; k < n; k++) {
-        for (int j = 0; j < thr->slot_ntps[slots[k]]; j++) {
-            int tp = thr->slot_tps[slots[k]][j];
+        for (int j = 0; j < thr->tp.nslot[slots[k]]; j++) {
+            int tp = thr->tp.slot[slots[k]][j];
             job->tp[job->ntp] = tp;
-            job->tp_topic[job->ntp] = thr->plan->topics[thr->tp_topic[tp]].name;
-            job->tp_part[job->ntp++] = thr->tp_partition[tp];
+            job->tp_topic[job->ntp] = thr->plan->topics[thr->tp.topic[tp]].name;
+            job->tp_part[job->ntp++] = thr->tp.partition[tp];
         }
     }
     if (pthread_create(&job->tid, NULL, job_main, job) != 0) {
@@ -374,8 +374,8 @@ void bk_thread_free_slot(bk_thread_t *thr, int s, int synced)
     }
     thr->dedup[s] = NULL; /* its store's, which goes with the DB */
     thr->deduped[s] = 0;
-    for (int j = 0; j < thr->slot_ntps[s]; j++) {
-        bk_order_drop(&thr->order, thr->slot_tps[s][j]); /* read again by its next owner */
+    for (int j = 0; j < thr->tp.nslot[s]; j++) {
+        bk_order_drop(&thr->order, thr->tp.slot[s][j]); /* read again by its next owner */
     }
     if (thr->dbs[s]) {
         bk_taskdb_release(thr->pool, thr->tasks[s], thr->dbs[s], synced);
@@ -383,7 +383,7 @@ void bk_thread_free_slot(bk_thread_t *thr, int s, int synced)
     }
     free(thr->store_of[s]);
     thr->store_of[s] = NULL;
-    bk_thread_life(thr, s, thr->parked[s].on ? BK_LIFE_PARKED : BK_LIFE_FREE);
+    bk_thread_life(thr, s, thr->park.task[s].on ? BK_LIFE_PARKED : BK_LIFE_FREE);
     bk_thread_moves_forget(thr, s);
 }
 
@@ -463,7 +463,7 @@ static void fire_progress(bk_thread_t *thr, bk_thread_job_t *job)
     job->fired_seq = job->progress_seq;
     p = job->progress;
     pthread_mutex_unlock(&job->lock);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref_hook);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref.hook);
     lua_pushstring(L, "on_restore");
     lua_createtable(L, 0, 10);
     lua_pushstring(L, "restore");
@@ -581,25 +581,25 @@ static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *
     }
     thr->dedup[slot] = dedup_of(thr, slot);
     thr->deduped[slot] = 0;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref_add_task);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref.add_task);
     lua_pushinteger(L, slot);
     lua_pushinteger(L, thr->tasks[slot].sub);
     lua_pushinteger(L, thr->tasks[slot].partition);
     lua_pushnumber(L, (lua_Number)thr->slot_time[slot]);
     if (bk_vm_pcall(L, 4, 0, 1, thr->err, sizeof(thr->err)) != 0 ||
-        bk_thread_lua_slot(thr, thr->ref_init_task, slot) != 0) {
+        bk_thread_lua_slot(thr, thr->ref.init_task, slot) != 0) {
         return -1; /* an init() that raises stops the thread, as at start-up */
     }
-    for (int j = 0; j < thr->slot_ntps[slot]; j++) {
-        int tp = thr->slot_tps[slot][j], t = thr->tp_topic[tp], p = thr->tp_partition[tp];
-        thr->task_of[t][p] = slot;
-        thr->tp_of[t][p] = tp;
-        thr->tp_first[tp] = -1;
-        thr->tp_dirty[tp] = 0;
+    for (int j = 0; j < thr->tp.nslot[slot]; j++) {
+        int tp = thr->tp.slot[slot][j], t = thr->tp.topic[tp], p = thr->tp.partition[tp];
+        thr->tp.task_of[t][p] = slot;
+        thr->tp.of[t][p] = tp;
+        thr->tp.first[tp] = -1;
+        thr->tp.dirty[tp] = 0;
         /* from the committed offset the job read; none (or a partition the topic gained
          * since): INVALID, the group's committed offset, else auto.offset.reset */
         rd_kafka_topic_partition_list_add(assign, thr->plan->topics[t].name, p)->offset =
-            thr->tp_next[tp] >= 0 ? thr->tp_next[tp] : RD_KAFKA_OFFSET_INVALID;
+            thr->tp.next[tp] >= 0 ? thr->tp.next[tp] : RD_KAFKA_OFFSET_INVALID;
     }
     /* live (sealing, if a built task's seal is to make; draining, if its commits say it read
      * every barrier); a passthrough's barriers come before anything it forwards */
@@ -685,16 +685,16 @@ int bk_thread_job_finish(bk_thread_t *thr, bk_thread_job_t *job)
         return stopped ? 0 : -1;
     }
     for (int i = 0; i < job->ntp; i++) {
-        thr->tp_next[job->tp[i]] = job->tp_off[i]; /* the committed offsets the job read */
+        thr->tp.next[job->tp[i]] = job->tp_off[i]; /* the committed offsets the job read */
     }
     /* the barriers its tasks had read and their stream times, as their commits' metadata
      * says */
     for (int k = 0; k < job->n; k++) {
         int s = job->slots[k];
         thr->slot_time[s] = -1;
-        for (int j = 0; j < thr->slot_ntps[s]; j++) {
+        for (int j = 0; j < thr->tp.nslot[s]; j++) {
             for (int i = 0; i < job->ntp; i++) {
-                if (job->tp[i] == thr->slot_tps[s][j] && job->tp_meta[i]) {
+                if (job->tp[i] == thr->tp.slot[s][j] && job->tp_meta[i]) {
                     bk_thread_moves_restore(thr, s, job->tp_meta[i]);
                 }
             }

@@ -29,37 +29,37 @@ static int all_read(const bk_thread_t *thr, int slot);
 
 int bk_thread_moves_init(bk_thread_t *thr)
 {
-    thr->pass_target = malloc((size_t)thr->plan->cap_topics * sizeof(int));
-    thr->barriers = calloc((size_t)thr->cap + 1, sizeof(*thr->barriers));
-    thr->keycheck = calloc((size_t)thr->cap + 1, 1);
-    if (!thr->pass_target || !thr->barriers || !thr->keycheck ||
+    thr->moves.pass_target = malloc((size_t)thr->plan->cap_topics * sizeof(int));
+    thr->moves.barriers = calloc((size_t)thr->cap + 1, sizeof(*thr->moves.barriers));
+    thr->moves.keycheck = calloc((size_t)thr->cap + 1, 1);
+    if (!thr->moves.pass_target || !thr->moves.barriers || !thr->moves.keycheck ||
         bk_thread_seal_init(thr) != 0) {
         return -1;
     }
     for (int t = 0; t < thr->plan->cap_topics; t++) {
-        thr->pass_target[t] = -1; /* the plan's pass_to */
+        thr->moves.pass_target[t] = -1; /* the plan's pass_to */
     }
     return 0;
 }
 
 void bk_thread_moves_free(bk_thread_t *thr)
 {
-    for (int s = 0; thr->barriers && s < thr->cap; s++) {
-        free(thr->barriers[s]);
+    for (int s = 0; thr->moves.barriers && s < thr->cap; s++) {
+        free(thr->moves.barriers[s]);
     }
-    free(thr->barriers);
-    free(thr->keycheck);
-    free(thr->pass_target);
+    free(thr->moves.barriers);
+    free(thr->moves.keycheck);
+    free(thr->moves.pass_target);
     bk_thread_seal_free(thr);
 }
 
 void bk_thread_moves_forget(bk_thread_t *thr, int slot)
 {
-    free(thr->barriers[slot]);
-    thr->barriers[slot] = NULL;
+    free(thr->moves.barriers[slot]);
+    thr->moves.barriers[slot] = NULL;
     /* (a task leaving while checkpointing: whoever opens it next drains it again, its
      * barriers are in its commits' metadata) */
-    thr->keycheck[slot] = 0;
+    thr->moves.keycheck[slot] = 0;
     bk_thread_seal_forget(thr, slot);
 }
 
@@ -154,7 +154,7 @@ static void gen0_stop(bk_thread_t *thr, int slot)
                 "committed, from which the passthrough reads on, and drains",
                 BK_TASK_NAME(thr->tasks[slot]), thr->tasks[slot].sub);
     bk_thread_life(thr, slot, BK_LIFE_DRAINING);
-    thr->moves_soon = 1;
+    thr->moves.soon = 1;
 }
 
 int bk_thread_moves_after_commit(bk_thread_t *thr)
@@ -165,7 +165,7 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
     if (bk_thread_follow_plan(thr) != 0) {
         return -1;
     }
-    if (ready != thr->seen_ready && thr->producer) {
+    if (ready != thr->seen.ready && thr->producer) {
         /* a move's topics were made: the producer learns them now, in one request, rather
          * than at its next metadata refresh, which its records to them (and this thread's
          * next commit, which flushes them) would wait for: 0.7 s on Kafka */
@@ -174,10 +174,10 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
             rd_kafka_metadata_destroy(md);
         }
     }
-    thr->seen_ready = ready;
+    thr->seen.ready = ready;
     /* passthroughs: what came before the commit is in the old generation; a barrier there
      * from each task, then everything to the new one */
-    for (int t = 0; t < thr->seen_topics; t++) {
+    for (int t = 0; t < thr->seen.topics; t++) {
         int from, to;
         if (plan->topics[t].pass_to < 0 ||
             (to = newest(thr, t)) == bk_thread_pass_target(thr, t)) {
@@ -187,7 +187,7 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
         if (plan->topics[to].generation < plan->topics[from].generation) {
             continue; /* never back (backward()) */
         }
-        thr->pass_target[t] = to;
+        thr->moves.pass_target[t] = to;
         if (bk_plan_retired(plan, plan->topics[from].sub)) {
             continue; /* a thread that starts after the move: nothing reads there any more */
         }
@@ -243,8 +243,8 @@ void bk_thread_moves_drain_one(bk_thread_t *thr)
                         "from it replay its changelogs",
                         BK_TASK_NAME(thr->tasks[s]), err);
         }
-        if (thr->drained) {
-            thr->drained(thr->drained_opaque, s);
+        if (thr->cb.drained) {
+            thr->cb.drained(thr->cb.drained_opaque, s);
         }
         return;
     }
@@ -257,7 +257,7 @@ int bk_thread_moves_live(bk_thread_t *thr, int slot)
     if (!sub->passthrough) {
         /* by input partition, with state: a grown input puts its keys elsewhere (the
          * leader moves it: node/node_growth.c) */
-        thr->keycheck[slot] = sub->generation == 0 && bk_plan_sub_logged(plan, thr->tasks[slot].sub);
+        thr->moves.keycheck[slot] = sub->generation == 0 && bk_plan_sub_logged(plan, thr->tasks[slot].sub);
         gen0_stop(thr, slot); /* opened after the move: before it processes anything */
         if (all_read(thr, slot) && bk_tasklife_processing(&thr->life, slot)) {
             bk_log_info("task %s: every passthrough task's barrier was read before it was "
@@ -265,7 +265,7 @@ int bk_thread_moves_live(bk_thread_t *thr, int slot)
                         "commit",
                         BK_TASK_NAME(thr->tasks[slot]));
             bk_thread_life(thr, slot, BK_LIFE_DRAINING);
-            thr->moves_soon = 1;
+            thr->moves.soon = 1;
         }
         return 0;
     }
@@ -282,7 +282,7 @@ int bk_thread_moves_live(bk_thread_t *thr, int slot)
          * any, switch now, after their barriers) */
         if (to != from) {
             int retired = bk_plan_retired(plan, plan->topics[from].sub);
-            thr->pass_target[t] = to;
+            thr->moves.pass_target[t] = to;
             for (int i = 0; !retired && i < thr->ntasks; i++) {
                 int s = thr->owned[i];
                 if (s != slot && thr->tasks[s].sub == thr->tasks[slot].sub &&
@@ -308,9 +308,9 @@ void bk_thread_moves_foreign(bk_thread_t *thr, int slot, int t, const rd_kafka_m
 {
     const bk_plan_t *plan = thr->plan;
     const char *name = plan->topics[t].name;
-    int was = plan->subs[thr->tasks[slot].sub].partitions, now = thr->parts[t];
+    int was = plan->subs[thr->tasks[slot].sub].partitions, now = thr->tp.parts[t];
     char err[256];
-    thr->keycheck[slot] = 0;
+    thr->moves.keycheck[slot] = 0;
     if (now <= was && bk_kafka_partitions(thr->consumer, &name, 1, &now, 2000, err,
                                           sizeof(err)) != 0) {
         now = was; /* not known: as if it had not grown */
@@ -352,7 +352,7 @@ int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t
     }
     memcpy(text, v, vlen);
     text[vlen] = '\0';
-    slot = thr->task_of[t][m->partition];
+    slot = thr->tp.task_of[t][m->partition];
     pass = bk_plan_passthrough_of(plan, plan->subs[plan->topics[t].sub].of);
     if (sscanf(text, "%d %d %d", &g, &k, &q) != 3 || pass < 0 || slot < 0 ||
         g != plan->topics[t].generation) {
@@ -365,18 +365,18 @@ int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t
     if (k < 0 || k >= nk || q < 0 || q >= nq) {
         return 1;
     }
-    if (!thr->barriers[slot] && !(thr->barriers[slot] = calloc((size_t)(nq * nk + 7) / 8, 1))) {
+    if (!thr->moves.barriers[slot] && !(thr->moves.barriers[slot] = calloc((size_t)(nq * nk + 7) / 8, 1))) {
         snprintf(thr->err, sizeof(thr->err), "out of memory");
         return -1;
     }
     bit = k * nq + q;
-    thr->barriers[slot][bit / 8] |= (uint8_t)(1u << (bit % 8));
+    thr->moves.barriers[slot][bit / 8] |= (uint8_t)(1u << (bit % 8));
     for (int b = 0; b < nq * nk && all; b++) {
-        all = (thr->barriers[slot][b / 8] >> (b % 8)) & 1;
+        all = (thr->moves.barriers[slot][b / 8] >> (b % 8)) & 1;
     }
     if (all && bk_tasklife_processing(&thr->life, slot)) {
         bk_thread_life(thr, slot, BK_LIFE_DRAINING); /* told after the commit that covers it */
-        thr->moves_soon = 1;
+        thr->moves.soon = 1;
     }
     return 1;
 }
@@ -397,7 +397,7 @@ static int barrier_bits(const bk_thread_t *thr, int slot)
 char *bk_thread_moves_meta(const bk_thread_t *thr, int slot)
 {
     int bits = barrier_bits(thr, slot), bytes = (bits + 7) / 8;
-    int barriers = thr->barriers[slot] && bits > 0, sealed = bk_thread_seal_done(thr, slot);
+    int barriers = thr->moves.barriers[slot] && bits > 0, sealed = bk_thread_seal_done(thr, slot);
     int64_t st = thr->slot_time ? thr->slot_time[slot] : -1;
     size_t cap = sizeof(META_PREFIX) + 2 * (size_t)bytes + sizeof(BK_THREAD_SEALED_META) +
                  sizeof(TIME_META) + 24, len = 0;
@@ -410,7 +410,7 @@ char *bk_thread_moves_meta(const bk_thread_t *thr, int slot)
     if (barriers) {
         len = (size_t)snprintf(meta, cap, "%s", META_PREFIX);
         for (int b = 0; b < bytes; b++) {
-            len += (size_t)snprintf(meta + len, cap - len, "%02x", thr->barriers[slot][b]);
+            len += (size_t)snprintf(meta + len, cap - len, "%02x", thr->moves.barriers[slot][b]);
         }
     }
     if (sealed) {
@@ -438,13 +438,13 @@ void bk_thread_moves_restore(bk_thread_t *thr, int slot, const char *meta)
         strcspn(hex = meta + strlen(META_PREFIX), ";") != 2 * (size_t)bytes) {
         return; /* not ours, or of another passthrough count */
     }
-    if (!thr->barriers[slot] && !(thr->barriers[slot] = calloc((size_t)bytes, 1))) {
+    if (!thr->moves.barriers[slot] && !(thr->moves.barriers[slot] = calloc((size_t)bytes, 1))) {
         return; /* counted again from the records, as far as they are read again */
     }
     for (int b = 0; b < bytes; b++) {
         unsigned v;
         if (sscanf(hex + 2 * b, "%2x", &v) == 1) {
-            thr->barriers[slot][b] |= (uint8_t)v;
+            thr->moves.barriers[slot][b] |= (uint8_t)v;
         }
     }
     /* every one read: it drains once live (bk_thread_moves_live) */
@@ -453,9 +453,9 @@ void bk_thread_moves_restore(bk_thread_t *thr, int slot, const char *meta)
 /* Every passthrough task's barrier read by slot's task (a replaced generation's). */
 static int all_read(const bk_thread_t *thr, int slot)
 {
-    int bits = barrier_bits(thr, slot), all = thr->barriers[slot] && bits > 0;
+    int bits = barrier_bits(thr, slot), all = thr->moves.barriers[slot] && bits > 0;
     for (int b = 0; b < bits && all; b++) {
-        all = (thr->barriers[slot][b / 8] >> (b % 8)) & 1;
+        all = (thr->moves.barriers[slot][b / 8] >> (b % 8)) & 1;
     }
     return all;
 }

@@ -34,13 +34,13 @@
 static int topic_of(bk_thread_t *thr, const rd_kafka_topic_t *rkt)
 {
     const char *name;
-    if (rkt == thr->last_rkt) {
-        return thr->last_topic;
+    if (rkt == thr->tp.last_rkt) {
+        return thr->tp.last_topic;
     }
     name = rd_kafka_topic_name(rkt);
-    thr->last_rkt = rkt;
-    thr->last_topic = bk_plan_topic_index(thr->plan, name);
-    return thr->last_topic;
+    thr->tp.last_rkt = rkt;
+    thr->tp.last_topic = bk_plan_topic_index(thr->plan, name);
+    return thr->tp.last_topic;
 }
 
 static void first_record(bk_thread_t *thr, int tp, int64_t offset);
@@ -64,16 +64,16 @@ static int is_duplicate(bk_thread_t *thr, int slot, rd_kafka_message_t *m, int t
     if (!bk_dedup_seen(thr->dedup[slot], k, p, off)) {
         return 0;
     }
-    if (thr->tp_first[tp] < 0) {
+    if (thr->tp.first[tp] < 0) {
         first_record(thr, tp, m->offset);
     }
-    thr->tp_next[tp] = m->offset + 1;
-    thr->tp_dirty[tp] = 1;
+    thr->tp.next[tp] = m->offset + 1;
+    thr->tp.dirty[tp] = 1;
     if (thr->deduped[slot]++ == 0) {
         bk_log_info("task %s: %s [%d] offset %lld: input %d/%d/%lld, forwarded again by the "
                     "passthrough, is in its state already: skipped (so are any later ones, "
                     "counted at its release)",
-                    BK_TASK_NAME(thr->tasks[slot]), thr->plan->topics[thr->tp_topic[tp]].name,
+                    BK_TASK_NAME(thr->tasks[slot]), thr->plan->topics[thr->tp.topic[tp]].name,
                     (int)m->partition, (long long)m->offset, k, (int)p, (long long)off);
     }
     return 1;
@@ -92,7 +92,7 @@ static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
                           : 0;
     rd_kafka_headers_t *hdrs = NULL;
     rd_kafka_resp_err_t err;
-    int slot = thr->task_of[t][m->partition];
+    int slot = thr->tp.task_of[t][m->partition];
     char src[BK_DEDUP_HEADER_BYTES];
 
     if (bk_plan_retired(plan, plan->topics[to].sub)) {
@@ -145,11 +145,11 @@ static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
         }
         rd_kafka_poll(thr->producer, 5);
     }
-    if (thr->tp_first[tp] < 0) {
+    if (thr->tp.first[tp] < 0) {
         first_record(thr, tp, m->offset);
     }
-    thr->tp_next[tp] = m->offset + 1;
-    thr->tp_dirty[tp] = 1;
+    thr->tp.next[tp] = m->offset + 1;
+    thr->tp.dirty[tp] = 1;
     thr->stats.in++;
     thr->stats.out++;
     if (thr->live) {
@@ -176,7 +176,7 @@ static int drop_batch(bk_thread_t *thr, int kept, int from, int n)
  * passthrough's are forwarded as they come: their order is kept per partition downstream. */
 static int ordered(const bk_thread_t *thr, int slot)
 {
-    return thr->slot_ntps[slot] > 1 && !thr->plan->subs[thr->tasks[slot].sub].passthrough;
+    return thr->tp.nslot[slot] > 1 && !thr->plan->subs[thr->tasks[slot].sub].passthrough;
 }
 
 /* Message m of toppar tp (topic t) of a live task: becomes record *j of the batch (*j moves
@@ -190,14 +190,14 @@ static int take(bk_thread_t *thr, rd_kafka_message_t *m, int t, int tp, int *j)
         /* a barrier of a move, maybe: counted, its offset done, not processed */
         int b = bk_thread_moves_barrier(thr, m, t);
         if (b != 0) {
-            thr->tp_next[tp] = m->offset + 1;
-            thr->tp_dirty[tp] = 1;
+            thr->tp.next[tp] = m->offset + 1;
+            thr->tp.dirty[tp] = 1;
             rd_kafka_message_destroy(m);
             return b < 0 ? -1 : 0;
         }
     }
-    slot = thr->task_of[t][m->partition];
-    if (thr->keycheck[slot] && m->key && m->key_len > 0 &&
+    slot = thr->tp.task_of[t][m->partition];
+    if (thr->moves.keycheck[slot] && m->key && m->key_len > 0 &&
         bk_hash_partition(m->key, m->key_len,
                           thr->plan->subs[thr->tasks[slot].sub].partitions) != m->partition) {
         bk_thread_moves_foreign(thr, slot, t, m);
@@ -252,8 +252,8 @@ static int take_ordered(bk_thread_t *thr, int j)
             continue;
         }
         while (j < thr->batch_size && bk_tasklife_running(&thr->life, s) &&
-               (m = bk_order_next(&thr->order, thr->slot_tps[s], thr->slot_ntps[s], now, &tp))) {
-            if (take(thr, m, thr->tp_topic[tp], tp, &j) != 0) {
+               (m = bk_order_next(&thr->order, thr->tp.slot[s], thr->tp.nslot[s], now, &tp))) {
+            if (take(thr, m, thr->tp.topic[tp], tp, &j) != 0) {
                 return drop_batch(thr, j, 0, 0);
             }
         }
@@ -276,19 +276,19 @@ int bk_thread_fill_batch(bk_thread_t *thr, int n)
                 bk_log_warn("consumer: %s [%d]: %s", m->rkt ? rd_kafka_topic_name(m->rkt) : "-",
                             (int)m->partition, rd_kafka_message_errstr(m));
             } else if (thr->merges && m->rkt && (t = topic_of(thr, m->rkt)) >= 0 &&
-                       m->partition < thr->parts[t] && (tp = thr->tp_of[t][m->partition]) >= 0) {
+                       m->partition < thr->tp.parts[t] && (tp = thr->tp.of[t][m->partition]) >= 0) {
                 bk_order_eof(&thr->order, tp); /* at its end: a task waiting for it may go on */
             }
             rd_kafka_message_destroy(m);
             continue;
         }
         t = topic_of(thr, m->rkt);
-        if (t < 0 || m->partition >= thr->parts[t] ||
-            (tp = thr->tp_of[t][m->partition]) < 0) {
+        if (t < 0 || m->partition >= thr->tp.parts[t] ||
+            (tp = thr->tp.of[t][m->partition]) < 0) {
             rd_kafka_message_destroy(m); /* not ours: cannot happen with assign() */
             continue;
         }
-        if (thr->merges && ordered(thr, thr->task_of[t][m->partition])) {
+        if (thr->merges && ordered(thr, thr->tp.task_of[t][m->partition])) {
             if (bk_order_push(&thr->order, tp, m) != 0) {
                 rd_kafka_message_destroy(m);
                 snprintf(thr->err, sizeof(thr->err), "out of memory holding records");
@@ -307,11 +307,11 @@ int bk_thread_fill_batch(bk_thread_t *thr, int n)
  * commit, it bounds when this node processed the task (docs/cluster.md). */
 static void first_record(bk_thread_t *thr, int tp, int64_t offset)
 {
-    int slot = thr->task_of[thr->tp_topic[tp]][thr->tp_partition[tp]];
-    thr->tp_first[tp] = offset;
+    int slot = thr->tp.task_of[thr->tp.topic[tp]][thr->tp.partition[tp]];
+    thr->tp.first[tp] = offset;
     bk_log_info("task %s epoch %llu: first record %s [%d] offset %lld",
                 BK_TASK_NAME(thr->tasks[slot]), (unsigned long long)thr->task_epoch[slot],
-                thr->plan->topics[thr->tp_topic[tp]].name, thr->tp_partition[tp],
+                thr->plan->topics[thr->tp.topic[tp]].name, thr->tp.partition[tp],
                 (long long)offset);
 }
 
@@ -319,11 +319,11 @@ static void mark_done(bk_thread_t *thr, int from, int to)
 {
     for (int i = from; i < to; i++) {
         int tp = thr->rec_tp[i];
-        if (thr->tp_first[tp] < 0) {
+        if (thr->tp.first[tp] < 0) {
             first_record(thr, tp, thr->io.recs[i].offset);
         }
-        thr->tp_next[tp] = thr->io.recs[i].offset + 1;
-        thr->tp_dirty[tp] = 1;
+        thr->tp.next[tp] = thr->io.recs[i].offset + 1;
+        thr->tp.dirty[tp] = 1;
         if (thr->live) {
             bk_livestats_add(&thr->live->task[thr->io.recs[i].task].in, 1);
         }
@@ -435,12 +435,12 @@ static int handle_error(bk_thread_t *thr, int idx, const char *msg)
                  BK_TASK_NAME(*task), topic, (int)rec->partition, (long long)rec->offset, msg,
                  bk_conf_str(thr->conf, BK_CONF_BROKERS), thr->plan->id, topic,
                  (int)rec->partition, (long long)rec->offset, PARKED_CHECK_MS / 1000);
-    if (!thr->parked[rec->task].on) {
-        thr->parked[rec->task] =
+    if (!thr->park.task[rec->task].on) {
+        thr->park.task[rec->task] =
             (bk_thread_parked_t){1, rec->task, rec->topic, rec->partition, rec->offset};
-        thr->nparked++;
+        thr->park.n++;
     }
-    thr->park_pending = 1;
+    thr->park.pending = 1;
     return -2;
 }
 
@@ -465,7 +465,7 @@ static int drop_task_records(bk_thread_t *thr, int from, int n, int32_t slot)
 }
 
 /* Runs Lua over the batch; returns -1 when the thread must stop, -2 when (exactly-once) a
- * record's task is to be parked now (thr->park_pending). */
+ * record's task is to be parked now (thr->park.pending). */
 int bk_thread_process_batch(bk_thread_t *thr, int n)
 {
     lua_State *L = thr->L;
@@ -476,7 +476,7 @@ int bk_thread_process_batch(bk_thread_t *thr, int n)
         const char *msg;
         char err[1024];
         int cur;
-        lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref_run);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref.run);
         lua_pushinteger(L, start);
         if (lua_pcall(L, 1, 0, 0) == 0) {
             mark_done(thr, start, n);
@@ -516,7 +516,7 @@ int bk_thread_punctuate(bk_thread_t *thr, int64_t now)
     char err[1024];
     thr->io.now_ms = now;
     thr->io.count = 0;
-    lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref_punctuate);
+    lua_rawgeti(thr->L, LUA_REGISTRYINDEX, thr->ref.punctuate);
     lua_pushnumber(thr->L, (lua_Number)now);
     if (bk_vm_pcall(thr->L, 1, 0, 0, err, sizeof(err)) != 0) {
         if (bk_thread_producer_broken(thr)) {

@@ -38,38 +38,38 @@
 
 int bk_thread_seal_init(bk_thread_t *thr)
 {
-    thr->seal_store = malloc(((size_t)thr->cap + 1) * sizeof(int));
-    thr->seal_cursor = calloc((size_t)thr->cap + 1, sizeof(char *));
-    thr->seal_curlen = calloc((size_t)thr->cap + 1, sizeof(size_t));
-    thr->seal_written = calloc((size_t)thr->cap + 1, sizeof(int64_t));
-    for (int s = 0; thr->seal_store && s <= thr->cap; s++) {
-        thr->seal_store[s] = -1;
+    thr->seal.store = malloc(((size_t)thr->cap + 1) * sizeof(int));
+    thr->seal.cursor = calloc((size_t)thr->cap + 1, sizeof(char *));
+    thr->seal.curlen = calloc((size_t)thr->cap + 1, sizeof(size_t));
+    thr->seal.written = calloc((size_t)thr->cap + 1, sizeof(int64_t));
+    for (int s = 0; thr->seal.store && s <= thr->cap; s++) {
+        thr->seal.store[s] = -1;
     }
-    return thr->seal_store && thr->seal_cursor && thr->seal_curlen && thr->seal_written ? 0 : -1;
+    return thr->seal.store && thr->seal.cursor && thr->seal.curlen && thr->seal.written ? 0 : -1;
 }
 
 void bk_thread_seal_free(bk_thread_t *thr)
 {
-    for (int s = 0; thr->seal_cursor && s < thr->cap; s++) {
-        free(thr->seal_cursor[s]);
+    for (int s = 0; thr->seal.cursor && s < thr->cap; s++) {
+        free(thr->seal.cursor[s]);
     }
-    free(thr->seal_store);
-    free(thr->seal_cursor);
-    free(thr->seal_curlen);
-    free(thr->seal_written);
+    free(thr->seal.store);
+    free(thr->seal.cursor);
+    free(thr->seal.curlen);
+    free(thr->seal.written);
 }
 
 void bk_thread_seal_forget(bk_thread_t *thr, int slot)
 {
-    if (!thr->seal_store) {
+    if (!thr->seal.store) {
         return;
     }
     thr->life.sealed[slot] = 0;
-    thr->seal_store[slot] = -1;
-    free(thr->seal_cursor[slot]);
-    thr->seal_cursor[slot] = NULL;
-    thr->seal_curlen[slot] = 0;
-    thr->seal_written[slot] = 0;
+    thr->seal.store[slot] = -1;
+    free(thr->seal.cursor[slot]);
+    thr->seal.cursor[slot] = NULL;
+    thr->seal.curlen[slot] = 0;
+    thr->seal.written[slot] = 0;
 }
 
 void bk_thread_seal_restore(bk_thread_t *thr, int slot, const char *meta)
@@ -105,7 +105,7 @@ void bk_thread_seal_live(bk_thread_t *thr, int slot)
         thr->life.sealed[slot] = 1;
         return;
     }
-    thr->seal_store[slot] = 0;
+    thr->seal.store[slot] = 0;
     bk_thread_life(thr, slot, BK_LIFE_SEALING);
 }
 
@@ -115,29 +115,29 @@ static void sealed(bk_thread_t *thr, int slot)
 {
     char dir[4096], err[512], text[64];
     task_dir(thr, slot, dir, sizeof(dir));
-    snprintf(text, sizeof(text), "sealed: %lld record(s)\n", (long long)thr->seal_written[slot]);
+    snprintf(text, sizeof(text), "sealed: %lld record(s)\n", (long long)thr->seal.written[slot]);
     if (bk_drained_mark(dir, SEALED_FILE, text, err, sizeof(err)) != 0) {
         bk_log_warn("task %s: %s", BK_TASK_NAME(thr->tasks[slot]), err);
     }
     thr->life.sealed[slot] = 1;
-    thr->seal_store[slot] = -1;
+    thr->seal.store[slot] = -1;
     if (bk_tasklife_state(&thr->life, slot) == BK_LIFE_SEALING) {
         bk_thread_life(thr, slot, BK_LIFE_LIVE);
     }
-    for (int j = 0; j < thr->slot_ntps[slot]; j++) {
-        int i = thr->slot_tps[slot][j];
+    for (int j = 0; j < thr->tp.nslot[slot]; j++) {
+        int i = thr->tp.slot[slot][j];
         /* a partition it has read nothing of, never committed, gets offset 0 (where its
          * next owner would start anyway): the cleanup sees the seal on every partition */
-        if (thr->tp_next[i] < 0) {
-            thr->tp_next[i] = 0;
+        if (thr->tp.next[i] < 0) {
+            thr->tp.next[i] = 0;
         }
-        thr->tp_dirty[i] = 1;
+        thr->tp.dirty[i] = 1;
     }
     bk_log_info("task %s: sealed: its changelogs hold its whole state (%lld record(s) "
                 "written): the generations before it are no longer needed to restore it",
-                BK_TASK_NAME(thr->tasks[slot]), (long long)thr->seal_written[slot]);
+                BK_TASK_NAME(thr->tasks[slot]), (long long)thr->seal.written[slot]);
     bk_events_emit("sealed", "\"task\":\"%s\",\"records\":%lld", BK_TASK_NAME(thr->tasks[slot]),
-                   (long long)thr->seal_written[slot]);
+                   (long long)thr->seal.written[slot]);
 }
 
 /* A slice of slot's stores, at most *left entries (taken from it): 0, or -1 with thr->err. */
@@ -145,19 +145,19 @@ static int slice(bk_thread_t *thr, int slot, int *left_io)
 {
     const bk_plan_t *plan = thr->plan;
     int left = *left_io;
-    while (thr->seal_store[slot] < plan->nstores && left > 0) {
-        bk_store_t *st = thr->store_of[slot][thr->seal_store[slot]];
-        int64_t before = thr->seal_written[slot];
+    while (thr->seal.store[slot] < plan->nstores && left > 0) {
+        bk_store_t *st = thr->store_of[slot][thr->seal.store[slot]];
+        int64_t before = thr->seal.written[slot];
         int done = 1;
-        if (st && bk_changelog_write_base(st, &thr->seal_cursor[slot], &thr->seal_curlen[slot],
-                                          left, &thr->seal_written[slot], &done) != BK_FFI_OK) {
+        if (st && bk_changelog_write_base(st, &thr->seal.cursor[slot], &thr->seal.curlen[slot],
+                                          left, &thr->seal.written[slot], &done) != BK_FFI_OK) {
             snprintf(thr->err, sizeof(thr->err), "task %s: sealing: %s",
                      BK_TASK_NAME(thr->tasks[slot]), bk_ffi_store_error(st));
             return -1;
         }
-        left -= (int)(thr->seal_written[slot] - before);
+        left -= (int)(thr->seal.written[slot] - before);
         if (done) {
-            thr->seal_store[slot]++;
+            thr->seal.store[slot]++;
         }
     }
     /* seal_store at nstores: every store written, durable at the next commit */
@@ -171,14 +171,14 @@ int bk_thread_seal_after_commit(bk_thread_t *thr)
     int64_t until = bk_clock_mono_ms() + SLICE_MS;
     for (int i = 0; i < thr->ntasks; i++) {
         int s = thr->owned[i];
-        if (!bk_tasklife_running(&thr->life, s) || thr->seal_store[s] < 0) {
+        if (!bk_tasklife_running(&thr->life, s) || thr->seal.store[s] < 0) {
             continue;
         }
-        if (thr->seal_store[s] >= thr->plan->nstores) {
+        if (thr->seal.store[s] >= thr->plan->nstores) {
             sealed(thr, s);
             continue;
         }
-        while (thr->seal_store[s] >= 0 && thr->seal_store[s] < thr->plan->nstores && left > 0 &&
+        while (thr->seal.store[s] >= 0 && thr->seal.store[s] < thr->plan->nstores && left > 0 &&
                bk_clock_mono_ms() < until) {
             int chunk = left < CHUNK ? left : CHUNK, was = chunk;
             if (slice(thr, s, &chunk) != 0) {
@@ -186,8 +186,8 @@ int bk_thread_seal_after_commit(bk_thread_t *thr)
             }
             left -= was - chunk;
         }
-        pending |= thr->seal_store[s] >= 0;
+        pending |= thr->seal.store[s] >= 0;
     }
-    thr->seal_soon = pending; /* the next slice (or the seal) at a commit soon */
+    thr->seal.soon = pending; /* the next slice (or the seal) at a commit soon */
     return 0;
 }

@@ -22,11 +22,11 @@
 /* Room for `more` toppars. 0, or -1 without memory. */
 static int tp_room(bk_thread_t *thr, int more)
 {
-    int cap = thr->tp_cap;
-    if (thr->ntp_all + more <= cap) {
+    int cap = thr->tp.cap;
+    if (thr->tp.n + more <= cap) {
         return 0;
     }
-    while (cap < thr->ntp_all + more) {
+    while (cap < thr->tp.n + more) {
         cap = cap * 2 + 16;
     }
 #define GROW(a)                                                                                    \
@@ -37,45 +37,45 @@ static int tp_room(bk_thread_t *thr, int more)
         }                                                                                          \
         thr->a = p;                                                                                \
     } while (0)
-    GROW(tp_topic);
-    GROW(tp_partition);
-    GROW(tp_next);
-    GROW(tp_first);
-    GROW(tp_dirty);
+    GROW(tp.topic);
+    GROW(tp.partition);
+    GROW(tp.next);
+    GROW(tp.first);
+    GROW(tp.dirty);
 #undef GROW
-    thr->tp_cap = cap;
+    thr->tp.cap = cap;
     return 0;
 }
 
 /* Partitions [from, to) of topic t: their tables and toppar ids. 0, or -1 without memory. */
 static int add_partitions(bk_thread_t *thr, int t, int from, int to)
 {
-    int *task_of = realloc(thr->task_of[t], (size_t)(to ? to : 1) * sizeof(int));
-    int *tp_of = task_of ? realloc(thr->tp_of[t], (size_t)(to ? to : 1) * sizeof(int)) : NULL;
-    int *ids = tp_of ? realloc(thr->tp_id[t], (size_t)(to ? to : 1) * sizeof(int)) : NULL;
+    int *task_of = realloc(thr->tp.task_of[t], (size_t)(to ? to : 1) * sizeof(int));
+    int *tp_of = task_of ? realloc(thr->tp.of[t], (size_t)(to ? to : 1) * sizeof(int)) : NULL;
+    int *ids = tp_of ? realloc(thr->tp.id[t], (size_t)(to ? to : 1) * sizeof(int)) : NULL;
     if (task_of) {
-        thr->task_of[t] = task_of;
+        thr->tp.task_of[t] = task_of;
     }
     if (tp_of) {
-        thr->tp_of[t] = tp_of;
+        thr->tp.of[t] = tp_of;
     }
     if (!ids || tp_room(thr, to - from) != 0) {
         if (ids) {
-            thr->tp_id[t] = ids;
+            thr->tp.id[t] = ids;
         }
         return -1;
     }
-    thr->tp_id[t] = ids;
+    thr->tp.id[t] = ids;
     for (int p = from; p < to; p++) {
-        int id = thr->ntp_all++;
+        int id = thr->tp.n++;
         task_of[p] = tp_of[p] = -1;
         ids[p] = id;
-        thr->tp_topic[id] = t;
-        thr->tp_partition[id] = p;
-        thr->tp_next[id] = thr->tp_first[id] = -1;
-        thr->tp_dirty[id] = 0;
+        thr->tp.topic[id] = t;
+        thr->tp.partition[id] = p;
+        thr->tp.next[id] = thr->tp.first[id] = -1;
+        thr->tp.dirty[id] = 0;
     }
-    thr->parts[t] = to;
+    thr->tp.parts[t] = to;
     return 0;
 }
 
@@ -88,7 +88,7 @@ int bk_thread_slot_tps(bk_thread_t *thr, int slot)
     int step = sub->passthrough ? sub->partitions : 0;
     for (int j = 0; j < sub->ntopics; j++) {
         int t = sub->topics[j];
-        for (int p = q; p < thr->parts[t]; p += step) {
+        for (int p = q; p < thr->tp.parts[t]; p += step) {
             if (n == cap) {
                 int *more = realloc(list, (size_t)(cap = cap * 2 + 4) * sizeof(int));
                 if (!more) {
@@ -97,15 +97,15 @@ int bk_thread_slot_tps(bk_thread_t *thr, int slot)
                 }
                 list = more;
             }
-            list[n++] = thr->tp_id[t][p];
+            list[n++] = thr->tp.id[t][p];
             if (!step) {
                 break;
             }
         }
     }
-    free(thr->slot_tps[slot]);
-    thr->slot_tps[slot] = list;
-    thr->slot_ntps[slot] = n;
+    free(thr->tp.slot[slot]);
+    thr->tp.slot[slot] = list;
+    thr->tp.nslot[slot] = n;
     return 0;
 }
 
@@ -115,22 +115,22 @@ void bk_thread_build_tables(bk_thread_t *thr)
     int ntasks, cap;
 
     /* by the plan's room: a later generation adds topics while the thread runs */
-    thr->task_of = calloc((size_t)plan->cap_topics, sizeof(int *));
-    thr->tp_of = calloc((size_t)plan->cap_topics, sizeof(int *));
-    thr->tp_id = calloc((size_t)plan->cap_topics, sizeof(int *));
-    thr->parts = calloc((size_t)plan->cap_topics, sizeof(int));
-    thr->slot_tps = calloc((size_t)thr->cap + 1, sizeof(int *));
-    thr->slot_ntps = calloc((size_t)thr->cap + 1, sizeof(int));
-    thr->seen_topics = plan->ntopics;
-    thr->seen_stores = plan->nstores;
+    thr->tp.task_of = calloc((size_t)plan->cap_topics, sizeof(int *));
+    thr->tp.of = calloc((size_t)plan->cap_topics, sizeof(int *));
+    thr->tp.id = calloc((size_t)plan->cap_topics, sizeof(int *));
+    thr->tp.parts = calloc((size_t)plan->cap_topics, sizeof(int));
+    thr->tp.slot = calloc((size_t)thr->cap + 1, sizeof(int *));
+    thr->tp.nslot = calloc((size_t)thr->cap + 1, sizeof(int));
+    thr->seen.topics = plan->ntopics;
+    thr->seen.stores = plan->nstores;
     bk_plan_task_table(plan, &ntasks, &cap);
-    thr->seen_tasks = ntasks;
-    thr->seen_gens = plan->generations;
-    thr->seen_ready = atomic_load(&plan->nready);
-    for (int t = 0; t < thr->seen_topics; t++) {
+    thr->seen.tasks = ntasks;
+    thr->seen.gens = plan->generations;
+    thr->seen.ready = atomic_load(&plan->nready);
+    for (int t = 0; t < thr->seen.topics; t++) {
         add_partitions(thr, t, 0, plan->topics[t].source ? plan->topics[t].partitions : 0);
     }
-    for (int i = 0; i < thr->seen_tasks; i++) {
+    for (int i = 0; i < thr->seen.tasks; i++) {
         bk_thread_slot_tps(thr, i);
     }
 }
@@ -152,26 +152,26 @@ static void make_handles(bk_thread_t *thr)
     const bk_plan_t *plan = thr->plan;
     int ready = atomic_load(&plan->nready), nstores = atomic_load(&plan->ready_nstores);
     if (!thr->producer || !thr->out_rkts || !thr->changelog_rkts ||
-        (ready == thr->handles_ready && thr->seen_topics == thr->handles_topics &&
-         thr->seen_stores == thr->handles_stores)) {
+        (ready == thr->handles.ready && thr->seen.topics == thr->handles.topics &&
+         thr->seen.stores == thr->handles.stores)) {
         return;
     }
-    for (int t = 0; t < thr->seen_topics; t++) {
+    for (int t = 0; t < thr->seen.topics; t++) {
         const bk_plan_topic_t *topic = &plan->topics[t];
         if ((topic->sink || topic->keygroups) && !thr->out_rkts[t] &&
             bk_plan_topic_ready(plan, t)) {
             thr->out_rkts[t] = rd_kafka_topic_new(thr->producer, topic->name, NULL);
         }
     }
-    for (int s = 0; s < thr->seen_stores && s < nstores; s++) {
+    for (int s = 0; s < thr->seen.stores && s < nstores; s++) {
         if (plan->stores[s].logged && !thr->changelog_rkts[s]) {
             thr->changelog_rkts[s] =
                 rd_kafka_topic_new(thr->producer, plan->stores[s].changelog, NULL);
         }
     }
-    thr->handles_ready = ready;
-    thr->handles_topics = thr->seen_topics;
-    thr->handles_stores = thr->seen_stores;
+    thr->handles.ready = ready;
+    thr->handles.topics = thr->seen.topics;
+    thr->handles.stores = thr->seen.stores;
 }
 
 int bk_thread_follow_plan(bk_thread_t *thr)
@@ -181,7 +181,7 @@ int bk_thread_follow_plan(bk_thread_t *thr)
     int ntopics, nstores, ntasks, cap;
     lua_State *L = thr->L;
 
-    if (gens == thr->seen_gens) {
+    if (gens == thr->seen.gens) {
         make_handles(thr);
         return 0;
     }
@@ -190,33 +190,33 @@ int bk_thread_follow_plan(bk_thread_t *thr)
     nstores = plan->nstores;
     ntopics = plan->ntopics;
     bk_plan_task_table(plan, &ntasks, &cap);
-    for (int t = thr->seen_topics; t < ntopics; t++) {
+    for (int t = thr->seen.topics; t < ntopics; t++) {
         follow_topic(thr, t);
     }
-    for (int i = thr->seen_tasks; i < ntasks; i++) {
+    for (int i = thr->seen.tasks; i < ntasks; i++) {
         if (bk_thread_slot_tps(thr, i) != 0) {
             snprintf(thr->err, sizeof(thr->err), "out of memory");
             return -1;
         }
     }
-    thr->seen_topics = ntopics;
-    thr->seen_stores = nstores;
-    thr->seen_tasks = ntasks;
-    thr->seen_gens = gens;
+    thr->seen.topics = ntopics;
+    thr->seen.stores = nstores;
+    thr->seen.tasks = ntasks;
+    thr->seen.gens = gens;
     make_handles(thr);
     if (!L) {
         return 0;
     }
     /* the VM describes the plan again with the generations: its tasks of them are built
      * from that description */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref_regrow);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref.regrow);
     lua_pushstring(L, gens ? gens : "");
     return bk_vm_pcall(L, 1, 0, 1, thr->err, sizeof(thr->err));
 }
 
 int bk_thread_grow_topic(bk_thread_t *thr, int t, int partitions)
 {
-    if (add_partitions(thr, t, thr->parts[t], partitions) != 0) {
+    if (add_partitions(thr, t, thr->tp.parts[t], partitions) != 0) {
         return -1;
     }
     for (int i = 0; i < thr->cap; i++) {
@@ -263,17 +263,17 @@ int bk_thread_start_lua(bk_thread_t *thr)
     if (bk_vm_pcall(L, 5, 1, 1, thr->err, sizeof(thr->err)) != 0) {
         return -1;
     }
-    thr->ref_run = ref_field(L, "run");
-    thr->ref_punctuate = ref_field(L, "punctuate");
-    thr->ref_close = ref_field(L, "close");
-    thr->ref_flush = ref_field(L, "flush");
-    thr->ref_hook = ref_field(L, "hook");
-    thr->ref_init = ref_field(L, "init");
-    thr->ref_add_task = ref_field(L, "add_task");
-    thr->ref_init_task = ref_field(L, "init_task");
-    thr->ref_close_task = ref_field(L, "close_task");
-    thr->ref_drop_task = ref_field(L, "drop_task");
-    thr->ref_regrow = ref_field(L, "regrow");
+    thr->ref.run = ref_field(L, "run");
+    thr->ref.punctuate = ref_field(L, "punctuate");
+    thr->ref.close = ref_field(L, "close");
+    thr->ref.flush = ref_field(L, "flush");
+    thr->ref.hook = ref_field(L, "hook");
+    thr->ref.init = ref_field(L, "init");
+    thr->ref.add_task = ref_field(L, "add_task");
+    thr->ref.init_task = ref_field(L, "init_task");
+    thr->ref.close_task = ref_field(L, "close_task");
+    thr->ref.drop_task = ref_field(L, "drop_task");
+    thr->ref.regrow = ref_field(L, "regrow");
     lua_settop(L, 0);
     return 0;
 }
@@ -323,7 +323,7 @@ int bk_thread_producer_broken(bk_thread_t *thr)
     rd_kafka_resp_err_t code =
         thr->producer ? rd_kafka_fatal_error(thr->producer, why, sizeof(why)) : 0;
     if (bk_thread_fenced_err(code)) {
-        thr->fenced = 1;
+        thr->txn.fenced = 1;
     }
     if (thr->dr_failed) {
         return 1;
@@ -349,7 +349,7 @@ static int start_producer(bk_thread_t *thr)
          * readers of its partitions that long at most, if nobody fences it sooner */
         char tid[512];
         const char *extra[] = {"transactional.id", tid, "transaction.timeout.ms", "10000", NULL};
-        thr->txn_inc_used = atomic_load(&thr->txn_inc);
+        thr->txn.inc_used = atomic_load(&thr->txn.inc);
         bk_thread_txn_id(thr, tid, sizeof(tid));
         thr->producer = bk_kafka_new_with(thr->conf, BK_KAFKA_PRODUCER, cid, extra, thr, dr_msg_cb,
                                           thr->err, sizeof(thr->err));
@@ -369,7 +369,7 @@ static int start_producer(bk_thread_t *thr)
         thr->dlq_rkt = rd_kafka_topic_new(thr->producer, dlq, NULL);
     }
     thr->changelog_rkts = calloc((size_t)plan->cap_stores + 1, sizeof(*thr->changelog_rkts));
-    thr->handles_ready = -1;
+    thr->handles.ready = -1;
     make_handles(thr);
     return 0;
 }

@@ -49,15 +49,15 @@ void bk_thread_wake_loop(bk_thread_t *thr)
 
 void bk_thread_add_tasks(bk_thread_t *thr, const int32_t *ids, int n, uint64_t epoch)
 {
-    pthread_mutex_lock(&thr->box_lock);
+    pthread_mutex_lock(&thr->box.lock);
     for (int i = 0; i < n; i++) {
-        if (ids[i] >= 0 && ids[i] < thr->cap && thr->nbox_add < thr->cap) {
-            thr->box_add_epoch[thr->nbox_add] = epoch;
-            thr->box_add[thr->nbox_add++] = ids[i];
+        if (ids[i] >= 0 && ids[i] < thr->cap && thr->box.nadd < thr->cap) {
+            thr->box.add_epoch[thr->box.nadd] = epoch;
+            thr->box.add[thr->box.nadd++] = ids[i];
         }
     }
-    thr->box_pending = 1;
-    pthread_mutex_unlock(&thr->box_lock);
+    thr->box.pending = 1;
+    pthread_mutex_unlock(&thr->box.lock);
     bk_thread_wake_loop(thr);
 }
 
@@ -65,29 +65,29 @@ uint64_t bk_thread_remove_tasks(bk_thread_t *thr, const int32_t *ids, int n)
 {
     uint64_t ticket;
 
-    pthread_mutex_lock(&thr->box_lock);
+    pthread_mutex_lock(&thr->box.lock);
     for (int i = 0; i < n; i++) {
         /* an addition not taken yet is taken back: the thread takes removals before
          * additions, so it would open the task after this removal found nothing to remove
          * (a task given and taken back by two views in a row, or held and started just
          * before the view that gave it up) */
-        for (int j = 0; j < thr->nbox_add; j++) {
-            if (thr->box_add[j] == ids[i]) {
-                thr->nbox_add--;
-                memmove(&thr->box_add[j], &thr->box_add[j + 1],
-                        (size_t)(thr->nbox_add - j) * sizeof(thr->box_add[0]));
-                memmove(&thr->box_add_epoch[j], &thr->box_add_epoch[j + 1],
-                        (size_t)(thr->nbox_add - j) * sizeof(thr->box_add_epoch[0]));
+        for (int j = 0; j < thr->box.nadd; j++) {
+            if (thr->box.add[j] == ids[i]) {
+                thr->box.nadd--;
+                memmove(&thr->box.add[j], &thr->box.add[j + 1],
+                        (size_t)(thr->box.nadd - j) * sizeof(thr->box.add[0]));
+                memmove(&thr->box.add_epoch[j], &thr->box.add_epoch[j + 1],
+                        (size_t)(thr->box.nadd - j) * sizeof(thr->box.add_epoch[0]));
                 j--;
             }
         }
-        if (ids[i] >= 0 && ids[i] < thr->cap && thr->nbox_rm < thr->cap) {
-            thr->box_rm[thr->nbox_rm++] = ids[i];
+        if (ids[i] >= 0 && ids[i] < thr->cap && thr->box.nrm < thr->cap) {
+            thr->box.rm[thr->box.nrm++] = ids[i];
         }
     }
-    ticket = ++thr->box_asked;
-    thr->box_pending = 1;
-    pthread_mutex_unlock(&thr->box_lock);
+    ticket = ++thr->box.asked;
+    thr->box.pending = 1;
+    pthread_mutex_unlock(&thr->box.lock);
     bk_thread_wake_loop(thr);
     return ticket;
 }
@@ -95,12 +95,12 @@ uint64_t bk_thread_remove_tasks(bk_thread_t *thr, const int32_t *ids, int n)
 int bk_thread_wait_removed(bk_thread_t *thr, uint64_t ticket)
 {
     int rc;
-    pthread_mutex_lock(&thr->box_lock);
-    while (thr->box_done < ticket && !thr->done) {
-        pthread_cond_wait(&thr->box_cond, &thr->box_lock);
+    pthread_mutex_lock(&thr->box.lock);
+    while (thr->box.done < ticket && !thr->done) {
+        pthread_cond_wait(&thr->box.cond, &thr->box.lock);
     }
-    rc = thr->box_done >= ticket ? 0 : -1; /* the thread ended first: it failed or was stopped */
-    pthread_mutex_unlock(&thr->box_lock);
+    rc = thr->box.done >= ticket ? 0 : -1; /* the thread ended first: it failed or was stopped */
+    pthread_mutex_unlock(&thr->box.lock);
     return rc;
 }
 
@@ -108,9 +108,9 @@ int bk_thread_wait_removed(bk_thread_t *thr, uint64_t ticket)
 
 int bk_thread_task_inputs(const bk_thread_t *thr, int s, int64_t *offs)
 {
-    int n = thr->slot_ntps[s] < BK_STORE_MAX_INPUTS ? thr->slot_ntps[s] : BK_STORE_MAX_INPUTS;
+    int n = thr->tp.nslot[s] < BK_STORE_MAX_INPUTS ? thr->tp.nslot[s] : BK_STORE_MAX_INPUTS;
     for (int j = 0; j < n; j++) {
-        offs[j] = thr->tp_next[thr->slot_tps[s][j]];
+        offs[j] = thr->tp.next[thr->tp.slot[s][j]];
     }
     return n;
 }
@@ -207,7 +207,7 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
         return rc;
     }
     for (int k = 0; k < n; k++) {
-        if (bk_thread_lua_slot(thr, thr->ref_close_task, slots[k]) != 0) {
+        if (bk_thread_lua_slot(thr, thr->ref.close_task, slots[k]) != 0) {
             bk_log_error("%s: closing task %s: %s", thr->name, BK_TASK_NAME(thr->tasks[slots[k]]),
                          thr->err);
         }
@@ -240,12 +240,12 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
     list = rd_kafka_topic_partition_list_new(n + 1);
     for (int k = 0; k < n; k++) {
         int slot = slots[k], at = owned_index(thr, slot);
-        for (int j = 0; j < thr->slot_ntps[slot]; j++) {
-            int tp = thr->slot_tps[slot][j], t = thr->tp_topic[tp], p = thr->tp_partition[tp];
+        for (int j = 0; j < thr->tp.nslot[slot]; j++) {
+            int tp = thr->tp.slot[slot][j], t = thr->tp.topic[tp], p = thr->tp.partition[tp];
             rd_kafka_topic_partition_list_add(list, thr->plan->topics[t].name, p);
-            thr->task_of[t][p] = thr->tp_of[t][p] = -1; /* what is still queued is dropped */
+            thr->tp.task_of[t][p] = thr->tp.of[t][p] = -1; /* what is still queued is dropped */
         }
-        if (bk_thread_lua_slot(thr, thr->ref_drop_task, slot) != 0) {
+        if (bk_thread_lua_slot(thr, thr->ref.drop_task, slot) != 0) {
             bk_log_error("%s: dropping task %s: %s", thr->name, BK_TASK_NAME(thr->tasks[slot]),
                          thr->err);
         }
@@ -319,7 +319,7 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
     }
     /* (a lost lease is the membership's doing, not a producer failing again and again: it
      * does not count) */
-    if (!thr->fenced && !thr->redo_unleased && !thr->parking &&
+    if (!thr->txn.fenced && !thr->redo_unleased && !thr->park.parking &&
         ++thr->redos > BK_THREAD_MAX_REDOS) {
         snprintf(thr->err, sizeof(thr->err),
                  "%s; the tasks started again from their last commit %d times in a row "
@@ -337,7 +337,7 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
     }
     /* 1. what processors forward from close() goes the way of the rest: dropped */
     for (int k = 0; k < nlive; k++) {
-        if (bk_thread_lua_slot(thr, thr->ref_close_task, live[k]) != 0) {
+        if (bk_thread_lua_slot(thr, thr->ref.close_task, live[k]) != 0) {
             bk_log_error("%s: closing task %s: %s", thr->name, BK_TASK_NAME(thr->tasks[live[k]]),
                          thr->err);
         }
@@ -352,12 +352,12 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
     list = rd_kafka_topic_partition_list_new(nlive * 2 + 1);
     for (int k = 0; k < nlive; k++) {
         int slot = live[k];
-        for (int j = 0; j < thr->slot_ntps[slot]; j++) {
-            int tp = thr->slot_tps[slot][j], t = thr->tp_topic[tp], p = thr->tp_partition[tp];
+        for (int j = 0; j < thr->tp.nslot[slot]; j++) {
+            int tp = thr->tp.slot[slot][j], t = thr->tp.topic[tp], p = thr->tp.partition[tp];
             rd_kafka_topic_partition_list_add(list, thr->plan->topics[t].name, p);
-            thr->task_of[t][p] = thr->tp_of[t][p] = -1;
+            thr->tp.task_of[t][p] = thr->tp.of[t][p] = -1;
         }
-        if (bk_thread_lua_slot(thr, thr->ref_drop_task, slot) != 0) {
+        if (bk_thread_lua_slot(thr, thr->ref.drop_task, slot) != 0) {
             bk_log_error("%s: dropping task %s: %s", thr->name, BK_TASK_NAME(thr->tasks[slot]),
                          thr->err);
         }
@@ -374,7 +374,7 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
         free(again);
         return -1;
     }
-    if (thr->fenced) {
+    if (thr->txn.fenced) {
         /* Another producer holds this thread's transactional id now: a node took this
          * one's tasks over after deciding it was gone (paused or cut off past its session).
          * Writing on would fence that one in turn. The tasks stay dropped; the node finds
@@ -391,7 +391,7 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
             bk_thread_life(thr, again[k], BK_LIFE_FREE);
             bk_thread_moves_forget(thr, again[k]);
         }
-        thr->fenced_at = bk_clock_mono_ms();
+        thr->txn.fenced_at = bk_clock_mono_ms();
         thr->dr_failed = 0;
         thr->dr_err[0] = '\0';
         free(again);
@@ -430,33 +430,33 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
 
 int bk_thread_park(bk_thread_t *thr)
 {
-    int32_t *slots = calloc((size_t)thr->nparked + 1, sizeof(int32_t));
+    int32_t *slots = calloc((size_t)thr->park.n + 1, sizeof(int32_t));
     int n = 0, rc = 0;
     char names[512];
     if (!slots) {
         snprintf(thr->err, sizeof(thr->err), "out of memory to park a task");
         return -1;
     }
-    thr->park_pending = 0;
-    for (int s = 0; s < thr->cap && n < thr->nparked; s++) {
-        if (thr->parked[s].on && bk_tasklife_running(&thr->life, s)) {
+    thr->park.pending = 0;
+    for (int s = 0; s < thr->cap && n < thr->park.n; s++) {
+        if (thr->park.task[s].on && bk_tasklife_running(&thr->life, s)) {
             slots[n++] = s;
         }
     }
     if (n > 0 && !thr->eos) {
         rc = remove_live(thr, slots, n);
         if (rc != 0 && !thr->commit_failed && bk_thread_producer_broken(thr)) {
-            thr->parking = 1;
+            thr->park.parking = 1;
             rc = bk_thread_redo(thr, slots, n);
-            thr->parking = 0;
+            thr->park.parking = 0;
         }
     } else if (n > 0) {
         snprintf(thr->dr_err, sizeof(thr->dr_err),
                  "task(s) %s parked on a record that failed: the open transaction is aborted",
                  bk_thread_slot_names(thr, slots, n, names, sizeof(names)));
-        thr->parking = 1;
+        thr->park.parking = 1;
         rc = bk_thread_redo(thr, slots, n);
-        thr->parking = 0;
+        thr->park.parking = 0;
     }
     free(slots);
     return rc;
@@ -464,13 +464,13 @@ int bk_thread_park(bk_thread_t *thr)
 
 int bk_thread_unpark_listed(bk_thread_t *thr)
 {
-    int32_t *go = calloc((size_t)thr->nparked + 1, sizeof(int32_t));
+    int32_t *go = calloc((size_t)thr->park.n + 1, sizeof(int32_t));
     int n = 0, rc = 0;
     if (!go) {
         return 0; /* looked at again next time */
     }
-    for (int s = 0; s < thr->cap && n < thr->nparked; s++) {
-        bk_thread_parked_t *p = &thr->parked[s];
+    for (int s = 0; s < thr->cap && n < thr->park.n; s++) {
+        bk_thread_parked_t *p = &thr->park.task[s];
         const char *topic = p->on ? thr->plan->topics[p->topic].name : NULL;
         char note[512];
         if (!p->on || !bk_skips_listed(thr->flags->skips, topic, p->partition, p->offset,
@@ -484,8 +484,8 @@ int bk_thread_unpark_listed(bk_thread_t *thr)
         go[n++] = s;
     }
     for (int k = 0; k < n; k++) {
-        thr->parked[go[k]].on = 0;
-        thr->nparked--;
+        thr->park.task[go[k]].on = 0;
+        thr->park.n--;
         bk_thread_life(thr, go[k], BK_LIFE_OPENING);
     }
     if (n > 0) {
@@ -498,9 +498,9 @@ int bk_thread_unpark_listed(bk_thread_t *thr)
 /* A removal or an addition of a parked task ends its parking: it leaves, or opens anew. */
 static void unpark(bk_thread_t *thr, int32_t slot)
 {
-    if (thr->parked[slot].on) {
-        thr->parked[slot].on = 0;
-        thr->nparked--;
+    if (thr->park.task[slot].on) {
+        thr->park.task[slot].on = 0;
+        thr->park.n--;
     }
     if (bk_tasklife_state(&thr->life, slot) == BK_LIFE_PARKED) {
         bk_thread_life(thr, slot, BK_LIFE_FREE);
@@ -541,28 +541,28 @@ int bk_thread_apply_changes(bk_thread_t *thr)
         return -1;
     }
     /* a new incarnation's transactional id first (the loop's next turn takes it) */
-    if (!thr->box_pending || (thr->eos && atomic_load(&thr->txn_inc) != thr->txn_inc_used)) {
+    if (!thr->box.pending || (thr->eos && atomic_load(&thr->txn.inc) != thr->txn.inc_used)) {
         return 0;
     }
-    pthread_mutex_lock(&thr->box_lock);
-    nadd = thr->nbox_add;
-    nrm = thr->nbox_rm;
+    pthread_mutex_lock(&thr->box.lock);
+    nadd = thr->box.nadd;
+    nrm = thr->box.nrm;
     add = calloc((size_t)nadd + 1, sizeof(int32_t));
     epochs = calloc((size_t)nadd + 1, sizeof(uint64_t));
     rm = calloc((size_t)nrm + 1, sizeof(int32_t));
     live = calloc((size_t)nrm + 1, sizeof(int32_t));
     if (add && epochs && rm && live) {
-        memcpy(add, thr->box_add, (size_t)nadd * sizeof(int32_t));
-        memcpy(epochs, thr->box_add_epoch, (size_t)nadd * sizeof(uint64_t));
-        memcpy(rm, thr->box_rm, (size_t)nrm * sizeof(int32_t));
-        thr->nbox_add = thr->nbox_rm = 0;
-        thr->box_pending = 0;
+        memcpy(add, thr->box.add, (size_t)nadd * sizeof(int32_t));
+        memcpy(epochs, thr->box.add_epoch, (size_t)nadd * sizeof(uint64_t));
+        memcpy(rm, thr->box.rm, (size_t)nrm * sizeof(int32_t));
+        thr->box.nadd = thr->box.nrm = 0;
+        thr->box.pending = 0;
     } else {
         nadd = nrm = 0; /* out of memory: the mailbox stays pending, tried again next loop */
         took = 0;
     }
-    asked = thr->box_asked;
-    pthread_mutex_unlock(&thr->box_lock);
+    asked = thr->box.asked;
+    pthread_mutex_unlock(&thr->box.lock);
 
     /* removals first: a task moved between threads leaves one before it joins the other */
     for (int i = 0; rc == 0 && i < nrm; i++) {
@@ -581,16 +581,16 @@ int bk_thread_apply_changes(bk_thread_t *thr)
             rc = bk_thread_redo(thr, live, nlive);
         }
     }
-    pthread_mutex_lock(&thr->box_lock);
+    pthread_mutex_lock(&thr->box.lock);
     if (rc == 0 && took) { /* never "removed" for a removal not taken */
-        thr->box_done = asked;
+        thr->box.done = asked;
     }
-    pthread_cond_broadcast(&thr->box_cond);
-    pthread_mutex_unlock(&thr->box_lock);
+    pthread_cond_broadcast(&thr->box.cond);
+    pthread_mutex_unlock(&thr->box.lock);
 
     /* additions: one job opens them all (none while fenced: they were given to the
      * incarnation that was fenced, and the node is about to find itself lost) */
-    if (rc == 0 && nadd > 0 && thr->fenced) {
+    if (rc == 0 && nadd > 0 && thr->txn.fenced) {
         bk_log_warn("%s: fenced: not opening %d task(s) given to this node", thr->name, nadd);
     } else if (rc == 0 && nadd > 0 && (rc = bk_thread_follow_plan(thr)) == 0) {
         /* (the plan first: a task of a later generation needs its topics and description) */
@@ -628,15 +628,15 @@ int bk_thread_check_inputs(bk_thread_t *thr)
     rd_kafka_topic_partition_list_t *assign;
     char err[512];
 
-    if (now < thr->parts_checked + INPUT_CHECK_MS) {
+    if (now < thr->tp.checked + INPUT_CHECK_MS) {
         return 0;
     }
-    thr->parts_checked = now;
-    names = calloc((size_t)thr->seen_topics + 1, sizeof(*names));
-    idx = calloc((size_t)thr->seen_topics + 1, sizeof(*idx));
-    counts = calloc((size_t)thr->seen_topics + 1, sizeof(*counts));
+    thr->tp.checked = now;
+    names = calloc((size_t)thr->seen.topics + 1, sizeof(*names));
+    idx = calloc((size_t)thr->seen.topics + 1, sizeof(*idx));
+    counts = calloc((size_t)thr->seen.topics + 1, sizeof(*counts));
     assign = rd_kafka_topic_partition_list_new(4);
-    for (int t = 0; names && idx && counts && t < thr->seen_topics; t++) {
+    for (int t = 0; names && idx && counts && t < thr->seen.topics; t++) {
         if (plan->topics[t].source && !plan->topics[t].keygroups) {
             idx[n] = t;
             names[n++] = plan->topics[t].name;
@@ -647,7 +647,7 @@ int bk_thread_check_inputs(bk_thread_t *thr)
         n = 0;
     }
     for (int i = 0; rc == 0 && i < n; i++) {
-        int t = idx[i], old = thr->parts[t], grown = counts[i];
+        int t = idx[i], old = thr->tp.parts[t], grown = counts[i];
         const bk_plan_sub_t *sub = &plan->subs[plan->topics[t].sub];
         if (grown <= old) {
             continue;
@@ -681,7 +681,7 @@ int bk_thread_check_inputs(bk_thread_t *thr)
             continue;
         }
         for (int p = old; p < grown; p++) {
-            int q = p % sub->partitions, slot = -1, tp = thr->tp_id[t][p];
+            int q = p % sub->partitions, slot = -1, tp = thr->tp.id[t][p];
             for (int s = 0; s < thr->cap && slot < 0; s++) {
                 if (thr->tasks[s].sub == plan->topics[t].sub && thr->tasks[s].partition == q) {
                     slot = s;
@@ -690,10 +690,10 @@ int bk_thread_check_inputs(bk_thread_t *thr)
             if (slot < 0 || !bk_tasklife_running(&thr->life, slot)) {
                 continue; /* elsewhere, or opening: it reads the partition once live */
             }
-            thr->task_of[t][p] = slot;
-            thr->tp_of[t][p] = tp;
-            thr->tp_first[tp] = -1;
-            thr->tp_dirty[tp] = 0;
+            thr->tp.task_of[t][p] = slot;
+            thr->tp.of[t][p] = tp;
+            thr->tp.first[tp] = -1;
+            thr->tp.dirty[tp] = 0;
             /* the group's committed offset (the task may have read it on another node),
              * else from its start (beck's auto.offset.reset=earliest) */
             rd_kafka_topic_partition_list_add(assign, plan->topics[t].name, p)->offset =

@@ -23,7 +23,7 @@
 void bk_thread_txn_id(const bk_thread_t *thr, char *out, size_t size)
 {
     const char *node = bk_conf_str(thr->conf, BK_CONF_NODE_ID);
-    bk_fence_txn_id(thr->plan->id, node ? node : "node", thr->txn_inc_used, thr->index, out, size);
+    bk_fence_txn_id(thr->plan->id, node ? node : "node", thr->txn.inc_used, thr->index, out, size);
 }
 
 /* Records what a failed call means for the thread: fenced (another producer took this
@@ -33,7 +33,7 @@ void bk_thread_txn_id(const bk_thread_t *thr, char *out, size_t size)
 static int failed(bk_thread_t *thr, const char *what, rd_kafka_error_t *e)
 {
     if (bk_thread_fenced_err(rd_kafka_error_code(e))) {
-        thr->fenced = 1;
+        thr->txn.fenced = 1;
     }
     if (!thr->dr_failed) {
         thr->dr_failed = 1;
