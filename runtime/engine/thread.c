@@ -47,7 +47,7 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     bk_thread_t *thr = calloc(1, sizeof(*thr));
     const char *pol = bk_conf_str(conf, BK_CONF_ON_ERROR);
 
-    bk_fetchkick_init(&thr->kick);
+    bk_fetchkick_init(&thr->batch.kick);
 
     thr->index = index;
     snprintf(thr->name, sizeof(thr->name), "stream-%d", index);
@@ -59,29 +59,29 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
         thr->tasks = bk_plan_task_table(plan, &n, &thr->cap); /* made by the node */
     }
     thr->park.task = calloc((size_t)thr->cap + 1, sizeof(*thr->park.task));
-    thr->task_epoch = calloc((size_t)thr->cap + 1, sizeof(uint64_t));
+    thr->slot.epoch = calloc((size_t)thr->cap + 1, sizeof(uint64_t));
     thr->owned = calloc((size_t)thr->cap + 1, sizeof(int32_t));
     thr->dbs = calloc((size_t)thr->cap + 1, sizeof(*thr->dbs));
-    thr->dedup = calloc((size_t)thr->cap + 1, sizeof(*thr->dedup));
-    thr->deduped = calloc((size_t)thr->cap + 1, sizeof(*thr->deduped));
-    thr->slot_time = malloc(((size_t)thr->cap + 1) * sizeof(*thr->slot_time));
-    for (int s = 0; thr->slot_time && s <= thr->cap; s++) {
-        thr->slot_time[s] = -1;
+    thr->slot.dedup = calloc((size_t)thr->cap + 1, sizeof(*thr->slot.dedup));
+    thr->slot.deduped = calloc((size_t)thr->cap + 1, sizeof(*thr->slot.deduped));
+    thr->slot.time = malloc(((size_t)thr->cap + 1) * sizeof(*thr->slot.time));
+    for (int s = 0; thr->slot.time && s <= thr->cap; s++) {
+        thr->slot.time[s] = -1;
     }
     thr->store_of = calloc((size_t)thr->cap + 1, sizeof(*thr->store_of));
     thr->box.add = calloc((size_t)thr->cap + 1, sizeof(int32_t));
     thr->box.rm = calloc((size_t)thr->cap + 1, sizeof(int32_t));
     thr->box.add_epoch = calloc((size_t)thr->cap + 1, sizeof(uint64_t));
-    thr->policy = strcmp(pol, "skip") == 0  ? POLICY_SKIP
+    thr->opt.policy = strcmp(pol, "skip") == 0  ? POLICY_SKIP
                   : strcmp(pol, "dlq") == 0 ? POLICY_DLQ
                                             : POLICY_FAIL;
-    thr->batch_size = (int)bk_conf_int(conf, BK_CONF_BATCH_SIZE);
+    thr->opt.batch_size = (int)bk_conf_int(conf, BK_CONF_BATCH_SIZE);
     /* (a later generation reads what its subtopology read: the plan's growth keeps this) */
     for (int s = 0; s < plan->nsubs; s++) {
-        thr->merges |= !plan->subs[s].passthrough && plan->subs[s].ntopics > 1;
+        thr->batch.merges |= !plan->subs[s].passthrough && plan->subs[s].ntopics > 1;
     }
-    thr->commit_interval_ms = bk_conf_commit_interval_ms(conf);
-    thr->stall_ms = getenv("BECK_STALL_MS") ? atoll(getenv("BECK_STALL_MS")) : 0;
+    thr->opt.commit_interval_ms = bk_conf_commit_interval_ms(conf);
+    thr->opt.stall_ms = getenv("BECK_STALL_MS") ? atoll(getenv("BECK_STALL_MS")) : 0;
     thr->eos = bk_conf_exactly_once(conf);
     thr->io.next_wall_ms = -1;
     thr->tp.last_topic = -1;
@@ -120,17 +120,17 @@ static int check_instance(bk_thread_t *thr)
         }
         return 0;
     }
-    if (thr->ntasks > 0 || thr->jobs) {
+    if (thr->ntasks > 0 || thr->open.jobs) {
         /* what runs here started under the old id: it starts again from its last commit */
-        thr->dr_failed = 1;
-        snprintf(thr->dr_err, sizeof(thr->dr_err), "the node rejoined as incarnation %llu",
+        thr->fail.delivery = 1;
+        snprintf(thr->fail.dr_err, sizeof(thr->fail.dr_err), "the node rejoined as incarnation %llu",
                  (unsigned long long)inc);
         return bk_thread_redo(thr, NULL, 0);
     }
     bk_thread_purge_producer(thr);
     thr->txn.fenced = 0;
     thr->txn.fenced_at = 0;
-    thr->dr_failed = 0;
+    thr->fail.delivery = 0;
     if (bk_thread_renew_producer(thr) != 0) {
         return -1;
     }
@@ -146,7 +146,7 @@ static void log_stall(const bk_thread_t *thr, int64_t start, int64_t changes, in
                       int64_t process, int n, int committed)
 {
     int64_t end = bk_clock_wall_ms();
-    if (end - start < thr->stall_ms) {
+    if (end - start < thr->opt.stall_ms) {
         return;
     }
     bk_log_info("%s: a turn of %lld ms: task changes %lld, poll %lld (%d record(s)), "
@@ -170,7 +170,7 @@ static int run_loop(bk_thread_t *thr)
             rc = -1;
             break;
         }
-        if (thr->dr_failed) { /* a delivery, or the producer, failed: nothing was committed */
+        if (thr->fail.delivery) { /* a delivery, or the producer, failed: nothing was committed */
             if (bk_thread_redo(thr, NULL, 0) != 0) {
                 bk_log_error("%s: %s", thr->name, thr->err);
                 rc = -1;
@@ -204,7 +204,7 @@ static int run_loop(bk_thread_t *thr)
                                 thr->name, thr->ntasks);
                 }
             }
-            rd_kafka_poll(thr->producer, 20); /* delivery reports, and a pause */
+            rd_kafka_poll(thr->kafka.producer, 20); /* delivery reports, and a pause */
             continue;
         }
         if (thr->unleased_at) {
@@ -214,7 +214,7 @@ static int run_loop(bk_thread_t *thr)
             }
             thr->unleased_at = 0;
         }
-        if (thr->stall_ms > 0) {
+        if (thr->opt.stall_ms > 0) {
             t_changes = bk_clock_wall_ms();
         }
         if (thr->io.next_wall_ms >= 0) {
@@ -227,19 +227,19 @@ static int run_loop(bk_thread_t *thr)
             }
         }
         /* Drain what is there; block for one message only when idle. */
-        n = (int)rd_kafka_consume_batch_queue(thr->queue, 0, thr->msgs, (size_t)thr->batch_size);
+        n = (int)rd_kafka_consume_batch_queue(thr->kafka.queue, 0, thr->batch.msgs, (size_t)thr->opt.batch_size);
         if (n == 0) {
             n = (int)rd_kafka_consume_batch_queue(
-                thr->queue, bk_fetchkick_idle(&thr->kick, thr->consumer, wait), thr->msgs, 1);
+                thr->kafka.queue, bk_fetchkick_idle(&thr->batch.kick, thr->kafka.consumer, wait), thr->batch.msgs, 1);
         }
-        bk_fetchkick_took(&thr->kick, thr->msgs, n > 0 ? (size_t)n : 0);
-        rd_kafka_poll(thr->producer, 0);
-        if (thr->stall_ms > 0) {
+        bk_fetchkick_took(&thr->batch.kick, thr->batch.msgs, n > 0 ? (size_t)n : 0);
+        rd_kafka_poll(thr->kafka.producer, 0);
+        if (thr->opt.stall_ms > 0) {
             t_poll = bk_clock_wall_ms();
         }
-        if (n > 0 || thr->order.held > 0) {
+        if (n > 0 || thr->batch.order.held > 0) {
             int kept = bk_thread_fill_batch(thr, n);
-            if (kept < 0 && thr->dr_failed) {
+            if (kept < 0 && thr->fail.delivery) {
                 continue; /* redone at the top */
             }
             if (kept < 0) {
@@ -251,7 +251,7 @@ static int run_loop(bk_thread_t *thr)
             rc = bk_thread_process_batch(thr, kept);
             kept = thr->io.count; /* less when a parked task's records left the batch */
             for (int i = 0; i < kept; i++) {
-                rd_kafka_message_destroy(thr->msgs[i]);
+                rd_kafka_message_destroy(thr->batch.msgs[i]);
             }
             thr->io.count = 0;
             if (rc == -2 || (rc == 0 && thr->park.pending)) {
@@ -264,27 +264,27 @@ static int run_loop(bk_thread_t *thr)
                 }
                 continue;
             }
-            if (rc == 0 && thr->punct_failed) {
+            if (rc == 0 && thr->fail.punct) {
                 rc = -1;
             }
             if (rc != 0) {
                 break;
             }
         }
-        if (thr->stall_ms > 0) {
+        if (thr->opt.stall_ms > 0) {
             t_process = bk_clock_wall_ms();
         }
         /* a move goes at the next commit (a passthrough's switch, a task drained to its
          * barriers): that commit comes now, not at the interval, as a snapshot's does */
         if (!thr->txn.fenced &&
-            (now - last_commit >= thr->commit_interval_ms || thr->snap.wanted ||
+            (now - last_commit >= thr->opt.commit_interval_ms || thr->snap.wanted ||
              ((thr->moves.soon || atomic_load(&thr->plan->generations) != thr->seen.gens ||
                atomic_load(&thr->plan->nready) != thr->seen.ready) &&
               now - last_commit >= MOVE_COMMIT_GAP_MS) ||
              (thr->seal.soon && now - last_commit >= SEAL_COMMIT_MS))) {
             int crc = bk_thread_commit(thr);
             committed = 1;
-            if (crc < 0 && !thr->commit_failed && bk_thread_producer_broken(thr)) {
+            if (crc < 0 && !thr->fail.commit && bk_thread_producer_broken(thr)) {
                 continue; /* nothing committed: redone at the top */
             }
             if (crc < 0) {
@@ -292,7 +292,7 @@ static int run_loop(bk_thread_t *thr)
                 break;
             }
             if (crc == 0 && thr->ntasks > 0) {
-                thr->redos = 0;
+                thr->fail.redos = 0;
             }
             if (crc == 0) {
                 thr->moves.soon = 0;
@@ -312,7 +312,7 @@ static int run_loop(bk_thread_t *thr)
         if (bk_tasklife_count(&thr->life, BK_LIFE_CHECKPOINTING) > 0) {
             bk_thread_moves_drain_one(thr);
         }
-        if (thr->stall_ms > 0) {
+        if (thr->opt.stall_ms > 0) {
             log_stall(thr, now, t_changes, t_poll, t_process, n, committed);
         }
     }
@@ -343,7 +343,7 @@ void bk_thread_log_last(bk_thread_t *thr, const int32_t *slots, int n)
             if (thr->tp.first[tp] >= 0) {
                 bk_log_info("task %s epoch %llu: last record %s [%d] offset %lld, committed",
                             BK_TASK_NAME(thr->tasks[slot]),
-                            (unsigned long long)thr->task_epoch[slot],
+                            (unsigned long long)thr->slot.epoch[slot],
                             thr->plan->topics[thr->tp.topic[tp]].name, thr->tp.partition[tp],
                             (long long)thr->tp.next[tp] - 1);
             }
@@ -358,16 +358,16 @@ static void *thread_main(void *arg)
     int64_t t0 = bk_clock_wall_ms();
 
     bk_log_set_thread_name(thr->name);
-    thr->io.recs = calloc((size_t)thr->batch_size, sizeof(bk_rec_t));
-    thr->msgs = calloc((size_t)thr->batch_size, sizeof(rd_kafka_message_t *));
-    thr->rec_tp = calloc((size_t)thr->batch_size, sizeof(int));
-    thr->rec_hdrs = calloc((size_t)thr->batch_size, sizeof(*thr->rec_hdrs));
+    thr->io.recs = calloc((size_t)thr->opt.batch_size, sizeof(bk_rec_t));
+    thr->batch.msgs = calloc((size_t)thr->opt.batch_size, sizeof(rd_kafka_message_t *));
+    thr->batch.rec_tp = calloc((size_t)thr->opt.batch_size, sizeof(int));
+    thr->batch.rec_hdrs = calloc((size_t)thr->opt.batch_size, sizeof(*thr->batch.rec_hdrs));
 
     /* The clients and the VM live as long as the thread; tasks come and go
      * (thread_tasks.c): each opens and restores in the background, then goes live. */
     if (bk_thread_start_kafka(thr) != 0 || bk_thread_start_lua(thr) != 0) {
         bk_log_error("%s: cannot start: %s", thr->name, thr->err);
-        thr->rc = -1;
+        thr->run.rc = -1;
         goto done;
     }
     bk_log_debug("%s: clients and Lua ready in %lld ms", thr->name,
@@ -380,7 +380,7 @@ static void *thread_main(void *arg)
     /* Processors may forward from close(); what they send is flushed and
      * committed with the rest, unless committing is what failed. */
     close_lua(thr);
-    int failed_before = thr->commit_failed;
+    int failed_before = thr->fail.commit;
     int crc;
     if (thr->txn.fenced) {
         /* nothing this producer writes can commit: what runs is dropped as in a crash */
@@ -430,14 +430,14 @@ static void *thread_main(void *arg)
         bk_log_info("%s: final commit: outputs flushed, stores synced, offsets of %d "
                     "task(s) committed",
                     thr->name, thr->ntasks);
-        thr->clean = rc == 0;
+        thr->commit.clean = rc == 0;
     }
-    thr->rc = rc;
+    thr->run.rc = rc;
 
 done:
     bk_thread_stop_jobs(thr);
     close_lua(thr);
-    if (thr->rc != 0) {
+    if (thr->run.rc != 0) {
         thr->flags->failed = 1;
         thr->flags->stop = 1;
     }
@@ -445,7 +445,7 @@ done:
                 (unsigned long long)thr->stats.in, (unsigned long long)thr->stats.out,
                 (unsigned long long)thr->stats.skipped, (unsigned long long)thr->stats.dlq);
     pthread_mutex_lock(&thr->box.lock);
-    thr->done = 1;
+    thr->run.done = 1;
     pthread_cond_broadcast(&thr->box.cond);
     pthread_mutex_unlock(&thr->box.lock);
     return NULL;
@@ -482,28 +482,28 @@ void bk_thread_set_progress(bk_thread_t *thr, bk_thread_progress_cb cb, void *op
 
 int bk_thread_start(bk_thread_t *thr)
 {
-    if (pthread_create(&thr->tid, NULL, thread_main, thr) != 0) {
+    if (pthread_create(&thr->run.tid, NULL, thread_main, thr) != 0) {
         return -1;
     }
-    thr->started = 1;
+    thr->run.started = 1;
     return 0;
 }
 
 int bk_thread_done(const bk_thread_t *thr)
 {
-    return thr->done;
+    return thr->run.done;
 }
 
 int bk_thread_join(bk_thread_t *thr, bk_thread_stats_t *stats)
 {
-    if (thr->started) {
-        pthread_join(thr->tid, NULL);
-        thr->started = 0;
+    if (thr->run.started) {
+        pthread_join(thr->run.tid, NULL);
+        thr->run.started = 0;
     }
     if (stats) {
         *stats = thr->stats;
     }
-    return thr->rc;
+    return thr->run.rc;
 }
 
 void bk_thread_destroy(bk_thread_t *thr)
@@ -514,13 +514,13 @@ void bk_thread_destroy(bk_thread_t *thr)
     /* Lua first (its iterators point into the DBs), the DBs last (the
      * producer's delivery reports point into the stores). */
     bk_vm_destroy(thr->L);
-    bk_order_free(&thr->order); /* held messages go before their consumer */
-    if (thr->queue) {
-        rd_kafka_queue_destroy(thr->queue);
+    bk_order_free(&thr->batch.order); /* held messages go before their consumer */
+    if (thr->kafka.queue) {
+        rd_kafka_queue_destroy(thr->kafka.queue);
     }
-    if (thr->consumer) {
-        rd_kafka_consumer_close(thr->consumer);
-        rd_kafka_destroy(thr->consumer);
+    if (thr->kafka.consumer) {
+        rd_kafka_consumer_close(thr->kafka.consumer);
+        rd_kafka_destroy(thr->kafka.consumer);
     }
     bk_thread_stop_producer(thr);
     for (int t = 0; t < thr->cap; t++) {
@@ -528,7 +528,7 @@ void bk_thread_destroy(bk_thread_t *thr)
          * commit; an opening one's (its job stopped) is closed */
         if (thr->dbs[t]) {
             bk_taskdb_release(thr->pool, thr->tasks[t], thr->dbs[t],
-                              bk_tasklife_running(&thr->life, t) && thr->rc == 0 && thr->clean);
+                              bk_tasklife_running(&thr->life, t) && thr->run.rc == 0 && thr->commit.clean);
         }
         if (thr->life.state) {
             bk_thread_life(thr, t, BK_LIFE_FREE); /* its life here ends with the thread */
@@ -536,9 +536,9 @@ void bk_thread_destroy(bk_thread_t *thr)
         free(thr->store_of[t]);
     }
     free(thr->dbs);
-    free(thr->dedup);
-    free(thr->deduped);
-    free(thr->slot_time);
+    free(thr->slot.dedup);
+    free(thr->slot.deduped);
+    free(thr->slot.time);
     free(thr->store_of);
     if (thr->tp.task_of) {
         for (int t = 0; t < thr->plan->cap_topics; t++) {
@@ -562,21 +562,21 @@ void bk_thread_destroy(bk_thread_t *thr)
     free(thr->tp.first);
     bk_tasklife_free(&thr->life);
     free(thr->park.task);
-    free(thr->task_epoch);
+    free(thr->slot.epoch);
     free(thr->owned);
     free(thr->box.add);
     free(thr->box.rm);
     free(thr->box.add_epoch);
-    free(thr->reap);
+    free(thr->open.reap);
     pthread_mutex_destroy(&thr->snap.lock);
     pthread_mutex_destroy(&thr->box.lock);
     pthread_cond_destroy(&thr->box.cond);
     free(thr->tp.dirty);
     free(thr->io.recs);
-    free(thr->msgs);
-    free(thr->rec_tp);
-    free(thr->rec_hdrs);
-    bk_fetchkick_free(&thr->kick);
+    free(thr->batch.msgs);
+    free(thr->batch.rec_tp);
+    free(thr->batch.rec_hdrs);
+    bk_fetchkick_free(&thr->batch.kick);
     bk_thread_moves_free(thr);
     free(thr);
 }

@@ -40,7 +40,7 @@ static void report_lag(bk_thread_t *thr, const int32_t *slots, int nslots)
         for (int j = 0; j < thr->tp.nslot[t]; j++) {
             int tp = thr->tp.slot[t][j];
             if (thr->tp.next[tp] < 0 ||
-                rd_kafka_get_watermark_offsets(thr->consumer,
+                rd_kafka_get_watermark_offsets(thr->kafka.consumer,
                                                thr->plan->topics[thr->tp.topic[tp]].name,
                                                thr->tp.partition[tp], &lo, &hi) != 0 ||
                 hi < 0) {
@@ -183,8 +183,8 @@ static int sync_stores(bk_thread_t *thr, const int32_t *slots, int nslots, int d
  * the markers settle (docs/state.md). */
 static rd_kafka_resp_err_t commit_offsets(bk_thread_t *thr, rd_kafka_topic_partition_list_t *list)
 {
-    rd_kafka_queue_t *q = rd_kafka_queue_new(thr->consumer);
-    rd_kafka_resp_err_t err = rd_kafka_commit_queue(thr->consumer, list, q, NULL, NULL);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(thr->kafka.consumer);
+    rd_kafka_resp_err_t err = rd_kafka_commit_queue(thr->kafka.consumer, list, q, NULL, NULL);
     while (!err) {
         rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 100);
         if (ev) {
@@ -219,21 +219,21 @@ static int commit_at_least_once(bk_thread_t *thr, const int32_t *slots, int nslo
     /* 2. the producer: outputs and changelog records acknowledged */
     if (thr->eos) {
         if (bk_thread_txn_commit(thr, NULL) != 0) {
-            bk_log_error("%s: %s; not committing input offsets", thr->name, thr->dr_err);
+            bk_log_error("%s: %s; not committing input offsets", thr->name, thr->fail.dr_err);
             return -1;
         }
     }
-    while (rd_kafka_outq_len(thr->producer) > 0 && !thr->dr_failed) {
+    while (rd_kafka_outq_len(thr->kafka.producer) > 0 && !thr->fail.delivery) {
         /* while no broker answers this waits (librdkafka retries until message.timeout.ms):
          * not past the lease, nor past a stop's wait */
         if (!bk_node_leased(thr->flags, bk_clock_wall_ms()) ||
             bk_node_stop_overdue(thr->flags, bk_clock_mono_ms())) {
             return 1; /* nothing committed; the writes stay in their batches */
         }
-        rd_kafka_flush(thr->producer, 500);
+        rd_kafka_flush(thr->kafka.producer, 500);
     }
-    if (thr->dr_failed) {
-        bk_log_error("%s: %s; not committing input offsets", thr->name, thr->dr_err);
+    if (thr->fail.delivery) {
+        bk_log_error("%s: %s; not committing input offsets", thr->name, thr->fail.dr_err);
         return -1;
     }
     *t1 = bk_clock_mono_ms();
@@ -294,7 +294,7 @@ static int commit_exactly_once(bk_thread_t *thr, const int32_t *slots, int nslot
     rd_kafka_topic_partition_list_destroy(list);
     if (rc != 0) {
         bk_log_error("%s: %s; nothing since the last commit is committed", thr->name,
-                     thr->dr_err);
+                     thr->fail.dr_err);
         return -1;
     }
     *t2 = bk_clock_mono_ms();
@@ -347,9 +347,9 @@ static int commit_steps(bk_thread_t *thr, const int32_t *slots, int nslots, int 
     }
     thr->stats.commits++;
     report_progress(thr, slots, nslots);
-    thr->commit_took[0] = t1 - t0;
-    thr->commit_took[1] = bk_clock_mono_ms() - t2;
-    thr->commit_took[2] = t2 - t1;
+    thr->commit.took[0] = t1 - t0;
+    thr->commit.took[1] = bk_clock_mono_ms() - t2;
+    thr->commit.took[2] = t2 - t1;
     if (bk_clock_mono_ms() - t0 >= SLOW_COMMIT_MS) {
         /* everything this thread runs waited for it: said, with where the time went */
         bk_log_info("%s: a commit took %lld ms (outputs flushed in %lld, offsets in %lld, "
@@ -374,7 +374,7 @@ int bk_thread_commit(bk_thread_t *thr)
 {
     int rc = commit_steps(thr, thr->owned, thr->ntasks, 0);
     if (rc < 0 && !bk_thread_producer_broken(thr)) {
-        thr->commit_failed = 1;
+        thr->fail.commit = 1;
     }
     return rc;
 }
@@ -385,7 +385,7 @@ int bk_thread_commit_tasks(bk_thread_t *thr, const int32_t *slots, int n)
     int rc = thr->eos ? commit_steps(thr, thr->owned, thr->ntasks, 1)
                       : commit_steps(thr, slots, n, 0);
     if (rc < 0 && !bk_thread_producer_broken(thr)) {
-        thr->commit_failed = 1;
+        thr->fail.commit = 1;
     }
     return rc;
 }

@@ -45,7 +45,7 @@ static rd_kafka_headers_t *rec_headers(bk_thread_t *thr, int32_t rec)
     if (rec < 0 || rec >= thr->io.count) {
         return NULL;
     }
-    return thr->rec_hdrs[rec]; /* fill_batch's */
+    return thr->batch.rec_hdrs[rec]; /* fill_batch's */
 }
 
 int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t key_len,
@@ -55,7 +55,7 @@ int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t 
     rd_kafka_headers_t *hdrs;
     rd_kafka_resp_err_t err;
 
-    if (topic < 0 || topic >= thr->plan->ntopics || !(rkt = thr->out_rkts[topic])) {
+    if (topic < 0 || topic >= thr->plan->ntopics || !(rkt = thr->kafka.out_rkts[topic])) {
         snprintf(thr->err, sizeof(thr->err), "no sink topic with index %d", (int)topic);
         return BK_FFI_ERR;
     }
@@ -65,7 +65,7 @@ int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t 
     for (;;) {
         rd_kafka_headers_t *copy = hdrs ? rd_kafka_headers_copy(hdrs) : NULL;
         err = rd_kafka_producev(
-            thr->producer, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
+            thr->kafka.producer, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key, key_len),
             RD_KAFKA_V_VALUE((void *)value, value_len),
             RD_KAFKA_V_TIMESTAMP(timestamp > 0 ? timestamp : 0), RD_KAFKA_V_HEADERS(copy),
@@ -86,7 +86,7 @@ int bk_ffi_thread_send(bk_thread_t *thr, int32_t topic, const char *key, size_t 
             return BK_FFI_ERR;
         }
         /* Queue full: serve delivery reports until there is room. */
-        rd_kafka_poll(thr->producer, 5);
+        rd_kafka_poll(thr->kafka.producer, 5);
     }
 }
 
@@ -114,9 +114,9 @@ void bk_ffi_thread_punctuation_failed(bk_thread_t *thr, const char *msg, size_t 
         return; /* the producer's failure, not the punctuation's: the interval is redone */
     }
     bk_log_error("%s: stream-time punctuation failed: %.*s%s", thr->name, (int)len, msg,
-                 thr->policy == POLICY_FAIL ? " (on_error=fail: stopping)" : "");
-    if (thr->policy == POLICY_FAIL) {
-        thr->punct_failed = 1;
+                 thr->opt.policy == POLICY_FAIL ? " (on_error=fail: stopping)" : "");
+    if (thr->opt.policy == POLICY_FAIL) {
+        thr->fail.punct = 1;
     }
 }
 

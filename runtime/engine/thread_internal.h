@@ -79,14 +79,18 @@ struct bk_thread_s {
     const bk_plan_t *plan;
     const bk_conf_t *conf;
     bk_node_flags_t *flags;
-    policy_t policy;
-    int batch_size;
-    int64_t commit_interval_ms;
-    int64_t stall_ms; /* BECK_STALL_MS: a loop turn this long or longer is logged, by part */
-    pthread_t tid;
-    int started;
-    atomic_int done;
-    int rc;
+    struct { /* its settings */
+        policy_t policy;
+        int batch_size;
+        int64_t commit_interval_ms;
+        int64_t stall_ms; /* BECK_STALL_MS: a loop turn this long or longer is logged */
+    } opt;
+    struct { /* its pthread: started, done (read by the node), its result */
+        pthread_t tid;
+        int started;
+        atomic_int done;
+        int rc;
+    } run;
 
     lua_State *L;
     struct { /* the Lua functions the thread calls, as registry refs */
@@ -108,48 +112,55 @@ struct bk_thread_s {
         int ready, topics, stores;
     } handles;
     int64_t unleased_at; /* when the thread found the node's lease run out, 0: it holds */
-    /* [cap] a later generation's task's dedup table under at-least-once (engine/dedup.h,
-     * owned by its first logged store), NULL: none; and the records it skipped. */
-    struct bk_dedup_s **dedup;
-    int64_t *deduped;
-    /* [cap] a task's stream time: the newest timestamp of a record given to it, -1 none. It
-     * goes with its input offsets' commits ("beck.st=<ms>"), so that the task opened again
-     * (a restart, another node) goes on from it, as Kafka Streams' partition time does:
-     * windows closed before stay closed, and a late record stays late. */
-    int64_t *slot_time;
+    /* By slot, [cap]: */
+    struct {
+        /* a later generation's task's dedup table under at-least-once (engine/dedup.h,
+         * owned by its first logged store), NULL: none; and the records it skipped */
+        struct bk_dedup_s **dedup;
+        int64_t *deduped;
+        /* a task's stream time: the newest timestamp of a record given to it, -1 none. It
+         * goes with its input offsets' commits ("beck.st=<ms>"), so that the task opened
+         * again (a restart, another node) goes on from it, as Kafka Streams' partition time
+         * does: windows closed before stay closed, and a late record stays late. */
+        int64_t *time;
+        uint64_t *epoch; /* the epoch a task went live in (its log lines) */
+    } slot;
 
     /* Tasks. A slot is the task's index in the app's task table (bk_plan_task_at), so any
      * task can come and go; cap of them. owned lists the live ones. */
     int cap;
     const bk_task_id_t *tasks; /* [cap] the plan's task table (it grows into its room) */
     bk_tasklife_t life;   /* each slot's state in its life (tasklife.h) */
-    uint64_t *task_epoch; /* [cap] the epoch a task went live in (its log lines) */
     int32_t *owned;       /* [cap] the live slots */
     int ntasks;           /* how many are live */
 
     /* State: one DB per task; store_of[slot][plan store] or NULL. */
     bk_db_t **dbs;
     bk_store_t ***store_of;
-    rd_kafka_topic_t **changelog_rkts; /* by plan store */
 
-    rd_kafka_t *consumer, *producer;
-    rd_kafka_queue_t *queue;
-    atomic_int queue_ready;      /* queue may be woken (bk_thread_wake) */
-    rd_kafka_topic_t **out_rkts; /* by topic index, sinks only */
-    rd_kafka_topic_t *dlq_rkt;
+    struct { /* its clients and their topic handles */
+        rd_kafka_t *consumer, *producer;
+        rd_kafka_queue_t *queue;
+        atomic_int queue_ready;            /* queue may be woken (bk_thread_wake) */
+        rd_kafka_topic_t **out_rkts;       /* by topic index, sinks only */
+        rd_kafka_topic_t *dlq_rkt;
+        rd_kafka_topic_t **changelog_rkts; /* by plan store */
+    } kafka;
 
     /* The batch in hand, shared with Lua. */
     bk_io_t io;
-    rd_kafka_message_t **msgs;
-    int *rec_tp; /* toppar of each record */
-    /* each record's headers (NULL: none), read while fill_batch has the message in hand:
-     * read later by each send, the first touch of that part of the message was a cache
-     * miss a record (4% of an identity's thread) */
-    rd_kafka_headers_t **rec_hdrs;
-    bk_fetchkick_t kick; /* wakes the fetcher when the queue ran dry early (fetchkick.h) */
-    bk_order_t order;    /* records of tasks with several input partitions, held until their
-                          * turn by timestamp (order.h) */
-    int merges;          /* the plan has such tasks (else the record path skips order.h) */
+    struct {
+        rd_kafka_message_t **msgs;
+        int *rec_tp; /* toppar of each record */
+        /* each record's headers (NULL: none), read while fill_batch has the message in
+         * hand: read later by each send, the first touch of that part of the message was a
+         * cache miss a record (4% of an identity's thread) */
+        rd_kafka_headers_t **rec_hdrs;
+        bk_fetchkick_t kick; /* wakes the fetcher when the queue ran dry early (fetchkick.h) */
+        bk_order_t order;    /* records of tasks with several input partitions, held until
+                              * their turn by timestamp (order.h) */
+        int merges;          /* the plan has such tasks (else the record path skips order.h) */
+    } batch;
 
     /* Input topic-partitions (toppars): every partition of every source topic, numbered once
      * (tp.id[topic][partition]); the next offset to commit of each. A slot reads the toppars
@@ -184,11 +195,12 @@ struct bk_thread_s {
         uint64_t asked, done; /* removals asked for, done */
         atomic_int pending;   /* something is in the box (read without the lock) */
     } box;
-    bk_thread_job_t *jobs;        /* opening tasks (the stream thread's) */
-    pthread_t *reap;              /* finished jobs' threads still closing their consumers */
-    int nreap;
+    struct { /* tasks opening (thread_jobs.c) */
+        bk_thread_job_t *jobs; /* the stream thread's */
+        pthread_t *reap;       /* finished jobs' threads still closing their consumers */
+        int nreap;
+    } open;
 
-    int dr_failed;
     int eos;    /* processing_guarantee = exactly_once: the producer is transactional */
     struct {
         int fenced; /* another producer took this thread's transactional id: no more writes */
@@ -197,8 +209,6 @@ struct bk_thread_s {
         uint64_t inc_used;    /* the one the producer's transactional id names */
         int64_t checkpoint_ms; /* when the DBs were last synced and checkpointed (mono) */
     } txn;
-    int redos; /* bk_thread_redo()s since the last commit that went through */
-    int redo_unleased; /* the redo under way is a release without the lease */
     /* Tasks parked on a record that raised under on_error=fail (docs/reliability.md, Poison
      * records): closed at their last commit, still this thread's, and not opened again
      * until `beck skip` lists the record (looked at every PARKED_CHECK_MS). */
@@ -209,9 +219,14 @@ struct bk_thread_s {
         int pending; /* a task was marked parked and is still open: bk_thread_park */
         int parking; /* the redo under way parks a task: not a failure to count */
     } park;
-    int punct_failed;  /* a stream-time punctuation raised under on_error=fail */
-    int commit_failed; /* a commit failed: no later commit may succeed it */
-    char dr_err[512];
+    struct { /* what failed since the last commit that went through */
+        int delivery;      /* a delivery failed, or the producer for good (dr_err says) */
+        char dr_err[512];
+        int punct;  /* a stream-time punctuation raised under on_error=fail */
+        int commit; /* a commit failed: no later commit may succeed it */
+        int redos;  /* bk_thread_redo()s since */
+        int redo_unleased; /* the redo under way is a release without the lease */
+    } fail;
     char err[1024];
     bk_thread_stats_t stats;
 
@@ -225,10 +240,12 @@ struct bk_thread_s {
         int nreq, ndone;
         atomic_int wanted;
     } snap;
-    int clean; /* the final commit went through */
+    struct {
+        int clean; /* the final commit went through */
     /* the last commit's time (ms): cache and producer flushed, stores synced and
      * checkpointed and markers written, offsets committed */
-    int64_t commit_took[3];
+        int64_t took[3];
+    } commit;
 
     /* The node's callbacks: who hears each task's progress after a commit
      * (bk_thread_set_progress), the archive's recovery (bk_thread_set_recover), a task
@@ -346,7 +363,7 @@ int bk_thread_check_inputs(bk_thread_t *thr);
 int bk_thread_slot_tps(bk_thread_t *thr, int slot);
 int bk_thread_start_kafka(bk_thread_t *thr);
 /* 1 when a delivery failed or the producer failed for good (a fatal error: every produce
- * call fails from then on, a store's changelog write too), which sets thr->dr_failed; 0
+ * call fails from then on, a store's changelog write too), which sets thr->fail.delivery; 0
  * else. Asked when something raised: such an error is the thread's, not the record's
  * (run_loop drops the interval and does it again). */
 int bk_thread_producer_broken(bk_thread_t *thr);
@@ -363,7 +380,7 @@ int bk_thread_start_lua(bk_thread_t *thr);
 /* Exactly-once (thread_txn.c). The producer's transactional id (engine/fence.h). */
 void bk_thread_txn_id(const bk_thread_t *thr, char *out, size_t size);
 /* A new transactional producer's transactions initialized (which fences an earlier producer
- * of the id and aborts what it left open) and the first begun. 0, or -1 with thr->dr_err
+ * of the id and aborts what it left open) and the first begun. 0, or -1 with thr->fail.dr_err
  * (thr->txn.fenced when another producer took the id meanwhile). */
 int bk_thread_txn_start(bk_thread_t *thr);
 /* The errors that say another producer took this thread's transactional id. */
@@ -375,11 +392,11 @@ static inline int bk_thread_fenced_err(rd_kafka_resp_err_t code)
 /* Ends the open transaction with `offsets` (NULL or empty: none; a dev broker's are
  * committed by the caller after it, since it does not store a transaction's) in it, and
  * begins the next.
- * 0; or -1 with thr->dr_failed and dr_err set (thr->txn.fenced when fenced): the work since the
+ * 0; or -1 with thr->fail.delivery and dr_err set (thr->txn.fenced when fenced): the work since the
  * last commit is to be done again (bk_thread_redo), or never (fenced). */
 int bk_thread_txn_commit(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offsets);
 
-/* The record path (thread_records.c). fill_batch: the n messages consumed (thr->msgs)
+/* The record path (thread_records.c). fill_batch: the n messages consumed (thr->batch.msgs)
  * turned into the batch (thr->io), a passthrough's forwarded; the batch's size, or -1
  * (thr->err). process_batch: Lua over the batch; 0, -1 when the thread must stop, -2 when
  * (exactly-once) a record's task is to be parked now. punctuate: the wall-clock
@@ -415,7 +432,7 @@ void bk_thread_wake_loop(bk_thread_t *thr);
 int bk_thread_apply_changes(bk_thread_t *thr);
 /* Stops and joins every opening job (at the thread's end); their DBs go back closed. */
 void bk_thread_stop_jobs(bk_thread_t *thr);
-/* After a delivery failed (thr->dr_failed): the work since the last commit is dropped and
+/* After a delivery failed (thr->fail.delivery): the work since the last commit is dropped and
  * every task opens again from it with a new producer, as after a crash of this thread
  * alone (docs/reliability.md, A producer that fails for good). The `ngone` slots `gone` (leaving the thread)
  * close without opening again. 0, or -1 with thr->err when it cannot, or after

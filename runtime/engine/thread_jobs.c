@@ -78,7 +78,7 @@ static int open_slot(bk_thread_job_t *job, int k, bk_restore_item_t *items, int 
         if (!store) {
             continue;
         }
-        bk_store_set_changelog(store, thr->producer, thr->changelog_rkts[st],
+        bk_store_set_changelog(store, thr->kafka.producer, thr->kafka.changelog_rkts[st],
                                thr->tasks[s].partition);
         if (bk_store_logged(store)) {
             items[(*n)++] = (bk_restore_item_t){store, plan->stores[st].changelog,
@@ -286,13 +286,13 @@ done:
 /* A finished job's thread, joined once it has closed its consumer (reap). */
 static void reap_later(bk_thread_t *thr, pthread_t tid)
 {
-    pthread_t *more = realloc(thr->reap, (size_t)(thr->nreap + 1) * sizeof(*more));
+    pthread_t *more = realloc(thr->open.reap, (size_t)(thr->open.nreap + 1) * sizeof(*more));
     if (!more) {
         pthread_join(tid, NULL); /* no room to remember it: wait for it now */
         return;
     }
-    thr->reap = more;
-    thr->reap[thr->nreap++] = tid;
+    thr->open.reap = more;
+    thr->open.reap[thr->open.nreap++] = tid;
 }
 
 static void job_free(bk_thread_job_t *job)
@@ -354,8 +354,8 @@ static int job_start_again(bk_thread_t *thr, const int32_t *slots, int n, int at
         snprintf(thr->err, sizeof(thr->err), "cannot start a thread to open %d task(s)", n);
         return -1;
     }
-    job->next = thr->jobs;
-    thr->jobs = job;
+    job->next = thr->open.jobs;
+    thr->open.jobs = job;
     return 0;
 }
 
@@ -368,14 +368,14 @@ int bk_thread_job_start(bk_thread_t *thr, const int32_t *slots, int n)
  * without its write batch) and the slot free. */
 void bk_thread_free_slot(bk_thread_t *thr, int s, int synced)
 {
-    if (thr->deduped[s] > 1) {
+    if (thr->slot.deduped[s] > 1) {
         bk_log_info("%s: task %s skipped %lld record(s) forwarded again by the passthrough",
-                    thr->name, BK_TASK_NAME(thr->tasks[s]), (long long)thr->deduped[s]);
+                    thr->name, BK_TASK_NAME(thr->tasks[s]), (long long)thr->slot.deduped[s]);
     }
-    thr->dedup[s] = NULL; /* its store's, which goes with the DB */
-    thr->deduped[s] = 0;
+    thr->slot.dedup[s] = NULL; /* its store's, which goes with the DB */
+    thr->slot.deduped[s] = 0;
     for (int j = 0; j < thr->tp.nslot[s]; j++) {
-        bk_order_drop(&thr->order, thr->tp.slot[s][j]); /* read again by its next owner */
+        bk_order_drop(&thr->batch.order, thr->tp.slot[s][j]); /* read again by its next owner */
     }
     if (thr->dbs[s]) {
         bk_taskdb_release(thr->pool, thr->tasks[s], thr->dbs[s], synced);
@@ -397,7 +397,7 @@ static void job_drop_slots(bk_thread_t *thr, bk_thread_job_t *job)
 
 static void job_unlink(bk_thread_t *thr, bk_thread_job_t *job)
 {
-    for (bk_thread_job_t **p = &thr->jobs; *p; p = &(*p)->next) {
+    for (bk_thread_job_t **p = &thr->open.jobs; *p; p = &(*p)->next) {
         if (*p == job) {
             *p = job->next;
             return;
@@ -407,26 +407,26 @@ static void job_unlink(bk_thread_t *thr, bk_thread_job_t *job)
 
 void bk_thread_stop_jobs(bk_thread_t *thr)
 {
-    while (thr->jobs) {
-        bk_thread_job_t *job = thr->jobs;
+    while (thr->open.jobs) {
+        bk_thread_job_t *job = thr->open.jobs;
         job->stop = 1;
         pthread_join(job->tid, NULL);
         job_drop_slots(thr, job);
-        thr->jobs = job->next;
+        thr->open.jobs = job->next;
         job_free(job);
     }
-    for (int i = 0; i < thr->nreap; i++) {
-        pthread_join(thr->reap[i], NULL);
+    for (int i = 0; i < thr->open.nreap; i++) {
+        pthread_join(thr->open.reap[i], NULL);
     }
-    thr->nreap = 0;
+    thr->open.nreap = 0;
 }
 
 /* Joins the finished jobs' threads that have ended (without waiting for the others). */
 void bk_thread_jobs_reap(bk_thread_t *thr)
 {
-    for (int i = 0; i < thr->nreap;) {
-        if (pthread_tryjoin_np(thr->reap[i], NULL) == 0) {
-            thr->reap[i] = thr->reap[--thr->nreap];
+    for (int i = 0; i < thr->open.nreap;) {
+        if (pthread_tryjoin_np(thr->open.reap[i], NULL) == 0) {
+            thr->open.reap[i] = thr->open.reap[--thr->open.nreap];
         } else {
             i++;
         }
@@ -579,13 +579,13 @@ static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *
     if (settle(thr, slot) != 0) {
         return -1;
     }
-    thr->dedup[slot] = dedup_of(thr, slot);
-    thr->deduped[slot] = 0;
+    thr->slot.dedup[slot] = dedup_of(thr, slot);
+    thr->slot.deduped[slot] = 0;
     lua_rawgeti(L, LUA_REGISTRYINDEX, thr->ref.add_task);
     lua_pushinteger(L, slot);
     lua_pushinteger(L, thr->tasks[slot].sub);
     lua_pushinteger(L, thr->tasks[slot].partition);
-    lua_pushnumber(L, (lua_Number)thr->slot_time[slot]);
+    lua_pushnumber(L, (lua_Number)thr->slot.time[slot]);
     if (bk_vm_pcall(L, 4, 0, 1, thr->err, sizeof(thr->err)) != 0 ||
         bk_thread_lua_slot(thr, thr->ref.init_task, slot) != 0) {
         return -1; /* an init() that raises stops the thread, as at start-up */
@@ -691,7 +691,7 @@ int bk_thread_job_finish(bk_thread_t *thr, bk_thread_job_t *job)
      * says */
     for (int k = 0; k < job->n; k++) {
         int s = job->slots[k];
-        thr->slot_time[s] = -1;
+        thr->slot.time[s] = -1;
         for (int j = 0; j < thr->tp.nslot[s]; j++) {
             for (int i = 0; i < job->ntp; i++) {
                 if (job->tp[i] == thr->tp.slot[s][j] && job->tp_meta[i]) {
@@ -709,7 +709,7 @@ int bk_thread_job_finish(bk_thread_t *thr, bk_thread_job_t *job)
         }
     }
     int nparts = assign->cnt;
-    kerr = nparts > 0 ? rd_kafka_incremental_assign(thr->consumer, assign) : NULL;
+    kerr = nparts > 0 ? rd_kafka_incremental_assign(thr->kafka.consumer, assign) : NULL;
     rd_kafka_topic_partition_list_destroy(assign);
     if (kerr) {
         snprintf(thr->err, sizeof(thr->err), "cannot assign input partitions: %s",
@@ -740,7 +740,7 @@ int bk_thread_job_finish(bk_thread_t *thr, bk_thread_job_t *job)
 
 int bk_thread_jobs_poll(bk_thread_t *thr)
 {
-    for (bk_thread_job_t *job = thr->jobs, *next; job; job = next) {
+    for (bk_thread_job_t *job = thr->open.jobs, *next; job; job = next) {
         next = job->next;
         job_phase(thr, job);
         fire_progress(thr, job);

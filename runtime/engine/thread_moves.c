@@ -92,13 +92,13 @@ static int write_barriers(bk_thread_t *thr, int slot, int t, int topic)
         rd_kafka_resp_err_t err;
         rd_kafka_header_add(h, BARRIER_HEADER, -1, v, n);
         for (;;) {
-            err = rd_kafka_producev(thr->producer, RD_KAFKA_V_RKT(thr->out_rkts[topic]),
+            err = rd_kafka_producev(thr->kafka.producer, RD_KAFKA_V_RKT(thr->kafka.out_rkts[topic]),
                                     RD_KAFKA_V_PARTITION(p), RD_KAFKA_V_HEADERS(h),
                                     RD_KAFKA_V_END);
             if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
                 break;
             }
-            rd_kafka_poll(thr->producer, 5);
+            rd_kafka_poll(thr->kafka.producer, 5);
         }
         if (err) {
             rd_kafka_headers_destroy(h); /* not taken over on failure */
@@ -125,7 +125,7 @@ static int newest(const bk_thread_t *thr, int t)
     for (int g = bk_plan_latest_generation(plan, pass->of); g > 1; g--) {
         int to = gen_topic(plan, t, g);
         /* (and its handle made: the mark may be newer than the thread's last look) */
-        if (to >= 0 && bk_plan_topic_ready(plan, to) && thr->out_rkts[to]) {
+        if (to >= 0 && bk_plan_topic_ready(plan, to) && thr->kafka.out_rkts[to]) {
             return to;
         }
     }
@@ -165,12 +165,12 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
     if (bk_thread_follow_plan(thr) != 0) {
         return -1;
     }
-    if (ready != thr->seen.ready && thr->producer) {
+    if (ready != thr->seen.ready && thr->kafka.producer) {
         /* a move's topics were made: the producer learns them now, in one request, rather
          * than at its next metadata refresh, which its records to them (and this thread's
          * next commit, which flushes them) would wait for: 0.7 s on Kafka */
         const struct rd_kafka_metadata *md;
-        if (rd_kafka_metadata(thr->producer, 1, NULL, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (rd_kafka_metadata(thr->kafka.producer, 1, NULL, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
             rd_kafka_metadata_destroy(md);
         }
     }
@@ -311,7 +311,7 @@ void bk_thread_moves_foreign(bk_thread_t *thr, int slot, int t, const rd_kafka_m
     int was = plan->subs[thr->tasks[slot].sub].partitions, now = thr->tp.parts[t];
     char err[256];
     thr->moves.keycheck[slot] = 0;
-    if (now <= was && bk_kafka_partitions(thr->consumer, &name, 1, &now, 2000, err,
+    if (now <= was && bk_kafka_partitions(thr->kafka.consumer, &name, 1, &now, 2000, err,
                                           sizeof(err)) != 0) {
         now = was; /* not known: as if it had not grown */
     }
@@ -398,7 +398,7 @@ char *bk_thread_moves_meta(const bk_thread_t *thr, int slot)
 {
     int bits = barrier_bits(thr, slot), bytes = (bits + 7) / 8;
     int barriers = thr->moves.barriers[slot] && bits > 0, sealed = bk_thread_seal_done(thr, slot);
-    int64_t st = thr->slot_time ? thr->slot_time[slot] : -1;
+    int64_t st = thr->slot.time ? thr->slot.time[slot] : -1;
     size_t cap = sizeof(META_PREFIX) + 2 * (size_t)bytes + sizeof(BK_THREAD_SEALED_META) +
                  sizeof(TIME_META) + 24, len = 0;
     char *meta;
@@ -428,10 +428,10 @@ void bk_thread_moves_restore(bk_thread_t *thr, int slot, const char *meta)
     int bits = barrier_bits(thr, slot), bytes = (bits + 7) / 8;
     const char *hex, *st = strstr(meta, TIME_META);
     bk_thread_seal_restore(thr, slot, meta);
-    if (st && thr->slot_time) { /* the newest of the task's partitions' */
+    if (st && thr->slot.time) { /* the newest of the task's partitions' */
         long long t = strtoll(st + strlen(TIME_META), NULL, 10);
-        if (t > thr->slot_time[slot]) {
-            thr->slot_time[slot] = t;
+        if (t > thr->slot.time[slot]) {
+            thr->slot.time[slot] = t;
         }
     }
     if (bits == 0 || strncmp(meta, META_PREFIX, strlen(META_PREFIX)) != 0 ||

@@ -45,7 +45,7 @@ static int topic_of(bk_thread_t *thr, const rd_kafka_topic_t *rkt)
 
 static void first_record(bk_thread_t *thr, int tp, int64_t offset);
 
-/* A later generation's task under at-least-once (thr->dedup): whether the record, forwarded
+/* A later generation's task under at-least-once (thr->slot.dedup): whether the record, forwarded
  * by the passthrough, is one its state applied already (a passthrough that died before its
  * commit forwarded it again): it is then done with, unprocessed. Its input position is
  * taken off the headers the processors and the outputs see. */
@@ -61,7 +61,7 @@ static int is_duplicate(bk_thread_t *thr, int slot, rd_kafka_message_t *m, int t
     if (rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         rd_kafka_header_remove(h, BK_DEDUP_HEADER);
     }
-    if (!bk_dedup_seen(thr->dedup[slot], k, p, off)) {
+    if (!bk_dedup_seen(thr->slot.dedup[slot], k, p, off)) {
         return 0;
     }
     if (thr->tp.first[tp] < 0) {
@@ -69,7 +69,7 @@ static int is_duplicate(bk_thread_t *thr, int slot, rd_kafka_message_t *m, int t
     }
     thr->tp.next[tp] = m->offset + 1;
     thr->tp.dirty[tp] = 1;
-    if (thr->deduped[slot]++ == 0) {
+    if (thr->slot.deduped[slot]++ == 0) {
         bk_log_info("task %s: %s [%d] offset %lld: input %d/%d/%lld, forwarded again by the "
                     "passthrough, is in its state already: skipped (so are any later ones, "
                     "counted at its release)",
@@ -121,7 +121,7 @@ static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
             rd_kafka_header_add(copy, BK_DEDUP_HEADER, -1, src, sizeof(src));
         }
         err = rd_kafka_producev(
-            thr->producer, RD_KAFKA_V_RKT(thr->out_rkts[to]), RD_KAFKA_V_PARTITION(part),
+            thr->kafka.producer, RD_KAFKA_V_RKT(thr->kafka.out_rkts[to]), RD_KAFKA_V_PARTITION(part),
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(m->key, m->key_len),
             RD_KAFKA_V_VALUE(m->payload, m->len),
             RD_KAFKA_V_TIMESTAMP(rd_kafka_message_timestamp(m, NULL) > 0
@@ -143,7 +143,7 @@ static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
                      rd_kafka_err2str(err));
             return -1;
         }
-        rd_kafka_poll(thr->producer, 5);
+        rd_kafka_poll(thr->kafka.producer, 5);
     }
     if (thr->tp.first[tp] < 0) {
         first_record(thr, tp, m->offset);
@@ -164,10 +164,10 @@ static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
 static int drop_batch(bk_thread_t *thr, int kept, int from, int n)
 {
     for (int k = 0; k < kept; k++) {
-        rd_kafka_message_destroy(thr->msgs[k]);
+        rd_kafka_message_destroy(thr->batch.msgs[k]);
     }
     for (int k = from; k < n; k++) {
-        rd_kafka_message_destroy(thr->msgs[k]);
+        rd_kafka_message_destroy(thr->batch.msgs[k]);
     }
     return -1;
 }
@@ -209,7 +209,7 @@ static int take(bk_thread_t *thr, rd_kafka_message_t *m, int t, int tp, int *j)
         rd_kafka_message_destroy(m);
         return 0;
     }
-    if (thr->dedup[slot] && is_duplicate(thr, slot, m, tp)) {
+    if (thr->slot.dedup[slot] && is_duplicate(thr, slot, m, tp)) {
         rd_kafka_message_destroy(m);
         return 0;
     }
@@ -228,14 +228,14 @@ static int take(bk_thread_t *thr, rd_kafka_message_t *m, int t, int tp, int *j)
     rec->partition = m->partition;
     rec->offset = m->offset;
     rec->timestamp = rd_kafka_message_timestamp(m, NULL);
-    if (rec->timestamp > thr->slot_time[slot]) {
-        thr->slot_time[slot] = rec->timestamp;
+    if (rec->timestamp > thr->slot.time[slot]) {
+        thr->slot.time[slot] = rec->timestamp;
     }
-    thr->rec_tp[*j] = tp;
-    if (rd_kafka_message_headers(m, &thr->rec_hdrs[*j]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        thr->rec_hdrs[*j] = NULL;
+    thr->batch.rec_tp[*j] = tp;
+    if (rd_kafka_message_headers(m, &thr->batch.rec_hdrs[*j]) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        thr->batch.rec_hdrs[*j] = NULL;
     }
-    thr->msgs[(*j)++] = m;
+    thr->batch.msgs[(*j)++] = m;
     return 0;
 }
 
@@ -245,14 +245,14 @@ static int take(bk_thread_t *thr, rd_kafka_message_t *m, int t, int tp, int *j)
 static int take_ordered(bk_thread_t *thr, int j)
 {
     int64_t now = bk_clock_mono_ms();
-    for (int k = 0; k < thr->ntasks && j < thr->batch_size; k++) {
+    for (int k = 0; k < thr->ntasks && j < thr->opt.batch_size; k++) {
         int s = thr->owned[k], tp;
         rd_kafka_message_t *m;
         if (!ordered(thr, s)) {
             continue;
         }
-        while (j < thr->batch_size && bk_tasklife_running(&thr->life, s) &&
-               (m = bk_order_next(&thr->order, thr->tp.slot[s], thr->tp.nslot[s], now, &tp))) {
+        while (j < thr->opt.batch_size && bk_tasklife_running(&thr->life, s) &&
+               (m = bk_order_next(&thr->batch.order, thr->tp.slot[s], thr->tp.nslot[s], now, &tp))) {
             if (take(thr, m, thr->tp.topic[tp], tp, &j) != 0) {
                 return drop_batch(thr, j, 0, 0);
             }
@@ -269,15 +269,15 @@ int bk_thread_fill_batch(bk_thread_t *thr, int n)
 {
     int j = 0;
     for (int i = 0; i < n; i++) {
-        rd_kafka_message_t *m = thr->msgs[i];
+        rd_kafka_message_t *m = thr->batch.msgs[i];
         int t, tp;
         if (m->err) {
             if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                 bk_log_warn("consumer: %s [%d]: %s", m->rkt ? rd_kafka_topic_name(m->rkt) : "-",
                             (int)m->partition, rd_kafka_message_errstr(m));
-            } else if (thr->merges && m->rkt && (t = topic_of(thr, m->rkt)) >= 0 &&
+            } else if (thr->batch.merges && m->rkt && (t = topic_of(thr, m->rkt)) >= 0 &&
                        m->partition < thr->tp.parts[t] && (tp = thr->tp.of[t][m->partition]) >= 0) {
-                bk_order_eof(&thr->order, tp); /* at its end: a task waiting for it may go on */
+                bk_order_eof(&thr->batch.order, tp); /* at its end: a task waiting for it may go on */
             }
             rd_kafka_message_destroy(m);
             continue;
@@ -288,8 +288,8 @@ int bk_thread_fill_batch(bk_thread_t *thr, int n)
             rd_kafka_message_destroy(m); /* not ours: cannot happen with assign() */
             continue;
         }
-        if (thr->merges && ordered(thr, thr->tp.task_of[t][m->partition])) {
-            if (bk_order_push(&thr->order, tp, m) != 0) {
+        if (thr->batch.merges && ordered(thr, thr->tp.task_of[t][m->partition])) {
+            if (bk_order_push(&thr->batch.order, tp, m) != 0) {
                 rd_kafka_message_destroy(m);
                 snprintf(thr->err, sizeof(thr->err), "out of memory holding records");
                 return drop_batch(thr, j, i + 1, n);
@@ -300,7 +300,7 @@ int bk_thread_fill_batch(bk_thread_t *thr, int n)
             return drop_batch(thr, j, i + 1, n);
         }
     }
-    return thr->order.held > 0 ? take_ordered(thr, j) : j;
+    return thr->batch.order.held > 0 ? take_ordered(thr, j) : j;
 }
 
 /* The "first record" line of an input partition: with the "last record" line of the final
@@ -310,7 +310,7 @@ static void first_record(bk_thread_t *thr, int tp, int64_t offset)
     int slot = thr->tp.task_of[thr->tp.topic[tp]][thr->tp.partition[tp]];
     thr->tp.first[tp] = offset;
     bk_log_info("task %s epoch %llu: first record %s [%d] offset %lld",
-                BK_TASK_NAME(thr->tasks[slot]), (unsigned long long)thr->task_epoch[slot],
+                BK_TASK_NAME(thr->tasks[slot]), (unsigned long long)thr->slot.epoch[slot],
                 thr->plan->topics[thr->tp.topic[tp]].name, thr->tp.partition[tp],
                 (long long)offset);
 }
@@ -318,7 +318,7 @@ static void first_record(bk_thread_t *thr, int tp, int64_t offset)
 static void mark_done(bk_thread_t *thr, int from, int to)
 {
     for (int i = from; i < to; i++) {
-        int tp = thr->rec_tp[i];
+        int tp = thr->batch.rec_tp[i];
         if (thr->tp.first[tp] < 0) {
             first_record(thr, tp, thr->io.recs[i].offset);
         }
@@ -337,7 +337,7 @@ static void mark_done(bk_thread_t *thr, int from, int to)
 
 static int dead_letter(bk_thread_t *thr, int idx, const char *msg)
 {
-    rd_kafka_message_t *m = thr->msgs[idx];
+    rd_kafka_message_t *m = thr->batch.msgs[idx];
     const bk_rec_t *rec = &thr->io.recs[idx];
     rd_kafka_headers_t *orig = NULL, *hdrs;
     char num[32];
@@ -353,14 +353,14 @@ static int dead_letter(bk_thread_t *thr, int idx, const char *msg)
     rd_kafka_header_add(hdrs, "beck.offset", -1, num, -1);
     for (;;) {
         err = rd_kafka_producev(
-            thr->producer, RD_KAFKA_V_RKT(thr->dlq_rkt), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            thr->kafka.producer, RD_KAFKA_V_RKT(thr->kafka.dlq_rkt), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
             RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_VALUE(m->payload, m->len),
             RD_KAFKA_V_TIMESTAMP(rec->timestamp > 0 ? rec->timestamp : 0), RD_KAFKA_V_HEADERS(hdrs),
             RD_KAFKA_V_END);
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             break;
         }
-        rd_kafka_poll(thr->producer, 5);
+        rd_kafka_poll(thr->kafka.producer, 5);
     }
     if (err) {
         rd_kafka_headers_destroy(hdrs);
@@ -368,7 +368,7 @@ static int dead_letter(bk_thread_t *thr, int idx, const char *msg)
             return 0; /* the batch is dropped and done again (run_loop) */
         }
         bk_log_error("cannot write to the dead-letter topic %s: %s",
-                     rd_kafka_topic_name(thr->dlq_rkt), rd_kafka_err2str(err));
+                     rd_kafka_topic_name(thr->kafka.dlq_rkt), rd_kafka_err2str(err));
         return -1;
     }
     return 0;
@@ -381,7 +381,7 @@ static int handle_error(bk_thread_t *thr, int idx, const char *msg)
     const bk_task_id_t *task = &thr->tasks[rec->task];
     const char *topic = thr->plan->topics[rec->topic].name;
 
-    switch (thr->policy) {
+    switch (thr->opt.policy) {
     case POLICY_SKIP:
         thr->stats.skipped++;
         if (thr->live) {
@@ -399,7 +399,7 @@ static int handle_error(bk_thread_t *thr, int idx, const char *msg)
             bk_livestats_add(&thr->live->task[rec->task].dlq, 1);
         }
         bk_log_warn("task %s: record %s/%d/%lld sent to %s: %s", BK_TASK_NAME(*task), topic,
-                    (int)rec->partition, (long long)rec->offset, rd_kafka_topic_name(thr->dlq_rkt),
+                    (int)rec->partition, (long long)rec->offset, rd_kafka_topic_name(thr->kafka.dlq_rkt),
                     msg);
         return 0;
     case POLICY_FAIL:
@@ -452,12 +452,12 @@ static int drop_task_records(bk_thread_t *thr, int from, int n, int32_t slot)
     int j = from;
     for (int i = from; i < n; i++) {
         if (thr->io.recs[i].task == slot) {
-            rd_kafka_message_destroy(thr->msgs[i]);
+            rd_kafka_message_destroy(thr->batch.msgs[i]);
             continue;
         }
-        thr->msgs[j] = thr->msgs[i];
+        thr->batch.msgs[j] = thr->batch.msgs[i];
         thr->io.recs[j] = thr->io.recs[i];
-        thr->rec_tp[j] = thr->rec_tp[i];
+        thr->batch.rec_tp[j] = thr->batch.rec_tp[i];
         j++;
     }
     thr->io.count = j;
@@ -523,7 +523,7 @@ int bk_thread_punctuate(bk_thread_t *thr, int64_t now)
             return 0; /* the producer's failure: the interval is redone (run_loop) */
         }
         bk_log_error("%s: punctuation failed: %s", thr->name, err);
-        return thr->policy == POLICY_FAIL ? -1 : 0;
+        return thr->opt.policy == POLICY_FAIL ? -1 : 0;
     }
     return 0;
 }

@@ -151,22 +151,22 @@ static void make_handles(bk_thread_t *thr)
 {
     const bk_plan_t *plan = thr->plan;
     int ready = atomic_load(&plan->nready), nstores = atomic_load(&plan->ready_nstores);
-    if (!thr->producer || !thr->out_rkts || !thr->changelog_rkts ||
+    if (!thr->kafka.producer || !thr->kafka.out_rkts || !thr->kafka.changelog_rkts ||
         (ready == thr->handles.ready && thr->seen.topics == thr->handles.topics &&
          thr->seen.stores == thr->handles.stores)) {
         return;
     }
     for (int t = 0; t < thr->seen.topics; t++) {
         const bk_plan_topic_t *topic = &plan->topics[t];
-        if ((topic->sink || topic->keygroups) && !thr->out_rkts[t] &&
+        if ((topic->sink || topic->keygroups) && !thr->kafka.out_rkts[t] &&
             bk_plan_topic_ready(plan, t)) {
-            thr->out_rkts[t] = rd_kafka_topic_new(thr->producer, topic->name, NULL);
+            thr->kafka.out_rkts[t] = rd_kafka_topic_new(thr->kafka.producer, topic->name, NULL);
         }
     }
     for (int s = 0; s < thr->seen.stores && s < nstores; s++) {
-        if (plan->stores[s].logged && !thr->changelog_rkts[s]) {
-            thr->changelog_rkts[s] =
-                rd_kafka_topic_new(thr->producer, plan->stores[s].changelog, NULL);
+        if (plan->stores[s].logged && !thr->kafka.changelog_rkts[s]) {
+            thr->kafka.changelog_rkts[s] =
+                rd_kafka_topic_new(thr->kafka.producer, plan->stores[s].changelog, NULL);
         }
     }
     thr->handles.ready = ready;
@@ -290,8 +290,8 @@ static void warm_metadata(bk_thread_t *thr)
         if (!thr->plan->topics[t].source) {
             continue;
         }
-        rkt = rd_kafka_topic_new(thr->consumer, thr->plan->topics[t].name, NULL);
-        if (rkt && rd_kafka_metadata(thr->consumer, 0, rkt, &md, 5000) == 0) {
+        rkt = rd_kafka_topic_new(thr->kafka.consumer, thr->plan->topics[t].name, NULL);
+        if (rkt && rd_kafka_metadata(thr->kafka.consumer, 0, rkt, &md, 5000) == 0) {
             rd_kafka_metadata_destroy(md);
         }
         if (rkt) {
@@ -306,13 +306,13 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaqu
     if (!msg->err && msg->_private) {
         bk_store_acked(msg->_private, msg->offset); /* a changelog record */
     }
-    if (msg->err && !thr->dr_failed) {
+    if (msg->err && !thr->fail.delivery) {
         char why[400] = "";
         if (rd_kafka_fatal_error(rk, why, sizeof(why)) == RD_KAFKA_RESP_ERR_NO_ERROR) {
             snprintf(why, sizeof(why), "%s", rd_kafka_err2str(msg->err));
         }
-        thr->dr_failed = 1;
-        snprintf(thr->dr_err, sizeof(thr->dr_err), "delivery to %s failed: %s",
+        thr->fail.delivery = 1;
+        snprintf(thr->fail.dr_err, sizeof(thr->fail.dr_err), "delivery to %s failed: %s",
                  rd_kafka_topic_name(msg->rkt), why);
     }
 }
@@ -321,18 +321,18 @@ int bk_thread_producer_broken(bk_thread_t *thr)
 {
     char why[400];
     rd_kafka_resp_err_t code =
-        thr->producer ? rd_kafka_fatal_error(thr->producer, why, sizeof(why)) : 0;
+        thr->kafka.producer ? rd_kafka_fatal_error(thr->kafka.producer, why, sizeof(why)) : 0;
     if (bk_thread_fenced_err(code)) {
         thr->txn.fenced = 1;
     }
-    if (thr->dr_failed) {
+    if (thr->fail.delivery) {
         return 1;
     }
     if (code == RD_KAFKA_RESP_ERR_NO_ERROR) {
         return 0;
     }
-    thr->dr_failed = 1;
-    snprintf(thr->dr_err, sizeof(thr->dr_err), "the producer failed for good: %s", why);
+    thr->fail.delivery = 1;
+    snprintf(thr->fail.dr_err, sizeof(thr->fail.dr_err), "the producer failed for good: %s", why);
     return 1;
 }
 
@@ -351,24 +351,24 @@ static int start_producer(bk_thread_t *thr)
         const char *extra[] = {"transactional.id", tid, "transaction.timeout.ms", "10000", NULL};
         thr->txn.inc_used = atomic_load(&thr->txn.inc);
         bk_thread_txn_id(thr, tid, sizeof(tid));
-        thr->producer = bk_kafka_new_with(thr->conf, BK_KAFKA_PRODUCER, cid, extra, thr, dr_msg_cb,
+        thr->kafka.producer = bk_kafka_new_with(thr->conf, BK_KAFKA_PRODUCER, cid, extra, thr, dr_msg_cb,
                                           thr->err, sizeof(thr->err));
     } else {
-        thr->producer = bk_kafka_new(thr->conf, BK_KAFKA_PRODUCER, cid, thr, dr_msg_cb, thr->err,
+        thr->kafka.producer = bk_kafka_new(thr->conf, BK_KAFKA_PRODUCER, cid, thr, dr_msg_cb, thr->err,
                                      sizeof(thr->err));
     }
-    if (!thr->producer) {
+    if (!thr->kafka.producer) {
         return -1;
     }
     if (thr->eos && bk_thread_txn_start(thr) != 0) {
-        snprintf(thr->err, sizeof(thr->err), "%s", thr->dr_err);
+        snprintf(thr->err, sizeof(thr->err), "%s", thr->fail.dr_err);
         return -1;
     }
-    thr->out_rkts = calloc((size_t)plan->cap_topics, sizeof(*thr->out_rkts));
-    if (thr->policy == POLICY_DLQ) {
-        thr->dlq_rkt = rd_kafka_topic_new(thr->producer, dlq, NULL);
+    thr->kafka.out_rkts = calloc((size_t)plan->cap_topics, sizeof(*thr->kafka.out_rkts));
+    if (thr->opt.policy == POLICY_DLQ) {
+        thr->kafka.dlq_rkt = rd_kafka_topic_new(thr->kafka.producer, dlq, NULL);
     }
-    thr->changelog_rkts = calloc((size_t)plan->cap_stores + 1, sizeof(*thr->changelog_rkts));
+    thr->kafka.changelog_rkts = calloc((size_t)plan->cap_stores + 1, sizeof(*thr->kafka.changelog_rkts));
     thr->handles.ready = -1;
     make_handles(thr);
     return 0;
@@ -377,41 +377,41 @@ static int start_producer(bk_thread_t *thr)
 void bk_thread_purge_producer(bk_thread_t *thr)
 {
     int64_t until = bk_clock_mono_ms() + 10000;
-    rd_kafka_purge(thr->producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-    while (rd_kafka_outq_len(thr->producer) > 0 && bk_clock_mono_ms() < until) {
-        rd_kafka_poll(thr->producer, 100); /* the purged records' reports */
+    rd_kafka_purge(thr->kafka.producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    while (rd_kafka_outq_len(thr->kafka.producer) > 0 && bk_clock_mono_ms() < until) {
+        rd_kafka_poll(thr->kafka.producer, 100); /* the purged records' reports */
     }
 }
 
 void bk_thread_stop_producer(bk_thread_t *thr)
 {
-    if (thr->out_rkts) {
+    if (thr->kafka.out_rkts) {
         for (int t = 0; t < thr->plan->cap_topics; t++) {
-            if (thr->out_rkts[t]) {
-                rd_kafka_topic_destroy(thr->out_rkts[t]);
+            if (thr->kafka.out_rkts[t]) {
+                rd_kafka_topic_destroy(thr->kafka.out_rkts[t]);
             }
         }
-        free(thr->out_rkts);
-        thr->out_rkts = NULL;
+        free(thr->kafka.out_rkts);
+        thr->kafka.out_rkts = NULL;
     }
-    if (thr->dlq_rkt) {
-        rd_kafka_topic_destroy(thr->dlq_rkt);
-        thr->dlq_rkt = NULL;
+    if (thr->kafka.dlq_rkt) {
+        rd_kafka_topic_destroy(thr->kafka.dlq_rkt);
+        thr->kafka.dlq_rkt = NULL;
     }
-    if (thr->changelog_rkts) {
+    if (thr->kafka.changelog_rkts) {
         for (int s = 0; s < thr->plan->cap_stores; s++) {
-            if (thr->changelog_rkts[s]) {
-                rd_kafka_topic_destroy(thr->changelog_rkts[s]);
+            if (thr->kafka.changelog_rkts[s]) {
+                rd_kafka_topic_destroy(thr->kafka.changelog_rkts[s]);
             }
         }
-        free(thr->changelog_rkts);
-        thr->changelog_rkts = NULL;
+        free(thr->kafka.changelog_rkts);
+        thr->kafka.changelog_rkts = NULL;
     }
-    if (thr->producer) {
+    if (thr->kafka.producer) {
         if (thr->eos) {
             /* what the open transaction holds (nothing after a commit) is aborted now, not
              * at its timeout: read_committed readers of its partitions wait for it */
-            rd_kafka_error_t *e = rd_kafka_abort_transaction(thr->producer, 5000);
+            rd_kafka_error_t *e = rd_kafka_abort_transaction(thr->kafka.producer, 5000);
             if (e) {
                 bk_log_debug("%s: aborting the open transaction: %s", thr->name,
                              rd_kafka_error_string(e));
@@ -421,13 +421,13 @@ void bk_thread_stop_producer(bk_thread_t *thr)
         if (bk_node_stop_overdue(thr->flags, bk_clock_mono_ms())) {
             /* a stop that waited its time for the brokers: what is queued is not sent (its
              * interval was not committed, and is processed again) */
-            rd_kafka_purge(thr->producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-            rd_kafka_poll(thr->producer, 0);
+            rd_kafka_purge(thr->kafka.producer, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+            rd_kafka_poll(thr->kafka.producer, 0);
         } else {
-            rd_kafka_flush(thr->producer, 5000);
+            rd_kafka_flush(thr->kafka.producer, 5000);
         }
-        rd_kafka_destroy(thr->producer);
-        thr->producer = NULL;
+        rd_kafka_destroy(thr->kafka.producer);
+        thr->kafka.producer = NULL;
     }
 }
 
@@ -447,18 +447,18 @@ int bk_thread_start_kafka(bk_thread_t *thr)
     const bk_plan_t *plan = thr->plan;
 
     snprintf(cid, sizeof(cid), "%s-%s-%d", plan->id, "consumer", thr->index);
-    thr->consumer = bk_kafka_new_with(thr->conf, BK_KAFKA_CONSUMER, cid,
-                                      thr->merges ? eof_settings : NULL, thr, NULL, thr->err,
+    thr->kafka.consumer = bk_kafka_new_with(thr->conf, BK_KAFKA_CONSUMER, cid,
+                                      thr->batch.merges ? eof_settings : NULL, thr, NULL, thr->err,
                                       sizeof(thr->err));
-    if (!thr->consumer) {
+    if (!thr->kafka.consumer) {
         return -1;
     }
-    bk_order_init(&thr->order, thr->consumer, bk_conf_int(thr->conf, BK_CONF_MAX_TASK_IDLE_MS));
+    bk_order_init(&thr->batch.order, thr->kafka.consumer, bk_conf_int(thr->conf, BK_CONF_MAX_TASK_IDLE_MS));
     if (start_producer(thr) != 0) {
         return -1;
     }
-    thr->queue = rd_kafka_queue_get_consumer(thr->consumer);
-    thr->queue_ready = 1;
+    thr->kafka.queue = rd_kafka_queue_get_consumer(thr->kafka.consumer);
+    thr->kafka.queue_ready = 1;
     warm_metadata(thr);
     return 0;
 }

@@ -42,8 +42,8 @@
 
 void bk_thread_wake_loop(bk_thread_t *thr)
 {
-    if (thr->queue_ready) {
-        rd_kafka_queue_yield(thr->queue); /* out of its blocking consume at once */
+    if (thr->kafka.queue_ready) {
+        rd_kafka_queue_yield(thr->kafka.queue); /* out of its blocking consume at once */
     }
 }
 
@@ -96,7 +96,7 @@ int bk_thread_wait_removed(bk_thread_t *thr, uint64_t ticket)
 {
     int rc;
     pthread_mutex_lock(&thr->box.lock);
-    while (thr->box.done < ticket && !thr->done) {
+    while (thr->box.done < ticket && !thr->run.done) {
         pthread_cond_wait(&thr->box.cond, &thr->box.lock);
     }
     rc = thr->box.done >= ticket ? 0 : -1; /* the thread ended first: it failed or was stopped */
@@ -197,13 +197,13 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
          * every task of the thread: its producer's queue, shared by them all, is dropped
          * (the others start again from their last commit, and wait for the lease). */
         int rc;
-        snprintf(thr->dr_err, sizeof(thr->dr_err),
+        snprintf(thr->fail.dr_err, sizeof(thr->fail.dr_err),
                  "the node's lease ran out: task(s) %s released without committing (another "
                  "node may run them already)",
                  bk_thread_slot_names(thr, slots, n, names, sizeof(names)));
-        thr->redo_unleased = 1;
+        thr->fail.redo_unleased = 1;
         rc = bk_thread_redo(thr, slots, n);
-        thr->redo_unleased = 0;
+        thr->fail.redo_unleased = 0;
         return rc;
     }
     for (int k = 0; k < n; k++) {
@@ -224,14 +224,14 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
      * their store (dr_msg_cb): they are served here, before the DBs go to the pool, where
      * the node may close them (make test SAN=1 caught a report landing in a closed store).
      * Undelivered, the thread fails and keeps the DBs until its producer is gone. */
-    while (rd_kafka_outq_len(thr->producer) > 0 && !thr->dr_failed &&
+    while (rd_kafka_outq_len(thr->kafka.producer) > 0 && !thr->fail.delivery &&
            bk_node_leased(thr->flags, bk_clock_wall_ms()) &&
            !bk_node_stop_overdue(thr->flags, bk_clock_mono_ms())) {
-        rd_kafka_flush(thr->producer, 500);
+        rd_kafka_flush(thr->kafka.producer, 500);
     }
-    if (thr->dr_failed) {
+    if (thr->fail.delivery) {
         snprintf(thr->err, sizeof(thr->err), "releasing task(s) %s: %s",
-                 bk_thread_slot_names(thr, slots, n, names, sizeof(names)), thr->dr_err);
+                 bk_thread_slot_names(thr, slots, n, names, sizeof(names)), thr->fail.dr_err);
         return -1;
     }
     if (crc == 0) {
@@ -254,7 +254,7 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
             thr->owned[at] = thr->owned[--thr->ntasks];
         }
     }
-    kerr = rd_kafka_incremental_unassign(thr->consumer, list);
+    kerr = rd_kafka_incremental_unassign(thr->kafka.consumer, list);
     rd_kafka_topic_partition_list_destroy(list);
     if (kerr) {
         snprintf(thr->err, sizeof(thr->err), "cannot unassign the partitions of task(s) %s: %s",
@@ -281,8 +281,8 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
     bk_log_info("%s: released task(s) %s in %lld ms: closed, committed (outputs flushed in %lld "
                 "ms, stores synced and marked in %lld, offsets in %lld); running %d task(s)",
                 thr->name, bk_thread_slot_names(thr, slots, n, names, sizeof(names)),
-                (long long)(bk_clock_wall_ms() - t0), (long long)thr->commit_took[0],
-                (long long)thr->commit_took[1], (long long)thr->commit_took[2], thr->ntasks);
+                (long long)(bk_clock_wall_ms() - t0), (long long)thr->commit.took[0],
+                (long long)thr->commit.took[1], (long long)thr->commit.took[2], thr->ntasks);
     {
         char tasks[6500];
         bk_events_emit("released",
@@ -308,9 +308,9 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
     rd_kafka_error_t *kerr;
     int32_t *again = calloc((size_t)thr->cap + 1, sizeof(int32_t)), *live;
     int nagain = 0, nlive = thr->ntasks;
-    char why[sizeof(thr->dr_err)], names[512];
+    char why[sizeof(thr->fail.dr_err)], names[512];
 
-    snprintf(why, sizeof(why), "%s", thr->dr_err);
+    snprintf(why, sizeof(why), "%s", thr->fail.dr_err);
     bk_thread_producer_broken(thr); /* fenced? */
     if (!again || !(live = calloc((size_t)nlive + 1, sizeof(int32_t)))) {
         free(again);
@@ -319,8 +319,8 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
     }
     /* (a lost lease is the membership's doing, not a producer failing again and again: it
      * does not count) */
-    if (!thr->txn.fenced && !thr->redo_unleased && !thr->park.parking &&
-        ++thr->redos > BK_THREAD_MAX_REDOS) {
+    if (!thr->txn.fenced && !thr->fail.redo_unleased && !thr->park.parking &&
+        ++thr->fail.redos > BK_THREAD_MAX_REDOS) {
         snprintf(thr->err, sizeof(thr->err),
                  "%s; the tasks started again from their last commit %d times in a row "
                  "without committing since: stopping",
@@ -364,7 +364,7 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
         bk_thread_free_slot(thr, slot, 0);
     }
     thr->ntasks = 0;
-    kerr = list->cnt > 0 ? rd_kafka_incremental_unassign(thr->consumer, list) : NULL;
+    kerr = list->cnt > 0 ? rd_kafka_incremental_unassign(thr->kafka.consumer, list) : NULL;
     rd_kafka_topic_partition_list_destroy(list);
     free(live);
     if (kerr) {
@@ -392,8 +392,8 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
             bk_thread_moves_forget(thr, again[k]);
         }
         thr->txn.fenced_at = bk_clock_mono_ms();
-        thr->dr_failed = 0;
-        thr->dr_err[0] = '\0';
+        thr->fail.delivery = 0;
+        thr->fail.dr_err[0] = '\0';
         free(again);
         return 0;
     }
@@ -406,8 +406,8 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
         free(again);
         return -1;
     }
-    thr->dr_failed = 0;
-    thr->dr_err[0] = '\0';
+    thr->fail.delivery = 0;
+    thr->fail.dr_err[0] = '\0';
     /* 5. all of them open again: restored from their checkpoints, what the dropped work
      * left in their changelogs after the last marker settled away (not committed), and
      * read from the committed offsets */
@@ -419,7 +419,7 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
         bk_log_warn("%s: %s: the work since the last commit is dropped; task(s) %s start again "
                     "from it with a new producer (%d of %d times in a row)",
                     thr->name, why, bk_thread_slot_names(thr, again, nagain, names, sizeof(names)),
-                    thr->redos, BK_THREAD_MAX_REDOS);
+                    thr->fail.redos, BK_THREAD_MAX_REDOS);
     } else {
         bk_log_warn("%s: %s: the work since the last commit is dropped", thr->name, why);
     }
@@ -445,13 +445,13 @@ int bk_thread_park(bk_thread_t *thr)
     }
     if (n > 0 && !thr->eos) {
         rc = remove_live(thr, slots, n);
-        if (rc != 0 && !thr->commit_failed && bk_thread_producer_broken(thr)) {
+        if (rc != 0 && !thr->fail.commit && bk_thread_producer_broken(thr)) {
             thr->park.parking = 1;
             rc = bk_thread_redo(thr, slots, n);
             thr->park.parking = 0;
         }
     } else if (n > 0) {
-        snprintf(thr->dr_err, sizeof(thr->dr_err),
+        snprintf(thr->fail.dr_err, sizeof(thr->fail.dr_err),
                  "task(s) %s parked on a record that failed: the open transaction is aborted",
                  bk_thread_slot_names(thr, slots, n, names, sizeof(names)));
         thr->park.parking = 1;
@@ -510,7 +510,7 @@ static void unpark(bk_thread_t *thr, int32_t slot)
 /* Removes tasks still opening: their job stops, the job's other tasks open again. */
 static int remove_opening(bk_thread_t *thr, int slot)
 {
-    for (bk_thread_job_t *job = thr->jobs; job; job = job->next) {
+    for (bk_thread_job_t *job = thr->open.jobs; job; job = job->next) {
         for (int k = 0; k < job->n; k++) {
             if (job->slots[k] == slot) {
                 job->stop = 1;
@@ -533,7 +533,7 @@ int bk_thread_apply_changes(bk_thread_t *thr)
     uint64_t *epochs = NULL, asked;
     int nadd, nrm, nlive = 0, rc = 0, took = 1;
 
-    if (thr->nreap > 0) {
+    if (thr->open.nreap > 0) {
         bk_thread_jobs_reap(thr);
     }
     /* the opening jobs that finished */
@@ -575,7 +575,7 @@ int bk_thread_apply_changes(bk_thread_t *thr)
     }
     if (rc == 0 && nlive > 0) {
         rc = remove_live(thr, live, nlive);
-        if (rc != 0 && !thr->commit_failed && bk_thread_producer_broken(thr)) {
+        if (rc != 0 && !thr->fail.commit && bk_thread_producer_broken(thr)) {
             /* they leave uncommitted (their next owner starts from their last commit), the
              * others start again from theirs */
             rc = bk_thread_redo(thr, live, nlive);
@@ -599,7 +599,7 @@ int bk_thread_apply_changes(bk_thread_t *thr)
             unpark(thr, add[i]);
             if (bk_tasklife_state(&thr->life, add[i]) == BK_LIFE_FREE) {
                 bk_thread_life(thr, add[i], BK_LIFE_OPENING);
-                thr->task_epoch[add[i]] = epochs[i];
+                thr->slot.epoch[add[i]] = epochs[i];
                 add[n++] = add[i];
             }
         }
@@ -642,7 +642,7 @@ int bk_thread_check_inputs(bk_thread_t *thr)
             names[n++] = plan->topics[t].name;
         }
     }
-    if (n > 0 && bk_kafka_partitions(thr->consumer, names, n, counts, 2000, err, sizeof(err)) != 0) {
+    if (n > 0 && bk_kafka_partitions(thr->kafka.consumer, names, n, counts, 2000, err, sizeof(err)) != 0) {
         bk_log_debug("%s: cannot look at the inputs' partitions now: %s", thr->name, err);
         n = 0;
     }
@@ -703,7 +703,7 @@ int bk_thread_check_inputs(bk_thread_t *thr)
         }
     }
     if (rc == 0 && assign->cnt > 0) {
-        rd_kafka_error_t *kerr = rd_kafka_incremental_assign(thr->consumer, assign);
+        rd_kafka_error_t *kerr = rd_kafka_incremental_assign(thr->kafka.consumer, assign);
         if (kerr) {
             snprintf(thr->err, sizeof(thr->err), "cannot assign the grown input's partitions: %s",
                      rd_kafka_error_string(kerr));

@@ -35,9 +35,9 @@ static int failed(bk_thread_t *thr, const char *what, rd_kafka_error_t *e)
     if (bk_thread_fenced_err(rd_kafka_error_code(e))) {
         thr->txn.fenced = 1;
     }
-    if (!thr->dr_failed) {
-        thr->dr_failed = 1;
-        snprintf(thr->dr_err, sizeof(thr->dr_err), "%s failed: %s", what,
+    if (!thr->fail.delivery) {
+        thr->fail.delivery = 1;
+        snprintf(thr->fail.dr_err, sizeof(thr->fail.dr_err), "%s failed: %s", what,
                  rd_kafka_error_string(e));
     }
     rd_kafka_error_destroy(e);
@@ -77,8 +77,8 @@ static int txn_timeout(bk_thread_t *thr)
 int bk_thread_txn_start(bk_thread_t *thr)
 {
     int64_t t0 = bk_clock_mono_ms();
-    TRY("initializing the transactions", rd_kafka_init_transactions(thr->producer, txn_timeout(thr)));
-    TRY("beginning a transaction", rd_kafka_begin_transaction(thr->producer));
+    TRY("initializing the transactions", rd_kafka_init_transactions(thr->kafka.producer, txn_timeout(thr)));
+    TRY("beginning a transaction", rd_kafka_begin_transaction(thr->kafka.producer));
     bk_log_debug("%s: transactional producer ready in %lld ms", thr->name,
                  (long long)(bk_clock_mono_ms() - t0));
     return 0;
@@ -89,21 +89,21 @@ static int send_offsets(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offse
                         rd_kafka_consumer_group_metadata_t *md)
 {
     TRY("sending the input offsets to the transaction",
-        rd_kafka_send_offsets_to_transaction(thr->producer, offsets, md, txn_timeout(thr)));
+        rd_kafka_send_offsets_to_transaction(thr->kafka.producer, offsets, md, txn_timeout(thr)));
     return 0;
 }
 
 int bk_thread_txn_commit(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offsets)
 {
-    if (thr->dr_failed) {
+    if (thr->fail.delivery) {
         return -1;
     }
     if (offsets && offsets->cnt > 0) {
-        rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(thr->consumer);
+        rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(thr->kafka.consumer);
         int rc;
         if (!md) {
-            snprintf(thr->dr_err, sizeof(thr->dr_err), "the consumer has no group metadata");
-            thr->dr_failed = 1;
+            snprintf(thr->fail.dr_err, sizeof(thr->fail.dr_err), "the consumer has no group metadata");
+            thr->fail.delivery = 1;
             return -1;
         }
         rc = send_offsets(thr, offsets, md);
@@ -112,7 +112,7 @@ int bk_thread_txn_commit(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offs
             return -1;
         }
     }
-    TRY("committing the transaction", rd_kafka_commit_transaction(thr->producer, txn_timeout(thr)));
-    TRY("beginning a transaction", rd_kafka_begin_transaction(thr->producer));
+    TRY("committing the transaction", rd_kafka_commit_transaction(thr->kafka.producer, txn_timeout(thr)));
+    TRY("beginning a transaction", rd_kafka_begin_transaction(thr->kafka.producer));
     return 0;
 }
