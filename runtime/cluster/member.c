@@ -657,7 +657,6 @@ bk_member_t *bk_member_new_view(const bk_member_conf_t *mconf, char *errstr, siz
                  m->session_ms, m->hb_ms);
         goto fail;
     }
-    m->dev_port = mconf->dev_port;
     m->min_bytes = 1;
     for (size_t i = 0; i < bk_conf_kafka_count(mconf->conf); i++) {
         const char *k, *v;
@@ -775,7 +774,7 @@ int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
 {
     bk_member_t *m = member;
     const char *topics[1] = {m->topic};
-    int port = m->dev_port, count = 0;
+    int count = 0;
 
     /* Never ask a dev broker about the topic by name before it exists: that would make it
      * with 4 partitions. bk_kafka_partitions() reads all topics. */
@@ -790,14 +789,11 @@ int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
                      m->topic);
             return -1;
         }
-    } else if (port == 0 &&
-               (port = bk_devctl_discover(m->producer, 10000, errstr, errstr_size)) < 0) {
-        return -1;
     } else if (bk_kafka_partitions(m->producer, topics, 1, &count, 10000, errstr, errstr_size) !=
                0) {
         return -1;
     }
-    if (count == 0 && bk_kafka_create_topic(m->producer, port > 0 ? port : 0, m->topic, 1,
+    if (count == 0 && bk_kafka_create_topic(m->producer, m->topic, 1,
                                             (int)bk_conf_int(m->conf, BK_CONF_REPLICATION_FACTOR),
                                             control_configs, errstr, errstr_size) != 0) {
         return -1;
@@ -807,8 +803,15 @@ int bk_member_start(bk_member_t *member, char *errstr, size_t errstr_size)
                  m->topic, count);
         return -1;
     }
-    if (count == 1 && !m->observe && port <= 0) { /* observers (beck status) stay quiet */
-        warn_control_configs(m, m->consumer, m->topic);
+    if (count == 1 && !m->observe) { /* observers (beck status) stay quiet */
+        char ignored[256];
+        int port = bk_kafka_dev_port(); /* not set in this process: the cluster says */
+        if (port < 0) {
+            port = bk_devctl_discover(m->consumer, 10000, ignored, sizeof(ignored));
+        }
+        if (port == 0) { /* real Kafka: a dev broker has no configs */
+            warn_control_configs(m, m->consumer, m->topic);
+        }
     }
     /* The member thread assigns the partition once it knows where to read (start_reading). */
     if (pthread_create(&m->thread, NULL, member_main, m) != 0) {

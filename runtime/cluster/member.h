@@ -60,8 +60,6 @@ typedef struct bk_member_conf {
     /* 0: BK_MEMBER_SESSION_MS; > 2 heartbeat intervals. An observer given 0 takes the one the
      * heartbeats it reads announce, which is what the members that wrote them use. */
     int session_timeout_ms;
-    int dev_port; /* > 0: the dev broker's control port; 0: find out
-                   * (bk_devctl_discover); < 0: a real cluster (Admin API) */
     /* Called on the member thread after the view changed (see bk_member_poll); it may call
      * any bk_member_* function but bk_member_stop/destroy. NULL: poll instead. */
     void (*on_change)(void *opaque);

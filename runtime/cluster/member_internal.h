@@ -149,7 +149,7 @@ struct bk_member_s {
     int64_t acceptable_lag;
     int probe_ms;    /* warm-up: how often the leader looks whether replicas caught up */
     uint32_t layout; /* hash of the task count and names: members that differ share nothing */
-    int hb_ms, session_ms, dev_port;
+    int hb_ms, session_ms;
     int32_t min_bytes; /* the consumer's fetch.min.bytes; -1: the user's, left alone */
     int64_t refit_at;  /* when the member thread next looks whether it should change */
     int observe;           /* never joins or writes (bk_member_conf_t) */

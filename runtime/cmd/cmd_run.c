@@ -203,16 +203,17 @@ int bk_cmd_run_main(int argc, char **argv)
         fprintf(stderr, "beck run: %s\n", err);
         goto done;
     }
-    if (!broker && ((dev_port = bk_preflight_brokers(admin, conf, 10000, err, sizeof(err))) < 0 ||
-                    bk_preflight_members(plan, conf, admin, dev_port, err, sizeof(err)) != 0)) {
+    if (!broker && (dev_port = bk_preflight_brokers(admin, conf, 10000, err, sizeof(err))) < 0) {
         fprintf(stderr, "beck run: %s\n", err);
         goto done;
     }
-    if (bk_topics_ensure(plan, conf, admin, dev_port, err, sizeof(err)) != 0) {
+    /* the one place the dev broker is selected, for every part of the process after */
+    bk_kafka_set_dev_broker(dev_port > 0 ? dev_port : 0);
+    if ((!broker && bk_preflight_members(plan, conf, admin, err, sizeof(err)) != 0) ||
+        bk_topics_ensure(plan, conf, admin, err, sizeof(err)) != 0) {
         fprintf(stderr, "beck run: %s\n", err);
         goto done;
     }
-    bk_kafka_set_dev_broker(dev_port > 0);
     if (dev_port > 0 && bk_conf_exactly_once(conf)) {
         bk_log_warn("processing_guarantee=exactly_once on a dev broker: it accepts transactions "
                     "but neither aborts nor fences them, nor commits offsets in them (they are "
@@ -228,7 +229,7 @@ int bk_cmd_run_main(int argc, char **argv)
         rc = 0;
         goto done;
     }
-    rc = bk_node_run(plan, conf, hooks, L, dev_port);
+    rc = bk_node_run(plan, conf, hooks, L);
 
 done:
     if (admin) {

@@ -14,7 +14,6 @@
 #include "base/clock.h"
 #include "base/conf.h"
 #include "base/log.h"
-#include "devbroker/devctl.h"
 #include "engine/kafka.h"
 #include "engine/skips.h"
 #include "cmd/cmd_opts.h"
@@ -179,8 +178,7 @@ static int ensure_topic(rd_kafka_t *rk, const char *topic, int compact, char *er
                         size_t errstr_size)
 {
     static const char *const compacted[] = {"cleanup.policy", "compact", NULL};
-    int found = bk_kafka_topic_exists(rk, topic, WAIT_MS), port;
-    char err[512];
+    int found = bk_kafka_topic_exists(rk, topic, WAIT_MS);
     if (found < 0) {
         snprintf(errstr, errstr_size, "no broker answered with the cluster's topics in %d s",
                  WAIT_MS / 1000);
@@ -189,12 +187,9 @@ static int ensure_topic(rd_kafka_t *rk, const char *topic, int compact, char *er
     if (found) {
         return 0;
     }
-    if ((port = bk_devctl_discover(rk, WAIT_MS, err, sizeof(err))) < 0) {
-        snprintf(errstr, errstr_size, "%s", err);
-        return -1;
-    }
     bk_log_set_level(BK_LOG_WARN); /* the "creating topic" line is for nodes */
-    if (bk_kafka_create_topic(rk, port, topic, 1, -1, compact ? compacted : NULL, errstr,
+    /* (on a dev broker through its control channel: the cluster's metadata says) */
+    if (bk_kafka_create_topic(rk, topic, 1, -1, compact ? compacted : NULL, errstr,
                               errstr_size) != 0) {
         return -1;
     }

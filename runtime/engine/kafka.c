@@ -113,16 +113,21 @@ static int set(rd_kafka_conf_t *kc, const char *k, const char *v, const char *or
     return 0;
 }
 
-static int dev_broker; /* bk_kafka_set_dev_broker */
+static int dev_port = -1; /* bk_kafka_set_dev_broker; -1: not known in this process */
 
-void bk_kafka_set_dev_broker(int yes)
+void bk_kafka_set_dev_broker(int port)
 {
-    dev_broker = yes;
+    dev_port = port;
+}
+
+int bk_kafka_dev_port(void)
+{
+    return dev_port;
 }
 
 int bk_kafka_dev_broker(void)
 {
-    return dev_broker;
+    return dev_port > 0;
 }
 
 rd_kafka_t *bk_kafka_new(const bk_conf_t *conf, bk_kafka_role_t role, const char *client_id,
@@ -381,20 +386,24 @@ static int admin_create(rd_kafka_t *rk, const char *topic, int partitions, int r
     return rc;
 }
 
-int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int partitions,
+int bk_kafka_create_topic(rd_kafka_t *rk, const char *topic, int partitions,
                           int replication_factor, const char *const *configs, char *errstr,
                           size_t errstr_size)
 {
     char list[512] = "";
     size_t len = 0;
+    int port = dev_port;
+    if (port < 0 && (port = bk_devctl_discover(rk, 10000, errstr, errstr_size)) < 0) {
+        return -1; /* not set in this process (a spec's, a tool's client): its cluster says */
+    }
     for (int i = 0; configs && configs[i] && len < sizeof(list); i += 2) {
         len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s=%s", i ? " " : "", configs[i],
                                 configs[i + 1]);
     }
     bk_log_info("creating topic %s with %d partitions%s%s%s", topic, partitions,
-                dev_port > 0 ? " on the dev broker" : "", *list ? ", " : "", list);
-    if (dev_port > 0) {
-        return bk_devctl_create_topic(dev_port, topic, partitions, errstr, errstr_size);
+                port > 0 ? " on the dev broker" : "", *list ? ", " : "", list);
+    if (port > 0) {
+        return bk_devctl_create_topic(port, topic, partitions, errstr, errstr_size);
     }
     return admin_create(rk, topic, partitions, replication_factor, configs, errstr, errstr_size);
 }

@@ -29,9 +29,14 @@ rd_kafka_t *bk_kafka_new_with(const bk_conf_t *conf, bk_kafka_role_t role, const
                               char *errstr, size_t errstr_size);
 
 /* Whether the process talks to a dev broker (librdkafka's mock cluster), which accepts
- * transactions but neither stores their offsets nor hides what they aborted: set once by
- * `beck run` before any client starts. */
-void bk_kafka_set_dev_broker(int yes);
+ * transactions but neither stores their offsets nor hides what they aborted, creates
+ * topics through its control channel and deletes no records: set once by `beck run`, as
+ * soon as it knows, to the dev broker's control port (> 0) or 0 (real Kafka). It is the
+ * one place the dev broker is selected: nothing passes its port around. dev_port: that
+ * port, 0, or -1 when it was not set (a process that talks to several clusters, as the
+ * specs' does, or a tool); dev_broker: 1 when a dev broker was set. */
+void bk_kafka_set_dev_broker(int port);
+int bk_kafka_dev_port(void);
 int bk_kafka_dev_broker(void);
 
 /* Errors of a read of metadata, offsets or watermarks that pass by themselves: a broker
@@ -65,9 +70,10 @@ rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topic
                                         const int32_t *partitions, int n, int64_t *lo, int64_t *hi,
                                         int timeout_ms, const atomic_int *stop);
 
-/* Creates a topic with `configs` (name, value, ..., NULL; or NULL). dev_port > 0: through
- * the dev broker's control channel (which has no topic configs: the mock cluster neither
- * compacts nor deletes by config); else the Admin API (an existing topic is fine). */
+/* Creates a topic with `configs` (name, value, ..., NULL; or NULL). On a dev broker
+ * (bk_kafka_set_dev_broker; not set: rk's cluster metadata says) through its control
+ * channel (which has no topic configs: the mock cluster neither compacts nor deletes by
+ * config); else the Admin API (an existing topic is fine). */
 #define BK_KAFKA_CONFIG_MAX 64
 
 /* A real cluster's configs of `topic` (DescribeConfigs): the value of names[i] into
@@ -92,7 +98,7 @@ int bk_kafka_alter_topic_configs(rd_kafka_t *rk, const char *topic, const char *
 int bk_kafka_purge_topic(rd_kafka_t *rk, const char *topic, int partitions, char *errstr,
                          size_t errstr_size);
 
-int bk_kafka_create_topic(rd_kafka_t *rk, int dev_port, const char *topic, int partitions,
+int bk_kafka_create_topic(rd_kafka_t *rk, const char *topic, int partitions,
                           int replication_factor, const char *const *configs, char *errstr,
                           size_t errstr_size);
 

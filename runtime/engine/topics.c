@@ -72,8 +72,9 @@ static int bound_changelog(rd_kafka_t *rk, const bk_plan_store_t *st, int64_t ke
 
 /* The changelogs of stores [from, to). */
 static int ensure_changelogs(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
-                             int dev_port, int rf, int from, int to, char *err, size_t errsz)
+                             int rf, int from, int to, char *err, size_t errsz)
 {
+    int dev = bk_kafka_dev_broker();
     int64_t keep = bk_conf_int(conf, BK_CONF_CHANGELOG_RETENTION_MS);
     for (int s = from; s < to; s++) {
         const bk_plan_store_t *st = &plan->stores[s];
@@ -112,7 +113,7 @@ static int ensure_changelogs(const bk_plan_t *plan, const bk_conf_t *conf, rd_ka
             snprintf(retention, sizeof(retention), "%lld",
                      (long long)st->retention_ms + 24LL * 3600 * 1000);
             snprintf(bounded, sizeof(bounded), "%lld", (long long)keep);
-            if (bk_kafka_create_topic(rk, dev_port, st->changelog, want, rf,
+            if (bk_kafka_create_topic(rk, st->changelog, want, rf,
                                       st->window && st->retention_ms > 0 ? win
                                       : keep > 0                         ? kvb
                                                                          : kv,
@@ -137,11 +138,11 @@ static int ensure_changelogs(const bk_plan_t *plan, const bk_conf_t *conf, rd_ka
                      st->changelog, st->name, have, want);
             return -1;
         }
-        if (dev_port <= 0 && keep > 0 && !st->window) {
+        if (!dev && keep > 0 && !st->window) {
             if (bound_changelog(rk, st, keep, err, errsz) != 0) {
                 return -1;
             }
-        } else if (dev_port <= 0) {
+        } else if (!dev) {
             warn_changelog_configs(rk, st);
         }
     }
@@ -210,9 +211,10 @@ static int pin_to_state(bk_plan_t *plan, rd_kafka_t *rk, int s, char *err, size_
 /* Finds every topic's partition count, creating what the app may create:
  * sinks and the dead-letter topic always, sources only on a dev broker (on a
  * real cluster the input is someone else's to create). */
-int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, int dev_port,
-                     char *err, size_t errsz)
+int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, char *err,
+                     size_t errsz)
 {
+    int dev = bk_kafka_dev_broker();
     int n = plan->ntopics + 1, rc = -1, maxp = 0, created = 0;
     const char **names = calloc((size_t)n, sizeof(char *));
     int *counts = calloc((size_t)n, sizeof(int));
@@ -236,11 +238,11 @@ int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, int
         if (!plan->topics[i].source || plan->topics[i].internal || counts[i] > 0) {
             continue;
         }
-        if (dev_port <= 0) {
+        if (!dev) {
             snprintf(err, errsz, "source topic %s does not exist", names[i]);
             goto done;
         }
-        if (bk_kafka_create_topic(rk, dev_port, names[i], defp, rf, NULL, err, errsz) != 0) {
+        if (bk_kafka_create_topic(rk, names[i], defp, rf, NULL, err, errsz) != 0) {
             goto done;
         }
         counts[i] = defp;
@@ -271,7 +273,7 @@ int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, int
         if (counts[i] > 0) {
             continue;
         }
-        if (bk_kafka_create_topic(rk, dev_port, names[i], want, rf, NULL, err, errsz) != 0) {
+        if (bk_kafka_create_topic(rk, names[i], want, rf, NULL, err, errsz) != 0) {
             goto done;
         }
         created = 1;
@@ -330,7 +332,7 @@ int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, int
             }
         }
     }
-    if (ensure_changelogs(plan, conf, rk, dev_port, rf, 0, plan->nstores, err, errsz) != 0) {
+    if (ensure_changelogs(plan, conf, rk, rf, 0, plan->nstores, err, errsz) != 0) {
         goto done;
     }
     rc = 0;
@@ -341,7 +343,7 @@ done:
 }
 
 int bk_topics_ensure_grown(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
-                           int dev_port, int from_topic, int from_store, char *err, size_t errsz)
+                           int from_topic, int from_store, char *err, size_t errsz)
 {
     int rf = (int)bk_conf_int(conf, BK_CONF_REPLICATION_FACTOR);
     int ntopics = plan->ntopics, nstores = plan->nstores;
@@ -352,7 +354,7 @@ int bk_topics_ensure_grown(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafk
             return -1;
         }
         if (have == 0) {
-            if (bk_kafka_create_topic(rk, dev_port, t->name, t->partitions, rf, NULL, err,
+            if (bk_kafka_create_topic(rk, t->name, t->partitions, rf, NULL, err,
                                       errsz) != 0) {
                 return -1;
             }
@@ -374,7 +376,7 @@ int bk_topics_ensure_grown(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafk
             return -1;
         }
     }
-    if (ensure_changelogs(plan, conf, rk, dev_port, rf, from_store, nstores, err, errsz) != 0) {
+    if (ensure_changelogs(plan, conf, rk, rf, from_store, nstores, err, errsz) != 0) {
         return -1;
     }
     /* a topic just made has no leaders for a while (on Kafka, hundreds of ms): the

@@ -13,16 +13,16 @@
 #include "base/conf.h"
 #include "engine/plan.h"
 
-/* rk: an admin client. dev_port: the dev broker's control port, or 0 on real Kafka. Fills
- * the plan's partition counts. 0, or -1 with err. */
-int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, int dev_port,
-                     char *err, size_t errsz);
+/* rk: an admin client; on a dev broker (bk_kafka_set_dev_broker) sources are created too.
+ * Fills the plan's partition counts. 0, or -1 with err. */
+int bk_topics_ensure(bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, char *err,
+                     size_t errsz);
 
 /* After bk_plan_grow added later generations: their topics (from index from_topic on)
  * created with their task counts as partitions, and the changelogs of the stores from
  * from_store on; what exists is checked instead (another node may have made it). The plan
  * is only read. 0, or -1 with err. */
 int bk_topics_ensure_grown(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
-                           int dev_port, int from_topic, int from_store, char *err, size_t errsz);
+                           int from_topic, int from_store, char *err, size_t errsz);
 
 #endif

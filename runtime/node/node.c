@@ -26,6 +26,7 @@
 #include "engine/crew.h"
 #include "engine/db.h"
 #include "engine/hooks.h"
+#include "engine/kafka.h"
 #include "engine/taskdb.h"
 #include "node/node_cleanup.h"
 #include "node/node_growth.h"
@@ -417,7 +418,7 @@ static int follow_moves(member_node_t *mn, const bk_member_view_t *view)
     if (strcmp(view->generations, have) == 0) {
         return 0;
     }
-    if (bk_node_moves_follow(mn->plan, mn->conf, mn->L, mn->dev_port, view->generations, err,
+    if (bk_node_moves_follow(mn->plan, mn->conf, mn->L, view->generations, err,
                              sizeof(err)) != 0) {
         bk_log_error("cannot follow the app's moves (%s): %s", view->generations, err);
         return -1;
@@ -501,7 +502,7 @@ static void wake_main(void *opaque)
  * their new owners, the tasks gained open beside the bk_node_others (crew.h). A change of its
  * standby tasks restarts its standby runner (standby.h). */
 static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_State *L,
-                      int dev_port, const sigset_t *set)
+                      const sigset_t *set)
 {
     int signals = 0, failed = 0;
     member_node_t mn;
@@ -517,7 +518,6 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mn.conf = conf;
     mn.hooks = hooks;
     mn.L = L;
-    mn.dev_port = dev_port;
     mn.tasks = bk_plan_task_table(plan, &mn.ntasks, &mn.cap);
     mn.names = task_names(mn.tasks, mn.ntasks, mn.cap);
     mn.running = calloc((size_t)mn.cap + 1, sizeof(int32_t));
@@ -565,7 +565,6 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     mc.heartbeat_interval_ms = (int)bk_conf_int(conf, BK_CONF_HEARTBEAT_MS);
     mc.session_timeout_ms = (int)bk_conf_int(conf, BK_CONF_SESSION_MS);
     mc.checkpoint_interval_ms = (int)bk_conf_int(conf, BK_CONF_CONTROL_CHECKPOINT_MS);
-    mc.dev_port = dev_port > 0 ? dev_port : -1;
     /* a new view wakes the main thread at once instead of at its next 100 ms tick */
     main_thread = pthread_self();
     mc.on_change = wake_main;
@@ -602,7 +601,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     }
     /* --threads stream threads for the node's life: tasks come and go on them */
     mn.instance = bk_member_incarnation(mn.member);
-    mn.fence = bk_conf_exactly_once(conf) && dev_port <= 0;
+    mn.fence = bk_conf_exactly_once(conf) && !bk_kafka_dev_broker();
     bk_crew_start(&mn.crew, plan, conf, mc.threads, mn.instance, active_progress, mn.member,
                   mn.pool, q.live);
     /* its threads process and commit only while the membership says nobody can have taken
@@ -619,7 +618,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
         mn.boot = bk_bootstrap_new(&env);
     }
     mn.fetch = bk_drainfetch_new(plan, conf, mn.member, mc.node_id);
-    mn.cleanup = mn.pool ? bk_node_cleanup_new(plan, conf, mn.pool, dev_port) : NULL;
+    mn.cleanup = mn.pool ? bk_node_cleanup_new(plan, conf, mn.pool) : NULL;
     mn.growth = bk_node_growth_new(plan, conf);
     if (!mn.boot || !mn.fetch || !mn.cleanup) {
         bk_log_error("cannot join app %s: out of memory", plan->id);
@@ -820,8 +819,7 @@ static int start_globals(const bk_plan_t *plan, const bk_conf_t *conf, const sig
     return 0;
 }
 
-int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_State *L,
-                int dev_port)
+int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_State *L)
 {
     sigset_t set;
     int rc;
@@ -858,7 +856,7 @@ int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_S
     } else if ((rc = start_globals(plan, conf, &set, &globals)) != 0) {
         rc = rc < 0 ? 1 : 0;
     } else {
-        rc = bk_conf_int(conf, BK_CONF_CLUSTER) ? run_member(plan, conf, hooks, L, dev_port, &set)
+        rc = bk_conf_int(conf, BK_CONF_CLUSTER) ? run_member(plan, conf, hooks, L, &set)
                                                  : run_alone(plan, conf, hooks, &set);
     }
     bk_global_stop(globals); /* after the stream threads: they read the tables */

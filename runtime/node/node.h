@@ -15,9 +15,7 @@
 #include "engine/plan.h"
 
 /* L: the VM the plan was loaded in (bk_plan_load), in which it grows by the app's moves
- * (bk_plan_grow). dev_port: the dev broker's control port, or 0 on real Kafka. Returns the
- * process exit status: 0 clean stop, 1 failure. */
-int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_State *L,
-                int dev_port);
+ * (bk_plan_grow). Returns the process exit status: 0 clean stop, 1 failure. */
+int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_State *L);
 
 #endif

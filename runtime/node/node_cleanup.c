@@ -27,7 +27,6 @@ struct bk_node_cleanup_s {
     bk_plan_t *plan;
     const bk_conf_t *conf;
     bk_taskdb_pool_t *pool;
-    int dev_port;
     uint8_t *state; /* [plan->cap_subs] a mask of the above, by subtopology */
     int pending;    /* something was left to do: poll tries again at again_at (mono) */
     int64_t again_at;
@@ -39,7 +38,7 @@ struct bk_node_cleanup_s {
 };
 
 bk_node_cleanup_t *bk_node_cleanup_new(bk_plan_t *plan, const bk_conf_t *conf,
-                                       bk_taskdb_pool_t *pool, int dev_port)
+                                       bk_taskdb_pool_t *pool)
 {
     bk_node_cleanup_t *c = calloc(1, sizeof(*c));
     if (!c || !(c->state = calloc((size_t)plan->cap_subs + 1, 1))) {
@@ -49,7 +48,6 @@ bk_node_cleanup_t *bk_node_cleanup_new(bk_plan_t *plan, const bk_conf_t *conf,
     c->plan = plan;
     c->conf = conf;
     c->pool = pool;
-    c->dev_port = dev_port;
     return c;
 }
 
@@ -195,7 +193,7 @@ static void purge_topics(bk_node_cleanup_t *c, int s)
         if (!t->internal || t->generation != sub->generation || t->generation < 1) {
             continue;
         }
-        if (c->dev_port > 0) {
+        if (bk_kafka_dev_broker()) {
             bk_log_info("cleanup: topic %s of a retired generation keeps its records: the dev "
                         "broker cannot delete them",
                         t->name);
@@ -296,7 +294,7 @@ static void work(bk_node_cleanup_t *c)
             }
         }
         if (!(*st & TOPICS_DONE)) {
-            if (c->dev_port > 0 || c->leader) {
+            if (bk_kafka_dev_broker() || c->leader) {
                 purge_topics(c, s);
                 *st |= TOPICS_DONE;
             } else {
@@ -309,7 +307,7 @@ static void work(bk_node_cleanup_t *c)
             *st |= DRAINED_DONE;
         }
         /* its changelogs (and drained checkpoints): once a later generation is sealed */
-        if (!(*st & LOGS_DONE) && c->dev_port == 0) {
+        if (!(*st & LOGS_DONE) && !bk_kafka_dev_broker()) {
             int m = sealed_after(c, s);
             if (m < 0) {
                 c->pending = 1;

@@ -25,10 +25,9 @@
 
 typedef struct bk_node_cleanup_s bk_node_cleanup_t;
 
-/* dev_port: the dev broker's control port (no records are deleted there), 0 on real Kafka.
- * NULL without memory. */
+/* On a dev broker (bk_kafka_dev_broker) no records are deleted. NULL without memory. */
 bk_node_cleanup_t *bk_node_cleanup_new(bk_plan_t *plan, const bk_conf_t *conf,
-                                       bk_taskdb_pool_t *pool, int dev_port);
+                                       bk_taskdb_pool_t *pool);
 void bk_node_cleanup_destroy(bk_node_cleanup_t *c);
 
 /* After each view the node applied (its plan grown by the view's moves, its generations

@@ -44,7 +44,6 @@ typedef struct member_node_s {
     char **names;              /* [cap] */
     int ntasks, cap;           /* the per-task arrays below have room for cap */
     lua_State *L;              /* the main VM, which describes the plan when it grows */
-    int dev_port;
     bk_crew_t crew;
     int32_t *running, *standing, *scratch;
     /* [cap] tasks of a later generation assigned here that wait until the tasks of the

@@ -128,7 +128,7 @@ void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
                 note->from, sub, now, tasks, (int)view->ngenerations + 1);
 }
 
-int bk_node_moves_follow(bk_plan_t *plan, const bk_conf_t *conf, lua_State *L, int dev_port,
+int bk_node_moves_follow(bk_plan_t *plan, const bk_conf_t *conf, lua_State *L,
                          const char *generations, char *err, size_t errsz)
 {
     int from_topic = plan->ntopics, from_store = plan->nstores, rc;
@@ -145,7 +145,7 @@ int bk_node_moves_follow(bk_plan_t *plan, const bk_conf_t *conf, lua_State *L, i
     if (!admin) {
         return -1;
     }
-    rc = bk_topics_ensure_grown(plan, conf, admin, dev_port, from_topic, from_store, err, errsz);
+    rc = bk_topics_ensure_grown(plan, conf, admin, from_topic, from_store, err, errsz);
     rd_kafka_destroy(admin);
     if (rc == 0) {
         /* the threads make their handles of them; the passthroughs may switch */

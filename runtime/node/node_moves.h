@@ -48,7 +48,7 @@ void bk_node_moves_progress(const bk_plan_t *plan, const bk_member_view_t *view,
  * (bk_topics_ensure_grown, through an admin client of conf's). Main thread. 0 (also when
  * there is nothing to add), or -1 with err: the plan may have grown without its topics,
  * and the node cannot run the new tasks. */
-int bk_node_moves_follow(bk_plan_t *plan, const bk_conf_t *conf, lua_State *L, int dev_port,
+int bk_node_moves_follow(bk_plan_t *plan, const bk_conf_t *conf, lua_State *L,
                          const char *generations, char *err, size_t errsz);
 
 #endif

@@ -165,7 +165,7 @@ static int id_held(bk_member_t *obs, bk_member_view_t *view, const char *node_id
 }
 
 int bk_preflight_members(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *admin,
-                         int dev_port, char *errstr, size_t errstr_size)
+                         char *errstr, size_t errstr_size)
 {
     const char *node_id = bk_conf_str(conf, BK_CONF_NODE_ID);
     int cluster = (int)bk_conf_int(conf, BK_CONF_CLUSTER);
@@ -194,7 +194,6 @@ int bk_preflight_members(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_
     mc.app_id = plan->id;
     mc.node_id = "preflight";
     mc.observe = 1;
-    mc.dev_port = dev_port > 0 ? dev_port : -1;
     obs = bk_member_new(&mc, errstr, errstr_size);
     if (!obs || bk_member_start(obs, errstr, errstr_size) != 0 ||
         read_to_end(obs, &view, topic, errstr, errstr_size) != 0) {

@@ -31,6 +31,6 @@ int bk_preflight_brokers(rd_kafka_t *admin, const bk_conf_t *conf, int timeout_m
  *     ago and started again is not refused: its old incarnation sends none).
  * 0, or -1 with errstr. */
 int bk_preflight_members(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *admin,
-                         int dev_port, char *errstr, size_t errstr_size);
+                         char *errstr, size_t errstr_size);
 
 #endif
