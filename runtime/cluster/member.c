@@ -17,6 +17,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/log.h"
 #include "base/wire.h"
 #include "cluster/assign.h"
@@ -46,6 +47,11 @@ static void become_lost(bk_member_t *m, const char *why, int64_t now)
     }
     m->version++;
     rd_kafka_get_watermark_offsets(m->consumer, m->topic, 0, &lo, &hi);
+    {
+        char w[600];
+        bk_events_emit("lost", "\"why\":%s,\"held\":%d", bk_events_str(w, sizeof(w), why),
+                       m->nlost);
+    }
     bk_log_warn("member %s: lost (%s): stop every active task (%d held); read up to offset"
                 " %" PRId64 " of %" PRId64 ", log time %" PRId64 " ms behind the clock",
                 m->node_id, why, m->nlost, m->next_offset, hi, now - m->log_time);
@@ -248,6 +254,9 @@ static void renew_producer(bk_member_t *m)
     m->producer = fresh;
     pthread_mutex_unlock(&m->lock);
     if (fresh) {
+        char w[600];
+        bk_events_emit("producer_renewed", "\"client\":\"member\",\"error\":%s",
+                       bk_events_str(w, sizeof(w), why));
         bk_log_warn("member %s: the control topic's producer failed for good (%s): a new one "
                     "takes its place", m->node_id, why);
     } else {

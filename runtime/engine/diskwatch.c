@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/log.h"
 
 static atomic_llong free_now = -1, size_now = -1;
@@ -104,6 +105,8 @@ static void *watch_main(void *arg)
                         "room stops the node",
                         human(avail, fb, sizeof(fb)), human(size, sb, sizeof(sb)),
                         100.0 * (double)avail / (double)size, w.pct, w.dir);
+            bk_events_emit("disk_low", "\"free_bytes\":%lld,\"size_bytes\":%lld,\"pct\":%d",
+                           (long long)avail, (long long)size, w.pct);
             said = now;
         } else if (low == 0 && short_of_room) {
             bk_log_info("the state directory's disk has room again: %s free of %s in %s",

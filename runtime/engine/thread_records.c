@@ -416,6 +416,15 @@ static int handle_error(bk_thread_t *thr, int idx, const char *msg)
             bk_log_warn("task %s: skipped record %s/%d/%lld, listed by beck skip (%s): %s",
                         BK_TASK_NAME(*task), topic, (int)rec->partition, (long long)rec->offset,
                         note, msg);
+            {
+                char t[600], e[1100];
+                bk_events_emit("skipped",
+                               "\"task\":\"%s\",\"topic\":%s,\"partition\":%d,\"offset\":%lld,"
+                               "\"error\":%s",
+                               BK_TASK_NAME(*task), bk_events_str(t, sizeof(t), topic),
+                               (int)rec->partition, (long long)rec->offset,
+                               bk_events_str(e, sizeof(e), msg));
+            }
             return 0;
         }
     }

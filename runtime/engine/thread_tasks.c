@@ -415,6 +415,12 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
         bk_thread_life(thr, again[k], BK_LIFE_OPENING);
         bk_thread_moves_forget(thr, again[k]); /* barriers read since the commit: again */
     }
+    {
+        char tasks[6500], e[1100];
+        bk_events_emit("redo", "\"thread\":\"%s\",\"tasks\":%s,\"times\":%d,\"error\":%s",
+                       thr->name, bk_thread_slot_json(thr, again, nagain, tasks, sizeof(tasks)),
+                       thr->fail.redos, bk_events_str(e, sizeof(e), why));
+    }
     if (nagain > 0) {
         bk_log_warn("%s: %s: the work since the last commit is dropped; task(s) %s start again "
                     "from it with a new producer (%d of %d times in a row)",
@@ -700,6 +706,10 @@ int bk_thread_check_inputs(bk_thread_t *thr)
                 RD_KAFKA_OFFSET_INVALID;
             bk_log_info("task %s: reads %s [%d] too: the topic grew from %d to %d partitions",
                         BK_TASK_NAME(thr->tasks[slot]), plan->topics[t].name, p, old, grown);
+            bk_events_emit("input_grown",
+                           "\"task\":\"%s\",\"topic\":\"%s\",\"partition\":%d,\"from\":%d,"
+                           "\"to\":%d",
+                           BK_TASK_NAME(thr->tasks[slot]), plan->topics[t].name, p, old, grown);
         }
     }
     if (rc == 0 && assign->cnt > 0) {

@@ -185,6 +185,8 @@ void bk_node_rebuild_or_drop_standbys(member_node_t *mn)
         }
         bk_log_warn("standby %s: its damaged store is removed: building the replica anew",
                     mn->names[mn->scratch[i]]);
+        bk_events_emit("standby_damaged", "\"task\":\"%s\",\"removed\":true",
+                       mn->names[mn->scratch[i]]);
     }
     memcpy(mn->scratch, mn->standing, (size_t)mn->nstand * sizeof(int32_t));
     bk_node_start_standby(mn, mn->scratch, mn->nstand);

@@ -536,9 +536,17 @@ static void end_job(bk_bootstrap_t *b, int32_t t, int ok, const char *why)
                "bootstrap %s: failed: %s; a later generation's replica has no changelog to start "
                "from: asked for again every %d ms until it has one",
                b->env.names[t], why, RETRY_LATER_MS);
+        if (!said && !passing) {
+            char w[1100];
+            bk_events_emit("bootstrap_failed", "\"task\":\"%s\",\"error\":%s,\"fallback\":\"retry\"",
+                           b->env.names[t], bk_events_str(w, sizeof(w), why));
+        }
     } else if (!ok) {
+        char w[1100];
         bk_log_warn("bootstrap %s: failed: %s; the standby restores from the changelog instead",
                     b->env.names[t], why);
+        bk_events_emit("bootstrap_failed", "\"task\":\"%s\",\"error\":%s,\"fallback\":\"changelog\"",
+                       b->env.names[t], bk_events_str(w, sizeof(w), why ? why : ""));
     }
 }
 

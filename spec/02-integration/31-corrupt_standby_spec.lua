@@ -79,10 +79,9 @@ describe("a damaged standby store", function()
 
     local mark = #nodes.na:log()
     nodes.nb = node(bs, "nb", "b", dirs.nb)
-    -- (log text: the message is the feature, what an operator or a user reads)
-    nodes.nb:wait_log("standby " .. task .. ": its store is damaged", 30)
-    nodes.nb:wait_log("standby " .. task .. ": its damaged store is removed: building the " ..
-                      "replica anew", 10)
+    nodes.nb:wait_event("standby_damaged", { task = task, removed = true }, 40)
+    -- (log text: the message is the feature, what an operator reads)
+    assert.matches("standby " .. task .. ": its store is damaged", nodes.nb:log(), 1, true)
     assert.is_nil(io.open(files[1], "rb"), files[1] .. " is still there")
     helpers.eventually(function() return caught_up(bs, "nb", task) end, 30, 0.5)
     assert.is_true(nodes.nb:alive())

@@ -35,7 +35,7 @@ describe("a consumer whose queue is capped far below a second of input", functio
       helpers.produce(bs, "fk-in", recs, { timeout = 60 })
 
       local node = helpers.start_node("spec/fixtures/fetch_kick.lua", args(bs, helpers.tmpdir()))
-      node:wait_log("first record", 60)
+      node:wait_event("task", { to = "live" }, 60)
       local t0 = helpers.now()
       helpers.eventually(function()
         assert(node:alive(), "the node died:\n" .. node:log())
