@@ -201,6 +201,8 @@ int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, cons
         bk_log_info("task %s: generation %d of subtopology %d is sealed: restored from its own "
                     "changelogs, not built",
                     name, sub->generation, sub->of);
+        bk_events_emit("restored_sealed", "\"task\":\"%s\",\"subtopology\":%d,\"generation\":%d",
+                       name, sub->of, sub->generation);
         return 0;
     }
     prev = bk_plan_prev_generation(plan, task.sub);
