@@ -142,6 +142,13 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
                     (long long)(w[i].end > w[i].start ? w[i].end - w[i].start : 0), items[i].topic,
                     (int)items[i].partition, (long long)w[i].start, (long long)w[i].end - 1,
                     (long long)(w[i].end - lo));
+        bk_events_emit("restore_store",
+                       "\"task\":\"%s\",\"store\":\"%s\",\"topic\":\"%s\",\"partition\":%d,"
+                       "\"records\":%lld,\"from\":%lld,\"held\":%lld",
+                       items[i].task, bk_store_name(items[i].st), items[i].topic,
+                       (int)items[i].partition,
+                       (long long)(w[i].end > w[i].start ? w[i].end - w[i].start : 0),
+                       (long long)w[i].start, (long long)(w[i].end - lo));
         if (w[i].start >= w[i].end) {
             w[i].done = 1;
             if (next < 0) {

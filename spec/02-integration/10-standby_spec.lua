@@ -93,10 +93,8 @@ describe("standby replicas", function()
         assert.is_table(taker:last_event("promoted", { task = t }),
                         t .. " promoted on " .. takers[t])
         local last
-        for n, held in taker:log():gmatch("restore: task " .. t .. " store counts: replaying "
-                                           .. "(%d+) record%(s%) of [^\n]* %(the changelog "
-                                           .. "holds (%d+)%)") do
-          last = { tonumber(n), tonumber(held) }
+        for _, e in ipairs(taker:events("restore_store", { task = t, store = "counts" })) do
+          last = { e.records, e.held }
         end
         assert.is_not_nil(last, "restore line of " .. t)
         replayed, total = replayed + last[1], total + last[2]
