@@ -346,6 +346,13 @@ void bk_thread_log_last(bk_thread_t *thr, const int32_t *slots, int n)
                             (unsigned long long)thr->slot.epoch[slot],
                             thr->plan->topics[thr->tp.topic[tp]].name, thr->tp.partition[tp],
                             (long long)thr->tp.next[tp] - 1);
+                bk_events_emit("last_record",
+                               "\"task\":\"%s\",\"epoch\":%llu,\"topic\":\"%s\","
+                               "\"partition\":%d,\"offset\":%lld",
+                               BK_TASK_NAME(thr->tasks[slot]),
+                               (unsigned long long)thr->slot.epoch[slot],
+                               thr->plan->topics[thr->tp.topic[tp]].name, thr->tp.partition[tp],
+                               (long long)thr->tp.next[tp] - 1);
             }
         }
     }

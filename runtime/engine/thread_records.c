@@ -313,6 +313,12 @@ static void first_record(bk_thread_t *thr, int tp, int64_t offset)
                 BK_TASK_NAME(thr->tasks[slot]), (unsigned long long)thr->slot.epoch[slot],
                 thr->plan->topics[thr->tp.topic[tp]].name, thr->tp.partition[tp],
                 (long long)offset);
+    bk_events_emit("first_record",
+                   "\"task\":\"%s\",\"epoch\":%llu,\"topic\":\"%s\",\"partition\":%d,"
+                   "\"offset\":%lld",
+                   BK_TASK_NAME(thr->tasks[slot]), (unsigned long long)thr->slot.epoch[slot],
+                   thr->plan->topics[thr->tp.topic[tp]].name, thr->tp.partition[tp],
+                   (long long)offset);
 }
 
 static void mark_done(bk_thread_t *thr, int from, int to)

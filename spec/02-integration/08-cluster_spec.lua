@@ -37,7 +37,7 @@ describe("a cluster of nodes", function()
 
     -- SIGKILL of one node: its tasks move to the others after the session
     -- timeout, and what it had not committed is processed again (counted once)
-    local killed_at = io.popen("date +%T.%3N"):read("*l")
+    local killed_at = tonumber(io.popen("date +%s%3N"):read("*l")) -- wall ms, as events' time
     d:kill()
     helpers.produce(bs, "text-lines", make_lines(40001, 50000, exact), { timeout = 60 })
     helpers.eventually(function()
@@ -50,34 +50,25 @@ describe("a cluster of nodes", function()
     for w, n in pairs(exact) do assert.equal(n, kv[w], "count of " .. w) end
     for _, n in ipairs { a, b, c } do assert.equal(0, n:stop()) end
 
-    -- The log of (task, node, epoch, first and last record): on each task the
-    -- nodes' spans of processing never overlap in time. A span starts at the
-    -- "first record" line and ends at the "last record ... committed" line of
-    -- the same task, or at the kill for the killed node.
-    local base
-    local function ms(hms)
-      local h, m, sec, milli = hms:match("(%d+):(%d+):(%d+)%.(%d+)")
-      local v = ((tonumber(h) * 60 + tonumber(m)) * 60 + tonumber(sec)) * 1000 + tonumber(milli)
-      base = base or v
-      if v < base - 43200000 then v = v + 86400000 end -- past midnight
-      return v
-    end
+    -- The events of (task, node, epoch, first and last record): on each task the nodes'
+    -- spans of processing never overlap in time. A span starts at the "first_record" event
+    -- and ends at the "last_record" event (committed) of the same task, or at the kill for
+    -- the killed node.
     local spans = {}
     for id, n in pairs { na = a, nb = b, nc = c, nd = d } do
       local open = {}
-      for line in n:log():gmatch("[^\n]+") do
-        local t, task, ep = line:match("^(%S+) INFO  %[stream%-%d+%] task (%S+) epoch (%d+): first record")
-        if t then open[task] = { node = id, task = task, epoch = ep, from = ms(t) } end
-        t, task = line:match("^(%S+) INFO  %[stream%-%d+%] task (%S+) epoch %d+: last record")
-        if t and open[task] then
-          open[task].to = ms(t)
-          spans[#spans + 1] = open[task]
-          open[task] = nil
+      for _, e in ipairs(n:events()) do
+        if e.kind == "first_record" then
+          open[e.task] = { node = id, task = e.task, epoch = e.epoch, from = e.time }
+        elseif e.kind == "last_record" and open[e.task] then
+          open[e.task].to = e.time
+          spans[#spans + 1] = open[e.task]
+          open[e.task] = nil
         end
       end
       for _, sp in pairs(open) do
         assert.equal("nd", id, "span without an end on " .. id)
-        sp.to = ms(killed_at)
+        sp.to = killed_at
         spans[#spans + 1] = sp
       end
     end

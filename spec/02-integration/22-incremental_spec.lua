@@ -49,15 +49,13 @@ describe("incremental task changes", function()
         "-b", bs, "--cluster", "1", "--node-id", id, "--rack", rack, "--threads", "3",
         "--heartbeat-interval-ms", "200", "--session-timeout-ms", "2000" }, { name = id })
     end
-    -- each thread's task count, from its latest line that says it
+    -- each thread's task count, from its latest event that says it ("live", "released")
     local function per_thread(n)
       local counts = {}
-      for line in n:log():gmatch("[^\n]+") do
-        local t, k = line:match("%[stream%-(%d+)%] stream%-%d+: running (%d+) task")
-        if not t then
-          t, k = line:match("%[stream%-(%d+)%] stream%-%d+: released task%(s%) .*; running (%d+) task")
+      for _, e in ipairs(n:events()) do
+        if (e.kind == "live" or e.kind == "released") and e.thread and e.running then
+          counts[tonumber(e.thread:match("%d+$"))] = e.running
         end
-        if t then counts[tonumber(t)] = tonumber(k) end
       end
       return counts
     end
