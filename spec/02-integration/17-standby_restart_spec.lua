@@ -31,11 +31,10 @@ local function node(bs, id, rack, state_dir)
 end
 
 -- The first "tailing" line of each task in a log: task -> { offset, behind }.
-local function first_tailing(log)
+local function first_tailing(node)
   local out = {}
-  for t, o, l in log:gmatch("standby (%d+_%d+) store counts: tailing [^\n]- from offset "
-                            .. "(%-?%d+), (%d+) behind") do
-    out[t] = out[t] or { offset = tonumber(o), behind = tonumber(l) }
+  for _, e in ipairs(node:events("standby_tailing", { store = "counts" })) do
+    out[e.task] = out[e.task] or { offset = e.offset, behind = e.behind }
   end
   return out
 end
@@ -109,7 +108,7 @@ describe("standby replicas across a restart", function()
     nodes.nb = node(bs, "nb", "b", dirs.nb)
     local per_task = down * 4 / 12
     local tailing = helpers.eventually(function()
-      local t = first_tailing(nodes.nb:log())
+      local t = first_tailing(nodes.nb)
       local n = 0
       for _ in pairs(t) do n = n + 1 end
       return n >= 12 and t
