@@ -202,6 +202,8 @@ static int run_loop(bk_thread_t *thr)
                                 "back in the control topic in time): %d task(s) wait, "
                                 "processing and committing nothing",
                                 thr->name, thr->ntasks);
+                    bk_events_emit("unleased", "\"thread\":\"%s\",\"tasks\":%d", thr->name,
+                                   thr->ntasks);
                 }
             }
             rd_kafka_poll(thr->kafka.producer, 20); /* delivery reports, and a pause */

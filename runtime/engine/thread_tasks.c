@@ -387,6 +387,11 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
                      "node_id): nothing since the last commit was committed, task(s) %s "
                      "dropped; waiting for the node to rejoin",
                      thr->name, why, id, bk_thread_slot_names(thr, again, nagain, names, sizeof(names)));
+        {
+            char tasks[6500];
+            bk_events_emit("producer_fenced", "\"thread\":\"%s\",\"tasks\":%s", thr->name,
+                           bk_thread_slot_json(thr, again, nagain, tasks, sizeof(tasks)));
+        }
         for (int k = 0; k < nagain; k++) {
             bk_thread_life(thr, again[k], BK_LIFE_FREE);
             bk_thread_moves_forget(thr, again[k]);

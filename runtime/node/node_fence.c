@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/log.h"
 #include "engine/fence.h"
 
@@ -49,6 +50,10 @@ int bk_node_fence_gone(bk_node_fence_t *f, const bk_conf_t *conf, const char *ap
                     "is aborted (%lld ms)",
                     p->id, p->incarnation, p->state == BK_MEMBER_DEAD ? "dead" : "replaced",
                     (int)p->threads, (long long)(bk_clock_mono_ms() - t0));
+        bk_events_emit("fenced_node",
+                       "\"node\":\"%s\",\"incarnation\":%" PRIu64 ",\"state\":\"%s\",\"ms\":%lld",
+                       p->id, p->incarnation, p->state == BK_MEMBER_DEAD ? "dead" : "replaced",
+                       (long long)(bk_clock_mono_ms() - t0));
         snprintf(f->done[f->next].node, sizeof(f->done[f->next].node), "%s", p->id);
         f->done[f->next].incarnation = p->incarnation;
         f->next = (f->next + 1) % BK_NODE_FENCE_BOOK;

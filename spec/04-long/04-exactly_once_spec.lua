@@ -49,21 +49,24 @@ describe("exactly-once", function()
       local feeder = chaos.feed(c, rate, seconds)
       helpers.sleep(8)
       local z = c.nodes.n2
-      local mark = #z:log()
+      local mark = #z:events()
       z:signal(SIGSTOP)
       -- its session is 2 s: the others take it for dead, fence it and take its tasks over
       helpers.eventually(function()
-        return c.nodes.n1:log():find("fenced node n2", 1, true) or
-               c.nodes.n3:log():find("fenced node n2", 1, true), c.nodes.n1:log():sub(-2000)
+        return c.nodes.n1:last_event("fenced_node", { node = "n2" }) or
+               c.nodes.n3:last_event("fenced_node", { node = "n2" }), c.nodes.n1:events_tail()
       end, 30, 0.2)
       helpers.sleep(3)
       z:signal(SIGCONT)
       -- it commits nothing more: its threads see its membership lease ran out and release
       -- its tasks without a commit, or (if one tried first) find their producer fenced
       helpers.eventually(function()
-        local log = z:log():sub(mark + 1)
-        return (log:find("fenced:", 1, true) or
-                log:find("the node's lease ran out", 1, true)) ~= nil, log:sub(-3000)
+        for i, e in ipairs(z:events()) do
+          if i > mark and (e.kind == "producer_fenced" or e.kind == "unleased") then
+            return true
+          end
+        end
+        return false, z:events_tail()
       end, 30, 0.2)
       assert.equal(0, feeder:wait(seconds + 60), "the steady producer failed")
       local r = chaos.oracle(c, rate * seconds, true)
