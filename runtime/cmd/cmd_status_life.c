@@ -7,17 +7,20 @@
 
 #include "query/forward.h"
 
-/* The entries {"task":"N","state":"S","for_ms":M} of body's "tasks" (written by
- * query/query_status.c, whose format this reads) for the tasks whose active is peer p. */
+/* The active entries {"task":"N","role":"active","state":"S","for_ms":M} of body's "tasks"
+ * (written by query/query_status.c, whose format this reads) for the tasks whose active is
+ * peer p. */
 static void take(const bk_member_view_t *v, char **names, int32_t p, const char *body,
                  bk_status_life_t *life)
 {
     const char *at = strstr(body, "\"tasks\":[");
     while (at && (at = strstr(at, "{\"task\":\"")) != NULL) {
-        char task[64], state[24];
+        char task[64], role[16], state[24];
         long long ms;
         at += strlen("{\"task\":\"");
-        if (sscanf(at, "%63[^\"]\",\"state\":\"%23[^\"]\",\"for_ms\":%lld", task, state, &ms) != 3) {
+        if (sscanf(at, "%63[^\"]\",\"role\":\"%15[^\"]\",\"state\":\"%23[^\"]\",\"for_ms\":%lld",
+                   task, role, state, &ms) != 4 ||
+            strcmp(role, "active") != 0) {
             continue;
         }
         for (int32_t t = 0; t < v->ntasks; t++) {

@@ -24,6 +24,7 @@ typedef struct bk_livestats_task_s {
     _Atomic int64_t restore_done, restore_total;
     /* its life on this node (engine/tasklife.h): the state, and since when (wall ms) */
     _Atomic int64_t life, life_since_ms;
+    _Atomic int64_t sb_life, sb_life_since_ms; /* ... and its standby replica's here */
 } bk_livestats_task_t;
 
 typedef struct bk_livestats_thread_s {

@@ -20,6 +20,7 @@ static const char *const names[BK_LIFE_NSTATES] = {
     [BK_LIFE_DRAINING] = "draining",
     [BK_LIFE_CHECKPOINTING] = "checkpointing",
     [BK_LIFE_DRAINED] = "drained",
+    [BK_LIFE_TAILING] = "tailing",
 };
 
 /* The moves, as bits of the states a state may go to. Every state leaves to free (the task
@@ -31,8 +32,9 @@ static const char *const names[BK_LIFE_NSTATES] = {
 static const unsigned moves[BK_LIFE_NSTATES] = {
     [BK_LIFE_FREE] = TO(BK_LIFE_OPENING),
     [BK_LIFE_PARKED] = LEAVE | TO(BK_LIFE_OPENING),
-    [BK_LIFE_OPENING] = LEAVE | TO(BK_LIFE_BUILDING) | TO(BK_LIFE_RESTORING) | TO(BK_LIFE_LIVE),
-    [BK_LIFE_BUILDING] = LEAVE | TO(BK_LIFE_RESTORING) | TO(BK_LIFE_LIVE),
+    [BK_LIFE_OPENING] = LEAVE | TO(BK_LIFE_BUILDING) | TO(BK_LIFE_RESTORING) | TO(BK_LIFE_LIVE) |
+                        TO(BK_LIFE_TAILING),
+    [BK_LIFE_BUILDING] = LEAVE | TO(BK_LIFE_RESTORING) | TO(BK_LIFE_LIVE) | TO(BK_LIFE_TAILING),
     [BK_LIFE_RESTORING] = LEAVE | TO(BK_LIFE_LIVE),
     [BK_LIFE_LIVE] = LEAVE | PARK | TO(BK_LIFE_SEALING) | TO(BK_LIFE_HELD) | TO(BK_LIFE_DRAINING),
     /* a seal goes on while the task drains (thread_seal.c): it shows as draining */
@@ -41,6 +43,7 @@ static const unsigned moves[BK_LIFE_NSTATES] = {
     [BK_LIFE_DRAINING] = LEAVE | PARK | TO(BK_LIFE_CHECKPOINTING),
     [BK_LIFE_CHECKPOINTING] = LEAVE | PARK | TO(BK_LIFE_DRAINED),
     [BK_LIFE_DRAINED] = LEAVE | PARK,
+    [BK_LIFE_TAILING] = LEAVE,
 };
 
 int bk_tasklife_init(bk_tasklife_t *l, int cap, bk_livestats_t *live, const char *thread)
@@ -54,6 +57,7 @@ int bk_tasklife_init(bk_tasklife_t *l, int cap, bk_livestats_t *live, const char
     }
     l->count[BK_LIFE_FREE] = cap;
     l->live = live;
+    l->standby = 0;
     l->thread = thread;
     return l->state && l->since && l->sealed ? 0 : -1;
 }
@@ -100,11 +104,16 @@ void bk_tasklife_to(bk_tasklife_t *l, int slot, const char *task, bk_life_t to)
     l->state[slot] = (uint8_t)to;
     l->since[slot] = now;
     if (l->live && slot < l->live->ntasks) {
-        bk_livestats_set(&l->live->task[slot].life, to);
-        bk_livestats_set(&l->live->task[slot].life_since_ms, bk_clock_wall_ms());
+        bk_livestats_task_t *ts = &l->live->task[slot];
+        bk_livestats_set(l->standby ? &ts->sb_life : &ts->life, to);
+        bk_livestats_set(l->standby ? &ts->sb_life_since_ms : &ts->life_since_ms,
+                         bk_clock_wall_ms());
     }
     bk_log_debug("%s: task %s: %s -> %s after %lld ms", l->thread, task, names[from], names[to],
                  (long long)after);
-    bk_events_emit("task", "\"task\":\"%s\",\"from\":\"%s\",\"to\":\"%s\",\"after_ms\":%lld",
-                   task, names[from], names[to], (long long)after);
+    bk_events_emit("task",
+                   "\"task\":\"%s\",\"role\":\"%s\",\"from\":\"%s\",\"to\":\"%s\","
+                   "\"after_ms\":%lld",
+                   task, l->standby ? "standby" : "active", names[from], names[to],
+                   (long long)after);
 }

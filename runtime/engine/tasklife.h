@@ -13,8 +13,9 @@
  *
  * and every state but free leaves to free (released, moved, retired, started again). The
  * running states, whose records the thread processes or drops, are live to drained
- * (bk_tasklife_running). Stream thread only (its writer); the published state is read from
- * any thread. */
+ * (bk_tasklife_running). A standby replica's life is free, opening, (building,) tailing,
+ * free: the standby runner keeps one of its own. The thread that holds the tasks is the
+ * writer; the published state is read from any thread. */
 #ifndef BK_TASKLIFE_H
 #define BK_TASKLIFE_H
 
@@ -37,6 +38,7 @@ typedef enum {
                             * at the next commit */
     BK_LIFE_CHECKPOINTING, /* drained by a commit: its checkpoint is made at a later turn */
     BK_LIFE_DRAINED,       /* the node was told: it waits to be released */
+    BK_LIFE_TAILING,       /* a standby replica (replica/standby.c) tailing its changelogs */
     BK_LIFE_NSTATES
 } bk_life_t;
 
@@ -47,6 +49,7 @@ typedef struct bk_tasklife_s {
     uint8_t *sealed; /* [cap] its commits say "beck.sealed" (thread_seal.c) */
     int count[BK_LIFE_NSTATES];
     bk_livestats_t *live; /* where the state is published, or NULL */
+    int standby;          /* the standby runner's tasks (published as their standby's state) */
     const char *thread;   /* the thread's name, for the log */
 } bk_tasklife_t;
 

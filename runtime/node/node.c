@@ -602,6 +602,7 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     /* --threads stream threads for the node's life: tasks come and go on them */
     mn.instance = bk_member_incarnation(mn.member);
     mn.fence = bk_conf_exactly_once(conf) && !bk_kafka_dev_broker();
+    mn.live = q.live;
     bk_crew_start(&mn.crew, plan, conf, mc.threads, mn.instance, active_progress, mn.member,
                   mn.pool, q.live);
     /* its threads process and commit only while the membership says nobody can have taken

@@ -13,6 +13,7 @@
 #include "cluster/reconcile.h"
 #include "engine/crew.h"
 #include "engine/hooks.h"
+#include "engine/livestats.h"
 #include "engine/plan.h"
 #include "engine/taskdb.h"
 #include "node/node_cleanup.h"
@@ -66,6 +67,7 @@ typedef struct member_node_s {
     bk_node_growth_t *growth;   /* inputs grown under generation 0: moved (the leader) */
     uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
     bk_standby_t *standby;
+    bk_livestats_t *live; /* the node's live counters (task states too), or NULL */
     /* [cap] per standing task: 1 when the runner was told it may build it (standby_ready);
      * sb_waiting counts those it was not, which a view's drains make ready (restart_ready) */
     uint8_t *sb_ready;

@@ -99,6 +99,7 @@ void bk_node_start_standby(member_node_t *mn, const int32_t *which, int n)
     mn->standby = bk_standby_new(mn->plan, mn->conf, tt, which, n, standby_progress, mn->member);
     free(tt);
     bk_standby_set_pool(mn->standby, mn->pool);
+    bk_standby_set_live(mn->standby, mn->live);
     if (bk_conf_str(mn->conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
         bk_standby_set_recover(mn->standby, bk_node_archive_recover, &mn->rctx);
     }

@@ -139,8 +139,8 @@ static void served_json(bk_qreq_t *r, bk_jbuf_t *b)
     free(roles);
 }
 
-/* Each task this node's stream threads hold, its state in its life (engine/tasklife.h) and
- * for how long. */
+/* Each task this node's stream threads hold and each standby replica it keeps, with its role,
+ * its state in its life (engine/tasklife.h) and for how long. */
 static void tasks_json(bk_qreq_t *r, bk_jbuf_t *b)
 {
     const bk_livestats_t *live = r->q->env.live;
@@ -149,15 +149,23 @@ static void tasks_json(bk_qreq_t *r, bk_jbuf_t *b)
     int64_t now = bk_clock_wall_ms();
     bk_jbuf_lit(b, "[");
     for (int t = 0; live && all && t < ntasks && t < live->ntasks; t++) {
-        int64_t st = atomic_load_explicit(&live->task[t].life, memory_order_relaxed);
-        int64_t since = atomic_load_explicit(&live->task[t].life_since_ms, memory_order_relaxed);
-        if (st == BK_LIFE_FREE) {
-            continue;
+        const bk_livestats_task_t *ts = &live->task[t];
+        for (int sb = 0; sb < 2; sb++) { /* its active here, then its standby */
+            int64_t st = atomic_load_explicit(sb ? &ts->sb_life : &ts->life,
+                                              memory_order_relaxed);
+            int64_t since = atomic_load_explicit(sb ? &ts->sb_life_since_ms : &ts->life_since_ms,
+                                                 memory_order_relaxed);
+            if (st == BK_LIFE_FREE) {
+                continue;
+            }
+            bk_jbuf_printf(b,
+                           "%s{\"task\":\"%s\",\"role\":\"%s\",\"state\":\"%s\","
+                           "\"for_ms\":%lld}",
+                           first ? "" : ",", BK_TASK_NAME(all[t]), sb ? "standby" : "active",
+                           bk_tasklife_name((bk_life_t)st),
+                           (long long)(now > since ? now - since : 0));
+            first = 0;
         }
-        bk_jbuf_printf(b, "%s{\"task\":\"%s\",\"state\":\"%s\",\"for_ms\":%lld}",
-                       first ? "" : ",", BK_TASK_NAME(all[t]), bk_tasklife_name((bk_life_t)st),
-                       (long long)(now > since ? now - since : 0));
-        first = 0;
     }
     bk_jbuf_lit(b, "]");
     free(all);

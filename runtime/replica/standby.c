@@ -66,7 +66,22 @@ bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
     for (int t = 0; t < ntasks; t++) {
         sb->boot_lag[t] = -1;
     }
+    {
+        int cap = 0;
+        for (int t = 0; t < ntasks; t++) {
+            cap = ids[t] + 1 > cap ? ids[t] + 1 : cap;
+        }
+        bk_tasklife_init(&sb->life, cap, NULL, "standby");
+        sb->life.standby = 1;
+    }
     return sb;
+}
+
+void bk_standby_life(bk_standby_t *sb, int t, bk_life_t to)
+{
+    if (sb->life.state) {
+        bk_tasklife_to(&sb->life, sb->ids[t], BK_TASK_NAME(sb->tasks[t]), to);
+    }
 }
 
 /* Whether task t may go to cold bootstrap and has no directory yet: a fresh replica. Its
@@ -630,6 +645,9 @@ static void *standby_main(void *arg)
     bk_log_set_thread_name("standby");
     sb->t0 = bk_clock_mono_ms();
     snprintf(cid, sizeof(cid), "%s-standby", sb->plan->id);
+    for (int t = 0; t < sb->ntasks; t++) {
+        bk_standby_life(sb, t, BK_LIFE_OPENING);
+    }
     rc = open_dbs(sb);
     if (rc == 0 && sb->nitems > 0) {
         sb->consumer =
@@ -641,9 +659,14 @@ static void *standby_main(void *arg)
             bk_standby_drop_unopened(sb); /* stopped before bk_standby_assign(): what is open is checkpointed */
         }
     }
-    /* queries may read the replicas from now on (taskdb.h); report() keeps their lags */
+    /* queries may read the replicas from now on (taskdb.h); report() keeps their lags; a
+     * replica whose DB is open tails (one left to cold bootstrap stays opening until the
+     * runner starts again on its installed snapshot) */
     for (int t = 0; rc == 0 && t < sb->ntasks; t++) {
         bk_taskdb_serve(sb->pool, sb->tasks[t], sb->dbs[t], BK_TASKDB_STANDBY);
+        if (sb->dbs[t]) {
+            bk_standby_life(sb, t, BK_LIFE_TAILING);
+        }
     }
     if (rc == 0 && sb->nitems > 0) {
         report(sb, 1);
@@ -682,9 +705,15 @@ static void *standby_main(void *arg)
     for (int t = 0; t < sb->ntasks; t++) {
         bk_taskdb_release(sb->pool, sb->tasks[t], sb->dbs[t], !sb->failed);
         sb->dbs[t] = NULL;
+        bk_standby_life(sb, t, BK_LIFE_FREE);
     }
     sb->done = 1;
     return NULL;
+}
+
+void bk_standby_set_live(bk_standby_t *sb, struct bk_livestats_s *live)
+{
+    sb->life.live = live;
 }
 
 void bk_standby_set_pool(bk_standby_t *sb, struct bk_taskdb_pool_s *pool)
@@ -774,5 +803,6 @@ void bk_standby_destroy(bk_standby_t *sb)
     free(sb->applied_ms);
     free(sb->boot_mode);
     free(sb->boot_lag);
+    bk_tasklife_free(&sb->life);
     free(sb);
 }

@@ -45,6 +45,9 @@ bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
 /* DBs come from this pool (taskdb.h) and go back to it; call before bk_standby_start. */
 struct bk_taskdb_pool_s;
 void bk_standby_set_pool(bk_standby_t *sb, struct bk_taskdb_pool_s *pool);
+/* Where each replica's state in its life is published (engine/livestats.h); before start. */
+struct bk_livestats_s;
+void bk_standby_set_live(bk_standby_t *sb, struct bk_livestats_s *live);
 /* Cold bootstrap (docs/bootstrap.md; on when ssh_key is set). At start the runner reads its
  * changelogs' offsets and hands to cb (on the standby thread) each task that cold
  * bootstrap should build instead: its changelog lost what the task's state needs, or it

@@ -168,7 +168,11 @@ void bk_standby_drop_unopened(bk_standby_t *sb)
 int bk_standby_build_all(bk_standby_t *sb)
 {
     for (int t = 0; t < sb->ntasks && !sb->stop; t++) {
-        if (sb->build[t] && sb->dbs[t] && bk_standby_build_task(sb, t) != 0) {
+        if (!sb->build[t] || !sb->dbs[t]) {
+            continue;
+        }
+        bk_standby_life(sb, t, BK_LIFE_BUILDING);
+        if (bk_standby_build_task(sb, t) != 0) {
             return -1;
         }
     }

@@ -15,6 +15,7 @@
 #include "engine/dbverify.h"
 #include "engine/store.h"
 #include "engine/taskdb.h"
+#include "engine/tasklife.h"
 #include "replica/standby.h"
 
 /* One logged store of one task: a changelog partition to tail. */
@@ -71,12 +72,17 @@ struct bk_standby_s {
     int failed;
     char err[1024];
     int64_t t0; /* when the runner began (monotonic ms) */
+    /* each replica's life (engine/tasklife.h: opening, building, tailing), by app task
+     * index (ids[t]), published as its standby's state for /v1/status */
+    bk_tasklife_t life;
 };
 
 /* standby.c: the changelog partitions of the opened tasks assigned to the consumer, and one
  * turn of tailing; each 0, or -1 with sb->err. */
 int bk_standby_assign(bk_standby_t *sb);
 int bk_standby_tail(bk_standby_t *sb);
+/* Replica t (the runner's index) moves to state `to` of its life. */
+void bk_standby_life(bk_standby_t *sb, int t, bk_life_t to);
 /* standby_build.c: the later generation's tasks this runner builds (sb->build), each built
  * from the changelogs of the generations before it (0, or -1 with sb->err); one of them;
  * the tasks whose DBs were never opened dropped from the items. */

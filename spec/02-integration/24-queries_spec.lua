@@ -184,6 +184,13 @@ describe("queries over HTTP", function()
       lives = lives + 1
     end
     assert.is_true(lives > 0, "no active task of nb's shows its state on the page")
+    -- and each standby replica nb keeps tails its changelogs
+    local tailing = 0
+    for state in dom:gmatch('<tr data%-task="[%d_]+" data%-role="standby" data%-state="([^"]*)">') do
+      assert.equal("tailing", state)
+      tailing = tailing + 1
+    end
+    assert.is_true(tailing > 0, "no standby of nb's shows its state on the page")
     st = helpers.run({ "chromium", "--headless", "--no-sandbox", "--disable-gpu",
                        "--virtual-time-budget=5000", "--window-size=1100,900",
                        "--screenshot=" .. shot, urls.nb .. "/#token=" .. TOKEN },

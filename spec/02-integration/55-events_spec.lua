@@ -53,7 +53,7 @@ describe("a node's events", function()
     -- from where the one before went, from free through opening and restoring to live
     local function life(node, task)
       local chain, at = {}, "free"
-      for _, e in ipairs(node:events("task", { task = task })) do
+      for _, e in ipairs(node:events("task", { task = task, role = "active" })) do
         assert.equal(at, e.from, task .. ": " .. e.from .. " -> " .. e.to .. " after " .. at)
         assert.is_number(e.after_ms)
         chain[#chain + 1] = e.to
