@@ -138,8 +138,7 @@ int bk_ffi_member_rec_generation(const char *id, uint64_t inc, int32_t after, in
 const char *bk_ffi_member_generations(bk_member_spec_t *s, int32_t *n);
 /* A drained record (task `task` of a replaced generation drained) and the view's drained
  * tasks (sorted; *n their count). */
-int bk_ffi_member_rec_drained(const char *id, uint64_t inc, int32_t task, char **buf,
-                              size_t *len);
+int bk_ffi_member_rec_drained(const char *id, uint64_t inc, int32_t task, char **buf, size_t *len);
 const int32_t *bk_ffi_member_drained(bk_member_spec_t *s, int32_t *n);
 /* -- A plan grown by later generations (engine/plan_ffi.c) -------------------------------
  * Loads `topology` with the tasks setting `tasks` (NULL: none), grows it by each of

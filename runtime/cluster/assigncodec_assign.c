@@ -67,7 +67,7 @@ bk_assigncodec_t *bk_assigncodec_from_result(const bk_assigncodec_t *prev,
 
     if (prev && epoch <= prev->epoch) {
         snprintf(errstr, errstr_size, "epoch %llu is not after %llu", (unsigned long long)epoch,
-               (unsigned long long)prev->epoch);
+                 (unsigned long long)prev->epoch);
         return NULL;
     }
     ix = index_ids(prev, &nix);

@@ -258,10 +258,12 @@ static void renew_producer(bk_member_t *m)
         bk_events_emit("producer_renewed", "\"client\":\"member\",\"error\":%s",
                        bk_events_str(w, sizeof(w), why));
         bk_log_warn("member %s: the control topic's producer failed for good (%s): a new one "
-                    "takes its place", m->node_id, why);
+                    "takes its place",
+                    m->node_id, why);
     } else {
         bk_log_error("member %s: the control topic's producer failed for good (%s) and no new "
-                     "one could be made: %s", m->node_id, why, err);
+                     "one could be made: %s",
+                     m->node_id, why, err);
     }
 }
 
@@ -339,8 +341,8 @@ static void start_reading(bk_member_t *m, int64_t now)
             m->phase = PH_FAILED;
             m->error = "the control topic lost its first records and has no checkpoint to"
                        " start from (docs/cluster.md, Checkpoints)";
-            bk_log_error("member %s: %s starts at offset %" PRId64 ": %s", m->node_id, m->topic,
-                         lo, m->error);
+            bk_log_error("member %s: %s starts at offset %" PRId64 ": %s", m->node_id, m->topic, lo,
+                         m->error);
         } else if (now - m->wait_warned >= 10000) {
             m->wait_warned = now;
             bk_log_warn("member %s: %s starts at offset %" PRId64 " and no checkpoint covers it"
@@ -373,8 +375,8 @@ static int take_checkpoint(bk_member_t *m, const rd_kafka_message_t *msg)
         bk_log_warn("member %s: the checkpoint at offset %" PRId64 " of %s cannot be used: %s",
                     m->node_id, msg->offset, m->topic, err);
     } else if (last + 1 < lo) {
-        bk_log_warn("member %s: the checkpoint at offset %" PRId64 " needs the records from %" PRId64
-                    ", and %s starts at %" PRId64,
+        bk_log_warn("member %s: the checkpoint at offset %" PRId64
+                    " needs the records from %" PRId64 ", and %s starts at %" PRId64,
                     m->node_id, msg->offset, last + 1, m->topic, lo);
     } else if (read_from(m, last + 1) == 0) {
         m->phase = PH_CATCHUP;
@@ -733,8 +735,8 @@ fail:
  * may lose what is older: a week, as Kafka's default. The rules read log time: the broker's
  * clock, not each node's. */
 static const char *const control_configs[] = {
-    "cleanup.policy",         "delete",        "retention.ms", "604800000", "retention.bytes",
-    "-1",                     "message.timestamp.type",        "LogAppendTime", NULL,
+    "cleanup.policy",         "delete",        "retention.ms", "604800000", "retention.bytes", "-1",
+    "message.timestamp.type", "LogAppendTime", NULL,
 };
 
 /* A control topic made by hand with other configs may work until the wrong records are

@@ -128,7 +128,7 @@ typedef struct bk_member_view {
      * fetches saw then): from here on the view is the app's present, not a replay of its
      * history. Set once, never cleared. */
     int caught_up;
-    int64_t next_offset;    /* the next control record the view will read */
+    int64_t next_offset; /* the next control record the view will read */
     /* Where this member's reading began (0, or the offset after the one the checkpoint it
      * started from describes) and how many records it read to catch up (set with
      * caught_up): what a start costs, which checkpoints keep from growing with the log. */
@@ -218,14 +218,14 @@ int bk_member_released(bk_member_t *member, uint64_t epoch, const int32_t *tasks
  * stopped or started being assignable): tasks are now 0..ntasks-1, no fewer than before, and
  * the leader assigns only those with assignable[t] != 0 (NULL: all), leaving the others
  * unassigned, and gives no standbys to those with BK_MEMBER_ACTIVE_ONLY (tasks that hold no
- * state: a standby would keep nothing); it recomputes its epoch when the current one differs. origin[t] >= 0 (NULL:
- * none) names the task whose state t is built from (the task of the generation before
- * that overlaps it most): a task without a present previous active (never assigned yet,
- * or its node gone) is placed as if it had been that task's, beside it when balance
+ * state: a standby would keep nothing); it recomputes its epoch when the current one differs.
+ * origin[t] >= 0 (NULL: none) names the task whose state t is built from (the task of the
+ * generation before that overlaps it most): a task without a present previous active (never
+ * assigned yet, or its node gone) is placed as if it had been that task's, beside it when balance
  * allows, so that its build finds the drained checkpoint on its own node
- * (docs/repartitioning.md). The layout fingerprint stays the one bk_member_new made from the first table, so members whose tables grow at
- * slightly different moments go on sharing tasks. 0, or -1 (fewer tasks, too many, or out
- * of memory: nothing changed). @locality any thread */
+ * (docs/repartitioning.md). The layout fingerprint stays the one bk_member_new made from the first
+ * table, so members whose tables grow at slightly different moments go on sharing tasks. 0, or -1
+ * (fewer tasks, too many, or out of memory: nothing changed). @locality any thread */
 int bk_member_set_tasks(bk_member_t *member, int32_t ntasks, const uint8_t *assignable,
                         const int32_t *origin);
 #define BK_MEMBER_ACTIVE_ONLY 2 /* assignable[t]: an active, no standbys */

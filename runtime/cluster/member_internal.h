@@ -150,8 +150,8 @@ struct bk_member_s {
     int probe_ms;    /* warm-up: how often the leader looks whether replicas caught up */
     uint32_t layout; /* hash of the task count and names: members that differ share nothing */
     int hb_ms, session_ms;
-    int32_t min_bytes; /* the consumer's fetch.min.bytes; -1: the user's, left alone */
-    int64_t refit_at;  /* when the member thread next looks whether it should change */
+    int32_t min_bytes;     /* the consumer's fetch.min.bytes; -1: the user's, left alone */
+    int64_t refit_at;      /* when the member thread next looks whether it should change */
     int observe;           /* never joins or writes (bk_member_conf_t) */
     int session_announced; /* an observer's session_ms follows the heartbeats' */
     void (*on_change)(void *opaque);
@@ -199,22 +199,22 @@ struct bk_member_s {
      * records): sorted, part of the fold. */
     int32_t *drained;
     int32_t ndrained, cap_drained;
-    uint8_t *rel_sent;  /* [nown] this member published a release of it, not yet seen */
-    uint8_t *told;      /* [nown] a view listed it in running; the node has not released it */
+    uint8_t *rel_sent; /* [nown] this member published a release of it, not yet seen */
+    uint8_t *told;     /* [nown] a view listed it in running; the node has not released it */
     /* This member. */
     uint64_t inc;
     int phase;
     int caught_up; /* latched: read up to where the log ended at start (bk_member_view_t) */
     const char *error;
     int64_t catchup_to, next_hb, first_hb, join_ts;
-    int64_t start_from; /* where this member's fold began: 0, a checkpoint's offset + 1, or
-                         * the end of a log that had lost all its records */
-    int64_t ckpt_at;    /* PH_CKPT: the checkpoint's offset */
+    int64_t start_from;    /* where this member's fold began: 0, a checkpoint's offset + 1, or
+                            * the end of a log that had lost all its records */
+    int64_t ckpt_at;       /* PH_CKPT: the checkpoint's offset */
     int64_t start_records; /* read from start_from to catch up (bk_member_view_t) */
     int64_t wait_since, wait_warned; /* PH_START: since when no checkpoint could be used */
-    int ckpt_pending;   /* the leader's checkpoint in flight */
+    int ckpt_pending;                /* the leader's checkpoint in flight */
     int64_t ckpt_len, ckpt_warned;
-    int ckpt_ms; /* the checkpoint interval (CKPT_MS) */
+    int ckpt_ms;                /* the checkpoint interval (CKPT_MS) */
     rd_kafka_queue_t *commit_q; /* checkpoint commits' results, of consumer commit_rk */
     rd_kafka_t *commit_rk;
     int joined_once; /* this incarnation's heartbeat was seen in the log */
@@ -232,9 +232,9 @@ struct bk_member_s {
      * replicas caught up (0: no probe due). Set at every epoch (a new leader does not know
      * whether the one before held tasks back), kept while the result holds tasks back. */
     int64_t probe_at;
-    int64_t next_wake; /* when the member thread must look again: heartbeat, tick */
+    int64_t next_wake;     /* when the member thread must look again: heartbeat, tick */
     int64_t end_err_since; /* start: since when the control topic's end cannot be read (0) */
-    int leave_state;   /* 0 in flight, 1 delivered, -1 failed */
+    int leave_state;       /* 0 in flight, 1 delivered, -1 failed */
     uint64_t notified;
 
     bk_member_note_t *notes; /* [NOTES_MAX] delivered, not taken yet (under lock) */

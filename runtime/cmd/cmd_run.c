@@ -13,6 +13,7 @@
 #include "base/conf.h"
 #include "base/events.h"
 #include "base/log.h"
+#include "cmd/cmd_opts.h"
 #include "devbroker/broker.h"
 #include "engine/db.h"
 #include "engine/hooks.h"
@@ -23,7 +24,6 @@
 #include "node/node.h"
 #include "node/preflight.h"
 #include "replica/archive_dest.h"
-#include "cmd/cmd_opts.h"
 
 static void usage(FILE *out)
 {
@@ -142,8 +142,8 @@ int bk_cmd_run_main(int argc, char **argv)
         bk_conf_set(conf, BK_CONF_NODE_ID, id, BK_CONF_FROM_DEFAULT, err, sizeof(err));
     }
     /* the node's events (docs/events.md): in memory for /v1/events, and in a file when set */
-    if (bk_events_open(bk_conf_str(conf, BK_CONF_EVENTS), bk_conf_str(conf, BK_CONF_NODE_ID),
-                       err, sizeof(err)) != 0) {
+    if (bk_events_open(bk_conf_str(conf, BK_CONF_EVENTS), bk_conf_str(conf, BK_CONF_NODE_ID), err,
+                       sizeof(err)) != 0) {
         fprintf(stderr, "beck run: %s\n", err);
         goto done;
     }
@@ -153,17 +153,17 @@ int bk_cmd_run_main(int argc, char **argv)
         int64_t keep = bk_conf_int(conf, BK_CONF_CHANGELOG_RETENTION_MS);
         int64_t every = bk_conf_int(conf, BK_CONF_SNAPSHOT_ARCHIVE_INTERVAL_MS);
         if (keep > 0 && !bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
-            fprintf(stderr, "beck run: changelog_retention_ms=%lld needs snapshot_archive: a "
-                            "changelog that deletes its head loses state once no replica "
-                            "holds it, unless an archived snapshot covers it (docs/state.md)\n",
+            fprintf(stderr,
+                    "beck run: changelog_retention_ms=%lld needs snapshot_archive: a "
+                    "changelog that deletes its head loses state once no replica "
+                    "holds it, unless an archived snapshot covers it (docs/state.md)\n",
                     (long long)keep);
             goto done;
         }
         if (bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE)) {
             /* a malformed sftp:// or one without ssh_key: said now, not at the first copy */
-            bk_archive_dest_t *d =
-                bk_archive_dest_open(bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE), conf, err,
-                                     sizeof(err));
+            bk_archive_dest_t *d = bk_archive_dest_open(bk_conf_str(conf, BK_CONF_SNAPSHOT_ARCHIVE),
+                                                        conf, err, sizeof(err));
             if (!d) {
                 fprintf(stderr, "beck run: %s\n", err);
                 goto done;
@@ -171,9 +171,10 @@ int bk_cmd_run_main(int argc, char **argv)
             bk_archive_dest_close(d);
         }
         if (keep > 0 && keep < 2 * every) {
-            fprintf(stderr, "beck run: changelog_retention_ms=%lld is shorter than twice "
-                            "snapshot_archive_interval_ms=%lld: the changelog could delete "
-                            "records that no archived snapshot covers yet (docs/state.md)\n",
+            fprintf(stderr,
+                    "beck run: changelog_retention_ms=%lld is shorter than twice "
+                    "snapshot_archive_interval_ms=%lld: the changelog could delete "
+                    "records that no archived snapshot covers yet (docs/state.md)\n",
                     (long long)keep, (long long)every);
             goto done;
         }

@@ -14,9 +14,9 @@
 #include "base/clock.h"
 #include "base/conf.h"
 #include "base/log.h"
+#include "cmd/cmd_opts.h"
 #include "engine/kafka.h"
 #include "engine/skips.h"
-#include "cmd/cmd_opts.h"
 
 #define WAIT_MS 15000 /* each step's bound: reading the record, writing */
 
@@ -105,8 +105,8 @@ static int record_copy(record_t *r, rd_kafka_message_t *m)
 }
 
 /* The record at topic/partition/offset into *out. 0, or -1 with errstr. */
-static int read_record(const bk_conf_t *conf, const char *topic, int32_t partition,
-                       int64_t offset, record_t *rec, char *errstr, size_t errstr_size)
+static int read_record(const bk_conf_t *conf, const char *topic, int32_t partition, int64_t offset,
+                       record_t *rec, char *errstr, size_t errstr_size)
 {
     rd_kafka_message_t *got = NULL, **out = &got;
     static const char *const extra[] = {"enable.auto.commit", "false", NULL};
@@ -120,19 +120,21 @@ static int read_record(const bk_conf_t *conf, const char *topic, int32_t partiti
         return -1;
     }
     if (bk_kafka_watermarks(rk, topics, &partition, 1, &lo, &hi, WAIT_MS, NULL) != 0) {
-        snprintf(errstr, errstr_size, "cannot read the offsets of %s [%d] in %d s: is it a topic "
+        snprintf(errstr, errstr_size,
+                 "cannot read the offsets of %s [%d] in %d s: is it a topic "
                  "of the app, and partition %d one of its partitions?",
                  topic, (int)partition, WAIT_MS / 1000, (int)partition);
         goto done;
     }
     if (hi <= lo) {
-        snprintf(errstr, errstr_size, "%s [%d] holds no record (is it an input of the app?)",
-                 topic, (int)partition);
+        snprintf(errstr, errstr_size, "%s [%d] holds no record (is it an input of the app?)", topic,
+                 (int)partition);
         goto done;
     }
     if (offset < lo || offset >= hi) {
-        snprintf(errstr, errstr_size, "%s [%d] holds offsets %" PRId64 " to %" PRId64
-                 ": none at %" PRId64, topic, (int)partition, lo, hi - 1, offset);
+        snprintf(errstr, errstr_size,
+                 "%s [%d] holds offsets %" PRId64 " to %" PRId64 ": none at %" PRId64, topic,
+                 (int)partition, lo, hi - 1, offset);
         goto done;
     }
     list = rd_kafka_topic_partition_list_new(1);
@@ -149,10 +151,11 @@ static int read_record(const bk_conf_t *conf, const char *topic, int32_t partiti
         }
     }
     if (!*out) {
-        snprintf(errstr, errstr_size, "could not read %s [%d] at offset %" PRId64 " in %d s",
-                 topic, (int)partition, offset, WAIT_MS / 1000);
+        snprintf(errstr, errstr_size, "could not read %s [%d] at offset %" PRId64 " in %d s", topic,
+                 (int)partition, offset, WAIT_MS / 1000);
     } else if ((*out)->offset != offset) {
-        snprintf(errstr, errstr_size, "%s [%d] has no record at offset %" PRId64
+        snprintf(errstr, errstr_size,
+                 "%s [%d] has no record at offset %" PRId64
                  " (compacted, or a transaction marker): the next one is at %" PRId64,
                  topic, (int)partition, offset, (*out)->offset);
         rd_kafka_message_destroy(*out);
@@ -189,15 +192,13 @@ static int ensure_topic(rd_kafka_t *rk, const char *topic, int compact, char *er
     }
     bk_log_set_level(BK_LOG_WARN); /* the "creating topic" line is for nodes */
     /* (on a dev broker through its control channel: the cluster's metadata says) */
-    if (bk_kafka_create_topic(rk, topic, 1, -1, compact ? compacted : NULL, errstr,
-                              errstr_size) != 0) {
+    if (bk_kafka_create_topic(rk, topic, 1, -1, compact ? compacted : NULL, errstr, errstr_size) !=
+        0) {
         return -1;
     }
-    return bk_kafka_wait_leaders(rk, topic, WAIT_MS) < 0 ? (snprintf(errstr, errstr_size,
-                                                                     "%s has no leader yet",
-                                                                     topic),
-                                                            -1)
-                                                         : 0;
+    return bk_kafka_wait_leaders(rk, topic, WAIT_MS) < 0
+               ? (snprintf(errstr, errstr_size, "%s has no leader yet", topic), -1)
+               : 0;
 }
 
 int bk_cmd_skip_main(int argc, char **argv)
@@ -237,8 +238,7 @@ int bk_cmd_skip_main(int argc, char **argv)
         partition = (int32_t)part;
         offset = off;
     }
-    if (!bk_conf_str(conf, BK_CONF_BROKERS) || !app || !topic || partition == -1 ||
-        offset == -1) {
+    if (!bk_conf_str(conf, BK_CONF_BROKERS) || !app || !topic || partition == -1 || offset == -1) {
         fprintf(stderr, "beck skip: -b, --app, --topic, --partition and --offset are needed "
                         "(see --help)\n");
         rc = 2;
@@ -264,8 +264,7 @@ int bk_cmd_skip_main(int argc, char **argv)
             goto done;
         }
         hdrs = rec.headers ? rd_kafka_headers_copy(rec.headers) : rd_kafka_headers_new(4);
-        rd_kafka_header_add(hdrs, "beck.error", -1, reason ? reason : "skipped by beck skip",
-                            -1);
+        rd_kafka_header_add(hdrs, "beck.error", -1, reason ? reason : "skipped by beck skip", -1);
         rd_kafka_header_add(hdrs, "beck.topic", -1, topic, -1);
         snprintf(num, sizeof(num), "%d", (int)partition);
         rd_kafka_header_add(hdrs, "beck.partition", -1, num, -1);
@@ -308,9 +307,9 @@ int bk_cmd_skip_main(int argc, char **argv)
     }
     bk_skips_key(topic, partition, offset, key, sizeof(key));
     if (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(skips), RD_KAFKA_V_PARTITION(0),
-                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key, strlen(key)),
-                          RD_KAFKA_V_VALUE(note, strlen(note)), RD_KAFKA_V_OPAQUE(&d2),
-                          RD_KAFKA_V_END) != 0 ||
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                          RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(note, strlen(note)),
+                          RD_KAFKA_V_OPAQUE(&d2), RD_KAFKA_V_END) != 0 ||
         delivered(rk, &d2, skips, err, sizeof(err)) != 0) {
         fprintf(stderr, "beck skip: %s\n", d2.done ? err : "cannot write the listing");
         goto done;

@@ -18,12 +18,12 @@
 #include "base/conf.h"
 #include "base/log.h"
 #include "cluster/member.h"
-#include "replica/standby.h"
+#include "cmd/cmd_opts.h"
+#include "cmd/cmd_status_life.h"
 #include "engine/kafka.h"
 #include "engine/plan.h"
 #include "engine/vm.h"
-#include "cmd/cmd_opts.h"
-#include "cmd/cmd_status_life.h"
+#include "replica/standby.h"
 
 #define BK_STATUS_TIMEOUT_MS 10000
 
@@ -369,9 +369,9 @@ static void bk_status_print_text(const bk_member_view_t *v, const char *app, con
         } else {
             bk_status_cell(&tb, "%d", t);
         }
-        bk_status_cell(&tb, "%s", bk_status_retired(v, t)
-                                      ? "retired"
-                                      : bk_status_peer_name(v, owner, a, sizeof(a)));
+        bk_status_cell(&tb, "%s",
+                       bk_status_retired(v, t) ? "retired"
+                                               : bk_status_peer_name(v, owner, a, sizeof(a)));
         if (life && life[t].state[0]) {
             bk_status_cell(&tb, "%s %.1f s", life[t].state, (double)life[t].for_ms / 1000.0);
         } else {

@@ -40,7 +40,6 @@
 #define BK_BROKER_KICK_US 50
 #define BK_BROKER_KICK_MAX_US 100000
 
-
 /* -- Logging ------------------------------------------------------------------------------- */
 
 void bk_broker_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -504,9 +503,8 @@ int bk_broker_push_errors(bk_broker_t *broker, int broker_id, int api_key, int c
     }
     bk_broker_call_begin(broker);
     for (int i = 0; i < count && !err; i++) {
-        err = rd_kafka_mock_broker_push_request_error_rtts(broker->mcluster, broker_id,
-                                                           (int16_t)api_key, 1,
-                                                           (rd_kafka_resp_err_t)code, rtt_ms);
+        err = rd_kafka_mock_broker_push_request_error_rtts(
+            broker->mcluster, broker_id, (int16_t)api_key, 1, (rd_kafka_resp_err_t)code, rtt_ms);
     }
     bk_broker_call_end(broker);
     if (err) {

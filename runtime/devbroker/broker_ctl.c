@@ -123,12 +123,11 @@ static void bk_broker_ctl_exec(bk_broker_t *broker, char *line, char *reply, siz
                      "ERR usage: ERRORS <broker-id 1..%d> <produce|fetch|api-key> <count 1..1000> "
                      "<error-code 1..1000> [<rtt-ms 0..60000>]",
                      broker->brokers);
-        } else if (bk_broker_push_errors(broker, n, api, count, code, rtt, err, sizeof(err)) !=
-                   0) {
+        } else if (bk_broker_push_errors(broker, n, api, count, code, rtt, err, sizeof(err)) != 0) {
             snprintf(reply, reply_size, "ERR %s", err);
         } else {
-            bk_broker_log("broker %d: the next %d request(s) of API %d fail with %s", n, count,
-                          api, rd_kafka_err2str((rd_kafka_resp_err_t)code));
+            bk_broker_log("broker %d: the next %d request(s) of API %d fail with %s", n, count, api,
+                          rd_kafka_err2str((rd_kafka_resp_err_t)code));
             snprintf(reply, reply_size, "OK");
         }
     } else {

@@ -8,8 +8,8 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "engine/brokerwatch.h"
 #include "devbroker/devctl.h"
+#include "engine/brokerwatch.h"
 
 /* librdkafka 2.0.2 stops fetching past queued.min.messages / queued.max.messages.kbytes
  * and looks again only on I/O or after a second: the count cap is out of the way, and
@@ -84,8 +84,7 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
          * consumer's setting that the producer ignores is as meant */
         bk_log_debug("kafka %s: %s", fac, buf);
     } else if (level <= 3 && new_topic_unknown(buf)) {
-        bk_log_info("kafka %s: %s (a topic just created, not yet known to every broker)", fac,
-                    buf);
+        bk_log_info("kafka %s: %s (a topic just created, not yet known to every broker)", fac, buf);
     } else if (strstr(buf, "Coordinator load in progress: retrying")) {
         /* a cluster just started loads its coordinators: librdkafka asks again */
         bk_log_info("kafka %s: %s", fac, buf);
@@ -262,8 +261,8 @@ static int retry_pause(int64_t *backoff, int64_t deadline, const atomic_int *sto
 }
 
 /* One metadata request's partition counts; a topic with an error that passes is err. */
-static rd_kafka_resp_err_t partitions_once(rd_kafka_t *rk, const char **topics, int n,
-                                           int *counts, int timeout_ms)
+static rd_kafka_resp_err_t partitions_once(rd_kafka_t *rk, const char **topics, int n, int *counts,
+                                           int timeout_ms)
 {
     const struct rd_kafka_metadata *md;
     rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 1, NULL, &md, timeout_ms);
@@ -386,9 +385,8 @@ static int admin_create(rd_kafka_t *rk, const char *topic, int partitions, int r
     return rc;
 }
 
-int bk_kafka_create_topic(rd_kafka_t *rk, const char *topic, int partitions,
-                          int replication_factor, const char *const *configs, char *errstr,
-                          size_t errstr_size)
+int bk_kafka_create_topic(rd_kafka_t *rk, const char *topic, int partitions, int replication_factor,
+                          const char *const *configs, char *errstr, size_t errstr_size)
 {
     char list[512] = "";
     size_t len = 0;
@@ -439,8 +437,8 @@ int bk_kafka_purge_topic(rd_kafka_t *rk, const char *topic, int partitions, char
             if (e == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART && rc == 1) {
                 rc = 0;
             } else if (e) {
-                snprintf(errstr, errstr_size, "topic %s [%d]: cannot delete its records: %s",
-                         topic, (int)res->elems[i].partition, rd_kafka_err2str(e));
+                snprintf(errstr, errstr_size, "topic %s [%d]: cannot delete its records: %s", topic,
+                         (int)res->elems[i].partition, rd_kafka_err2str(e));
                 rc = -1;
                 break;
             }
@@ -475,8 +473,8 @@ static rd_kafka_event_t *admin_result(rd_kafka_queue_t *q, int timeout_ms, const
  * live in *evp (the result event: the caller destroys it), or -1 with errstr (and *evp
  * NULL). */
 static int describe_topic(rd_kafka_t *rk, rd_kafka_queue_t *q, const char *topic, int timeout_ms,
-                          rd_kafka_event_t **evp, const rd_kafka_ConfigEntry_t ***cfg,
-                          size_t *ncfg, char *errstr, size_t errstr_size)
+                          rd_kafka_event_t **evp, const rd_kafka_ConfigEntry_t ***cfg, size_t *ncfg,
+                          char *errstr, size_t errstr_size)
 {
     const rd_kafka_ConfigResource_t **rs;
     size_t nres;
@@ -489,12 +487,11 @@ static int describe_topic(rd_kafka_t *rk, rd_kafka_queue_t *q, const char *topic
         rd_kafka_ConfigResource_destroy(res);
         *ncfg = 0;
         *cfg = NULL;
-        if (!(*evp = admin_result(q, timeout_ms, "DescribeConfigs", topic, errstr,
-                                  errstr_size))) {
+        if (!(*evp = admin_result(q, timeout_ms, "DescribeConfigs", topic, errstr, errstr_size))) {
             return -1;
         }
-        rs = rd_kafka_DescribeConfigs_result_resources(
-            rd_kafka_event_DescribeConfigs_result(*evp), &nres);
+        rs = rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(*evp),
+                                                       &nres);
         /* a topic just made: the broker asked may not know it for a moment */
         if (nres >= 1 &&
             rd_kafka_ConfigResource_error(rs[0]) == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART &&
@@ -573,8 +570,8 @@ int bk_kafka_alter_topic_configs(rd_kafka_t *rk, const char *topic, const char *
     for (size_t c = 0; c < ncfg; c++) {
         const char *name = rd_kafka_ConfigEntry_name(cfg[c]);
         const char *v = rd_kafka_ConfigEntry_value(cfg[c]);
-        int own = rd_kafka_ConfigEntry_source(cfg[c]) ==
-                  RD_KAFKA_CONFIG_SOURCE_DYNAMIC_TOPIC_CONFIG;
+        int own =
+            rd_kafka_ConfigEntry_source(cfg[c]) == RD_KAFKA_CONFIG_SOURCE_DYNAMIC_TOPIC_CONFIG;
         if (v && own && !is_set(configs, name)) {
             rd_kafka_ConfigResource_set_config(alter, name, v);
         }
@@ -589,8 +586,8 @@ int bk_kafka_alter_topic_configs(rd_kafka_t *rk, const char *topic, const char *
     }
     {
         size_t nres;
-        const rd_kafka_ConfigResource_t **rs = rd_kafka_AlterConfigs_result_resources(
-            rd_kafka_event_AlterConfigs_result(ev), &nres);
+        const rd_kafka_ConfigResource_t **rs =
+            rd_kafka_AlterConfigs_result_resources(rd_kafka_event_AlterConfigs_result(ev), &nres);
         if (nres < 1 || rd_kafka_ConfigResource_error(rs[0])) {
             snprintf(errstr, errstr_size, "topic %s: AlterConfigs failed: %s", topic,
                      nres ? rd_kafka_ConfigResource_error_string(rs[0]) : "no result");
@@ -668,7 +665,9 @@ rd_kafka_resp_err_t bk_kafka_watermarks(rd_kafka_t *rk, const char *const *topic
     for (;;) {
         int64_t left = deadline - bk_clock_mono_ms();
         err = watermarks_once(rk, topics, partitions, n, lo, hi,
-                              left > 10000 ? 10000 : left > 1000 ? (int)left : 1000);
+                              left > 10000  ? 10000
+                              : left > 1000 ? (int)left
+                                            : 1000);
         if (!err || !bk_kafka_retriable(err)) {
             break;
         }

@@ -98,8 +98,7 @@ int bk_kafka_alter_topic_configs(rd_kafka_t *rk, const char *topic, const char *
 int bk_kafka_purge_topic(rd_kafka_t *rk, const char *topic, int partitions, char *errstr,
                          size_t errstr_size);
 
-int bk_kafka_create_topic(rd_kafka_t *rk, const char *topic, int partitions,
-                          int replication_factor, const char *const *configs, char *errstr,
-                          size_t errstr_size);
+int bk_kafka_create_topic(rd_kafka_t *rk, const char *topic, int partitions, int replication_factor,
+                          const char *const *configs, char *errstr, size_t errstr_size);
 
 #endif

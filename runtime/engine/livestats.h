@@ -1,7 +1,8 @@
 /* livestats.h - a node's live counters for /metrics (docs/queries.md): per task (records
  * in, out, skipped, dead-lettered, its input lag at the last commit, the age of its latest
- * record; records dropped as late, per store) and per stream thread (commits and their time, the record cache's hits and misses).
- * Counters live in C so that any thread reads them, not in a Lua VM.
+ * record; records dropped as late, per store) and per stream thread (commits and their time, the
+ * record cache's hits and misses). Counters live in C so that any thread reads them, not in a Lua
+ * VM.
  *
  * Each task's counters have one writer at a time, the stream thread that runs the task (a
  * task changes threads through the thread's mailbox, under a mutex), so a writer adds with

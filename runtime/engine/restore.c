@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/events.h"
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/keys.h"
 #include "base/log.h"
 #include "engine/changelog.h"
@@ -99,8 +99,8 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
         if (topics && parts && los && his) {
             /* a broker down or a leader moving while a task opens passes: tried again
              * for as long as a broker takes to come back (issue 38) */
-            err = bk_kafka_watermarks(consumer, topics, parts, n, los, his,
-                                      BK_RESTORE_OFFSETS_MS, stop);
+            err = bk_kafka_watermarks(consumer, topics, parts, n, los, his, BK_RESTORE_OFFSETS_MS,
+                                      stop);
         }
         free(topics);
         free(parts);
@@ -188,15 +188,13 @@ int bk_restore_run(rd_kafka_t *consumer, bk_restore_item_t *items, int n, bk_res
         got = rd_kafka_consume_batch_queue(q, 0, msgs, 1000);
         if (got == 0) {
             /* after waking the fetcher if it stopped on a full queue (fetchkick.h) */
-            got = rd_kafka_consume_batch_queue(q, bk_fetchkick_idle(&kick, consumer, 100), msgs,
-                                               1);
+            got = rd_kafka_consume_batch_queue(q, bk_fetchkick_idle(&kick, consumer, 100), msgs, 1);
         }
         bk_fetchkick_took(&kick, msgs, got > 0 ? (size_t)got : 0);
         for (ssize_t i = 0; i < got; i++) {
             rd_kafka_message_t *m = msgs[i];
             work_t *x = m->err ? NULL : find(w, n, rd_kafka_topic_name(m->rkt), m->partition);
-            if (x && !x->done && m->offset < x->end &&
-                !in_groups(x->item, m->key, m->key_len)) {
+            if (x && !x->done && m->offset < x->end && !in_groups(x->item, m->key, m->key_len)) {
                 p.records++; /* another task's key: read, not kept */
                 if (m->offset + 1 >= x->end) {
                     x->done = 1;

@@ -9,18 +9,12 @@
 #include "base/log.h"
 
 static const char *const names[BK_LIFE_NSTATES] = {
-    [BK_LIFE_FREE] = "free",
-    [BK_LIFE_PARKED] = "parked",
-    [BK_LIFE_OPENING] = "opening",
-    [BK_LIFE_BUILDING] = "building",
-    [BK_LIFE_RESTORING] = "restoring",
-    [BK_LIFE_LIVE] = "live",
-    [BK_LIFE_SEALING] = "sealing",
-    [BK_LIFE_HELD] = "held",
-    [BK_LIFE_DRAINING] = "draining",
-    [BK_LIFE_CHECKPOINTING] = "checkpointing",
-    [BK_LIFE_DRAINED] = "drained",
-    [BK_LIFE_TAILING] = "tailing",
+    [BK_LIFE_FREE] = "free",           [BK_LIFE_PARKED] = "parked",
+    [BK_LIFE_OPENING] = "opening",     [BK_LIFE_BUILDING] = "building",
+    [BK_LIFE_RESTORING] = "restoring", [BK_LIFE_LIVE] = "live",
+    [BK_LIFE_SEALING] = "sealing",     [BK_LIFE_HELD] = "held",
+    [BK_LIFE_DRAINING] = "draining",   [BK_LIFE_CHECKPOINTING] = "checkpointing",
+    [BK_LIFE_DRAINED] = "drained",     [BK_LIFE_TAILING] = "tailing",
 };
 
 /* The moves, as bits of the states a state may go to. Every state leaves to free (the task

@@ -12,8 +12,8 @@
 #include <lauxlib.h>
 #include <librdkafka/rdkafka.h>
 
-#include "base/events.h"
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/ffi.h"
 #include "base/hash.h"
 #include "base/log.h"
@@ -73,8 +73,8 @@ bk_thread_t *bk_thread_new(int index, const bk_plan_t *plan, const bk_conf_t *co
     thr->box.rm = calloc((size_t)thr->cap + 1, sizeof(int32_t));
     thr->box.add_epoch = calloc((size_t)thr->cap + 1, sizeof(uint64_t));
     thr->opt.policy = strcmp(pol, "skip") == 0  ? POLICY_SKIP
-                  : strcmp(pol, "dlq") == 0 ? POLICY_DLQ
-                                            : POLICY_FAIL;
+                      : strcmp(pol, "dlq") == 0 ? POLICY_DLQ
+                                                : POLICY_FAIL;
     thr->opt.batch_size = (int)bk_conf_int(conf, BK_CONF_BATCH_SIZE);
     /* (a later generation reads what its subtopology read: the plan's growth keeps this) */
     for (int s = 0; s < plan->nsubs; s++) {
@@ -123,8 +123,8 @@ static int check_instance(bk_thread_t *thr)
     if (thr->ntasks > 0 || thr->open.jobs) {
         /* what runs here started under the old id: it starts again from its last commit */
         thr->fail.delivery = 1;
-        snprintf(thr->fail.dr_err, sizeof(thr->fail.dr_err), "the node rejoined as incarnation %llu",
-                 (unsigned long long)inc);
+        snprintf(thr->fail.dr_err, sizeof(thr->fail.dr_err),
+                 "the node rejoined as incarnation %llu", (unsigned long long)inc);
         return bk_thread_redo(thr, NULL, 0);
     }
     bk_thread_purge_producer(thr);
@@ -150,10 +150,10 @@ static void log_stall(const bk_thread_t *thr, int64_t start, int64_t changes, in
         return;
     }
     bk_log_info("%s: a turn of %lld ms: task changes %lld, poll %lld (%d record(s)), "
-                "processing %lld, %s %lld", thr->name, (long long)(end - start),
-                (long long)(changes - start), (long long)(poll - changes), n,
-                (long long)(process - poll), committed ? "commit" : "after",
-                (long long)(end - process));
+                "processing %lld, %s %lld",
+                thr->name, (long long)(end - start), (long long)(changes - start),
+                (long long)(poll - changes), n, (long long)(process - poll),
+                committed ? "commit" : "after", (long long)(end - process));
 }
 
 static int run_loop(bk_thread_t *thr)
@@ -211,8 +211,8 @@ static int run_loop(bk_thread_t *thr)
         }
         if (thr->unleased_at) {
             if (thr->ntasks > 0) {
-                bk_log_info("%s: the node's lease holds again after %lld ms: processing",
-                            thr->name, (long long)(now - thr->unleased_at));
+                bk_log_info("%s: the node's lease holds again after %lld ms: processing", thr->name,
+                            (long long)(now - thr->unleased_at));
             }
             thr->unleased_at = 0;
         }
@@ -229,10 +229,12 @@ static int run_loop(bk_thread_t *thr)
             }
         }
         /* Drain what is there; block for one message only when idle. */
-        n = (int)rd_kafka_consume_batch_queue(thr->kafka.queue, 0, thr->batch.msgs, (size_t)thr->opt.batch_size);
+        n = (int)rd_kafka_consume_batch_queue(thr->kafka.queue, 0, thr->batch.msgs,
+                                              (size_t)thr->opt.batch_size);
         if (n == 0) {
             n = (int)rd_kafka_consume_batch_queue(
-                thr->kafka.queue, bk_fetchkick_idle(&thr->batch.kick, thr->kafka.consumer, wait), thr->batch.msgs, 1);
+                thr->kafka.queue, bk_fetchkick_idle(&thr->batch.kick, thr->kafka.consumer, wait),
+                thr->batch.msgs, 1);
         }
         bk_fetchkick_took(&thr->batch.kick, thr->batch.msgs, n > 0 ? (size_t)n : 0);
         rd_kafka_poll(thr->kafka.producer, 0);
@@ -382,7 +384,8 @@ static void *thread_main(void *arg)
     bk_log_debug("%s: clients and Lua ready in %lld ms", thr->name,
                  (long long)(bk_clock_wall_ms() - t0));
     rc = run_loop(thr);
-    while (rc == 0 && bk_tasklife_count(&thr->life, BK_LIFE_CHECKPOINTING) > 0) { /* a stop right after a drain: told now */
+    while (rc == 0 && bk_tasklife_count(&thr->life, BK_LIFE_CHECKPOINTING) >
+                          0) { /* a stop right after a drain: told now */
         bk_thread_moves_drain_one(thr);
     }
     bk_thread_stop_jobs(thr);
@@ -393,8 +396,8 @@ static void *thread_main(void *arg)
     int crc;
     if (thr->txn.fenced) {
         /* nothing this producer writes can commit: what runs is dropped as in a crash */
-        bk_log_warn("%s: fenced: no final commit; %d task(s) stop at their last commit",
-                    thr->name, thr->ntasks);
+        bk_log_warn("%s: fenced: no final commit; %d task(s) stop at their last commit", thr->name,
+                    thr->ntasks);
         failed_before = 1;
     } else if (thr->eos && rc != 0 && !failed_before) {
         /* exactly-once: a failure (a record that raised under on_error = fail) ends the open
@@ -421,12 +424,14 @@ static void *thread_main(void *arg)
             snprintf(why, sizeof(why), "no broker answers (for %lld s)",
                      (long long)((bk_clock_wall_ms() - down) / 1000));
         } else {
-            snprintf(why, sizeof(why), "the brokers did not acknowledge its outputs within "
-                                       "%d s", BK_NODE_STOP_WAIT_MS / 1000);
+            snprintf(why, sizeof(why),
+                     "the brokers did not acknowledge its outputs within "
+                     "%d s",
+                     BK_NODE_STOP_WAIT_MS / 1000);
         }
         bk_log_warn("%s: no final commit: %s; %d task(s) stop at their last commit, their "
-                     "input since is processed again when they run next",
-                     thr->name, why, thr->ntasks);
+                    "input since is processed again when they run next",
+                    thr->name, why, thr->ntasks);
         rc = -1;
     } else if (crc > 0) {
         /* nothing of the last interval is synced: the DBs close, and the next owner keeps
@@ -537,7 +542,8 @@ void bk_thread_destroy(bk_thread_t *thr)
          * commit; an opening one's (its job stopped) is closed */
         if (thr->dbs[t]) {
             bk_taskdb_release(thr->pool, thr->tasks[t], thr->dbs[t],
-                              bk_tasklife_running(&thr->life, t) && thr->run.rc == 0 && thr->commit.clean);
+                              bk_tasklife_running(&thr->life, t) && thr->run.rc == 0 &&
+                                  thr->commit.clean);
         }
         if (thr->life.state) {
             bk_thread_life(thr, t, BK_LIFE_FREE); /* its life here ends with the thread */

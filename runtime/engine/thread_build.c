@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/events.h"
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/fs.h"
 #include "base/hash.h"
 #include "base/log.h"
@@ -34,8 +34,7 @@
 
 #define FROM_FILE "BUILT-FROM" /* "<p> <p> ...": the partitions step 1 took */
 
-static int write_file(const char *dir, const char *name, const char *text, char *err,
-                      size_t errsz)
+static int write_file(const char *dir, const char *name, const char *text, char *err, size_t errsz)
 {
     char path[4200];
     int fd;
@@ -83,8 +82,9 @@ int bk_thread_build_prepare(bk_thread_job_t *job, int k, const char *name)
     /* what an earlier attempt left is not trusted: built anew */
     bk_taskdb_pool_close(thr->pool, task);
     if (access(dir, F_OK) == 0 && bk_fs_rm_tree(dir) != 0) {
-        snprintf(job->err, sizeof(job->err), "task %s: cannot remove %.900s, built only in part: %s",
-                 name, dir, strerror(errno));
+        snprintf(job->err, sizeof(job->err),
+                 "task %s: cannot remove %.900s, built only in part: %s", name, dir,
+                 strerror(errno));
         return -1;
     }
     prev = bk_plan_prev_generation(plan, task.sub);
@@ -112,8 +112,8 @@ int bk_thread_build_prepare(bk_thread_job_t *job, int k, const char *name)
         groups[2 * nsrc] = plo;
         groups[2 * nsrc + 1] = phi;
         nsrc++;
-        flen += (size_t)snprintf(from + flen, flen < sizeof(from) ? sizeof(from) - flen : 0,
-                                 "%s%d", flen ? " " : "", p);
+        flen += (size_t)snprintf(from + flen, flen < sizeof(from) ? sizeof(from) - flen : 0, "%s%d",
+                                 flen ? " " : "", p);
     }
     if (nsrc == 0) {
         rc = 0; /* every part from the changelogs */
@@ -207,8 +207,8 @@ int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, cons
     }
     prev = bk_plan_prev_generation(plan, task.sub);
     if (prev < 0) {
-        snprintf(job->err, sizeof(job->err), "task %s: subtopology %d has no generation %d",
-                 name, sub->of, sub->generation - 1);
+        snprintf(job->err, sizeof(job->err), "task %s: subtopology %d has no generation %d", name,
+                 sub->of, sub->generation - 1);
         return -1;
     }
     np = plan->subs[prev].partitions;
@@ -219,10 +219,9 @@ int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, cons
     }
     read_from(dir, taken, np);
     {
-        bk_build_in_t in = {plan,  consumer, task, thr->store_of[s], taken,
-                            name,  &job->stop, NULL, NULL};
-        if (bk_build_replay(&in, text, sizeof(text), &applied, job->err, sizeof(job->err)) !=
-            0) {
+        bk_build_in_t in = {plan,       consumer, task, thr->store_of[s], taken, name,
+                            &job->stop, NULL,     NULL};
+        if (bk_build_replay(&in, text, sizeof(text), &applied, job->err, sizeof(job->err)) != 0) {
             goto done;
         }
         tlen = strlen(text);
@@ -253,8 +252,7 @@ int bk_thread_build_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, cons
                        name, sub->of, sub->generation, lo, hi, taken_n, (long long)applied,
                        (long long)(bk_clock_mono_ms() - t0));
     }
-    bk_log_info("task %s: built: %s, in %lld ms", name, text,
-                (long long)(bk_clock_mono_ms() - t0));
+    bk_log_info("task %s: built: %s, in %lld ms", name, text, (long long)(bk_clock_mono_ms() - t0));
     rc = 0;
 done:
     free(taken);

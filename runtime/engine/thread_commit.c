@@ -62,7 +62,7 @@ static void report_progress(bk_thread_t *thr, const int32_t *slots, int nslots)
     for (int k = 0; k < nslots; k++) {
         int t = slots[k];
         thr->cb.progress(thr->cb.progress_opaque, t,
-                      thr->tp.nslot[t] > 0 ? thr->tp.next[thr->tp.slot[t][0]] : -1);
+                         thr->tp.nslot[t] > 0 ? thr->tp.next[thr->tp.slot[t][0]] : -1);
     }
 }
 
@@ -382,8 +382,8 @@ int bk_thread_commit(bk_thread_t *thr)
 int bk_thread_commit_tasks(bk_thread_t *thr, const int32_t *slots, int n)
 {
     /* under exactly-once the transaction holds every task's outputs: all commit, or none */
-    int rc = thr->eos ? commit_steps(thr, thr->owned, thr->ntasks, 1)
-                      : commit_steps(thr, slots, n, 0);
+    int rc =
+        thr->eos ? commit_steps(thr, thr->owned, thr->ntasks, 1) : commit_steps(thr, slots, n, 0);
     if (rc < 0 && !bk_thread_producer_broken(thr)) {
         thr->fail.commit = 1;
     }
@@ -407,7 +407,8 @@ void bk_thread_make_snapshots(bk_thread_t *thr)
     bk_plan_snapshot_dir(thr->plan, thr->conf, root, sizeof(root));
     for (int i = 0; i < n; i++) {
         bk_snapshot_made_t *r = &reqs[i];
-        int t = r->id >= 0 && r->id < thr->cap && bk_tasklife_running(&thr->life, r->id) ? r->id : -1;
+        int t =
+            r->id >= 0 && r->id < thr->cap && bk_tasklife_running(&thr->life, r->id) ? r->id : -1;
         r->ok = 0;
         if (t < 0 || !thr->dbs[t]) {
             snprintf(r->err, sizeof(r->err), "task not active on this thread, or without state");
@@ -431,8 +432,8 @@ void bk_thread_make_snapshots(bk_thread_t *thr)
         if (!r->ok) {
             /* a task that left the thread since it was asked (a move, a handoff) is no fault:
              * the asker asks its active then */
-            bk_log(t < 0 ? BK_LOG_INFO : BK_LOG_WARN, "%s: snapshot for %s failed: %s",
-                   thr->name, r->req, r->err);
+            bk_log(t < 0 ? BK_LOG_INFO : BK_LOG_WARN, "%s: snapshot for %s failed: %s", thr->name,
+                   r->req, r->err);
         }
         pthread_mutex_lock(&thr->snap.lock);
         if (thr->snap.ndone < BK_SNAPSHOT_REQUESTS) {

@@ -123,8 +123,7 @@ void bk_ffi_thread_punctuation_failed(bk_thread_t *thr, const char *msg, size_t 
 void bk_ffi_thread_late(bk_thread_t *thr, int32_t task, int32_t store, int64_t n)
 {
     const bk_livestats_t *live = thr->live;
-    if (live && task >= 0 && task < live->ntasks && store >= 0 && store < live->nstores &&
-        n > 0) {
+    if (live && task >= 0 && task < live->ntasks && store >= 0 && store < live->nstores && n > 0) {
         bk_livestats_add(&live->late[(size_t)task * (size_t)live->nstores + (size_t)store],
                          (uint64_t)n);
     }

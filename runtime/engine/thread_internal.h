@@ -26,8 +26,8 @@
 #include "engine/order.h"
 #include "engine/restore.h"
 #include "engine/store.h"
-#include "engine/tasklife.h"
 #include "engine/taskdb.h"
+#include "engine/tasklife.h"
 #include "engine/thread.h"
 
 typedef enum { POLICY_FAIL, POLICY_SKIP, POLICY_DLQ } policy_t;
@@ -51,11 +51,11 @@ typedef struct bk_thread_job_s {
     /* the slots' input partitions when the job started (copied: the thread's tables may
      * grow meanwhile), and their committed offsets, which the job reads */
     int ntp;
-    int *tp;             /* [ntp] toppar ids */
+    int *tp;               /* [ntp] toppar ids */
     const char **tp_topic; /* [ntp] (the plan's names) */
-    int32_t *tp_part;    /* [ntp] */
-    int64_t *tp_off;     /* [ntp] */
-    char **tp_meta;      /* [ntp] their commits' metadata, or NULL */
+    int32_t *tp_part;      /* [ntp] */
+    int64_t *tp_off;       /* [ntp] */
+    char **tp_meta;        /* [ntp] their commits' metadata, or NULL */
     pthread_t tid;
     atomic_int stop, done;
     int rc;
@@ -63,9 +63,9 @@ typedef struct bk_thread_job_s {
     int attempt;   /* openings of these tasks that failed so before it */
     char err[1024];
     int64_t t0, t_open, t_restore; /* clock at its start, when opened, when restored */
-    atomic_int phase; /* the phases it reached, a bit each (1 << BK_LIFE_BUILDING,
-                       * _RESTORING): the stream thread moves its tasks' life along
-                       * (bk_thread_apply_changes) */
+    atomic_int phase;              /* the phases it reached, a bit each (1 << BK_LIFE_BUILDING,
+                                    * _RESTORING): the stream thread moves its tasks' life along
+                                    * (bk_thread_apply_changes) */
     /* on_restore's progress, fired by the stream thread (Lua lives there) */
     pthread_mutex_t lock;
     bk_restore_progress_t progress;
@@ -130,9 +130,9 @@ struct bk_thread_s {
      * task can come and go; cap of them. owned lists the live ones. */
     int cap;
     const bk_task_id_t *tasks; /* [cap] the plan's task table (it grows into its room) */
-    bk_tasklife_t life;   /* each slot's state in its life (tasklife.h) */
-    int32_t *owned;       /* [cap] the live slots */
-    int ntasks;           /* how many are live */
+    bk_tasklife_t life;        /* each slot's state in its life (tasklife.h) */
+    int32_t *owned;            /* [cap] the live slots */
+    int ntasks;                /* how many are live */
 
     /* State: one DB per task; store_of[slot][plan store] or NULL. */
     bk_db_t **dbs;
@@ -141,8 +141,8 @@ struct bk_thread_s {
     struct { /* its clients and their topic handles */
         rd_kafka_t *consumer, *producer;
         rd_kafka_queue_t *queue;
-        atomic_int queue_ready;            /* queue may be woken (bk_thread_wake) */
-        rd_kafka_topic_t **out_rkts;       /* by topic index, sinks only */
+        atomic_int queue_ready;      /* queue may be woken (bk_thread_wake) */
+        rd_kafka_topic_t **out_rkts; /* by topic index, sinks only */
         rd_kafka_topic_t *dlq_rkt;
         rd_kafka_topic_t **changelog_rkts; /* by plan store */
     } kafka;
@@ -174,11 +174,11 @@ struct bk_thread_s {
         int64_t *next;
         int64_t *first; /* first offset processed, -1: none yet */
         char *dirty;
-        int *parts;      /* [topic] partitions of each source topic as this thread knows */
-        int **id;        /* [topic][partition] */
-        int **slot;      /* [cap] a slot's toppars, in its subtopology's topic order */
-        int *nslot;      /* [cap] */
-        int64_t checked; /* when the source topics' partitions were last looked at (mono) */
+        int *parts;          /* [topic] partitions of each source topic as this thread knows */
+        int **id;            /* [topic][partition] */
+        int **slot;          /* [cap] a slot's toppars, in its subtopology's topic order */
+        int *nslot;          /* [cap] */
+        int64_t checked;     /* when the source topics' partitions were last looked at (mono) */
         int **task_of, **of; /* [topic][partition] -> live slot / toppar, -1 */
         const rd_kafka_topic_t *last_rkt; /* the topic of the last record, and its index */
         int last_topic;
@@ -189,24 +189,24 @@ struct bk_thread_s {
     struct {
         pthread_mutex_t lock;
         pthread_cond_t cond;
-        int32_t *add, *rm;    /* [cap] */
-        uint64_t *add_epoch;  /* [cap] */
+        int32_t *add, *rm;   /* [cap] */
+        uint64_t *add_epoch; /* [cap] */
         int nadd, nrm;
         uint64_t asked, done; /* removals asked for, done */
         atomic_int pending;   /* something is in the box (read without the lock) */
     } box;
-    struct { /* tasks opening (thread_jobs.c) */
+    struct {                   /* tasks opening (thread_jobs.c) */
         bk_thread_job_t *jobs; /* the stream thread's */
         pthread_t *reap;       /* finished jobs' threads still closing their consumers */
         int nreap;
     } open;
 
-    int eos;    /* processing_guarantee = exactly_once: the producer is transactional */
+    int eos; /* processing_guarantee = exactly_once: the producer is transactional */
     struct {
         int fenced; /* another producer took this thread's transactional id: no more writes */
-        int64_t fenced_at;    /* when (mono ms) */
-        _Atomic uint64_t inc; /* the node's incarnation (bk_thread_set_instance) */
-        uint64_t inc_used;    /* the one the producer's transactional id names */
+        int64_t fenced_at;     /* when (mono ms) */
+        _Atomic uint64_t inc;  /* the node's incarnation (bk_thread_set_instance) */
+        uint64_t inc_used;     /* the one the producer's transactional id names */
         int64_t checkpoint_ms; /* when the DBs were last synced and checkpointed (mono) */
     } txn;
     /* Tasks parked on a record that raised under on_error=fail (docs/reliability.md, Poison
@@ -216,15 +216,15 @@ struct bk_thread_s {
         bk_thread_parked_t *task; /* [cap] */
         int n;
         int64_t check_at; /* mono ms */
-        int pending; /* a task was marked parked and is still open: bk_thread_park */
-        int parking; /* the redo under way parks a task: not a failure to count */
+        int pending;      /* a task was marked parked and is still open: bk_thread_park */
+        int parking;      /* the redo under way parks a task: not a failure to count */
     } park;
-    struct { /* what failed since the last commit that went through */
-        int delivery;      /* a delivery failed, or the producer for good (dr_err says) */
+    struct {          /* what failed since the last commit that went through */
+        int delivery; /* a delivery failed, or the producer for good (dr_err says) */
         char dr_err[512];
-        int punct;  /* a stream-time punctuation raised under on_error=fail */
-        int commit; /* a commit failed: no later commit may succeed it */
-        int redos;  /* bk_thread_redo()s since */
+        int punct;         /* a stream-time punctuation raised under on_error=fail */
+        int commit;        /* a commit failed: no later commit may succeed it */
+        int redos;         /* bk_thread_redo()s since */
         int redo_unleased; /* the redo under way is a release without the lease */
     } fail;
     char err[1024];
@@ -242,8 +242,8 @@ struct bk_thread_s {
     } snap;
     struct {
         int clean; /* the final commit went through */
-    /* the last commit's time (ms): cache and producer flushed, stores synced and
-     * checkpointed and markers written, offsets committed */
+                   /* the last commit's time (ms): cache and producer flushed, stores synced and
+                    * checkpointed and markers written, offsets committed */
         int64_t took[3];
     } commit;
 
@@ -343,7 +343,8 @@ static inline void bk_thread_life(bk_thread_t *thr, int slot, bk_life_t to)
 /* The topic a passthrough's record of input topic t goes to. */
 static inline int bk_thread_pass_target(const bk_thread_t *thr, int t)
 {
-    return thr->moves.pass_target[t] >= 0 ? thr->moves.pass_target[t] : thr->plan->topics[t].pass_to;
+    return thr->moves.pass_target[t] >= 0 ? thr->moves.pass_target[t]
+                                          : thr->plan->topics[t].pass_to;
 }
 
 /* Follows a plan grown by later generations (bk_plan_grow): tables of the new topics, their
@@ -434,8 +435,8 @@ int bk_thread_apply_changes(bk_thread_t *thr);
 void bk_thread_stop_jobs(bk_thread_t *thr);
 /* After a delivery failed (thr->fail.delivery): the work since the last commit is dropped and
  * every task opens again from it with a new producer, as after a crash of this thread
- * alone (docs/reliability.md, A producer that fails for good). The `ngone` slots `gone` (leaving the thread)
- * close without opening again. 0, or -1 with thr->err when it cannot, or after
+ * alone (docs/reliability.md, A producer that fails for good). The `ngone` slots `gone` (leaving
+ * the thread) close without opening again. 0, or -1 with thr->err when it cannot, or after
  * BK_THREAD_MAX_REDOS in a row without a commit between (the thread then stops). */
 #define BK_THREAD_MAX_REDOS 5
 int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone);
@@ -453,9 +454,9 @@ int bk_thread_park(bk_thread_t *thr);
 int bk_thread_unpark_listed(bk_thread_t *thr);
 /* Reads the committed offsets of n partitions (topics[i], partitions[i]) into offs[i] (-1
  * where none) through consumer, trying again for up to BK_RESTORE_OFFSETS_MS while the
- * errors pass (a coordinator loading or moving, a broker down) or until *stop; and when meta is not NULL,
- * their commits' metadata into meta[i] (malloc'd, NUL-terminated; NULL where none). 0, or
- * -1 with err, or -2 with err when the error still passes (bk_kafka_retriable) after
+ * errors pass (a coordinator loading or moving, a broker down) or until *stop; and when meta is not
+ * NULL, their commits' metadata into meta[i] (malloc'd, NUL-terminated; NULL where none). 0, or -1
+ * with err, or -2 with err when the error still passes (bk_kafka_retriable) after
  * BK_RESTORE_OFFSETS_MS. */
 int bk_thread_read_committed(bk_thread_t *thr, rd_kafka_t *consumer, const char *const *topics,
                              const int32_t *partitions, int n, int64_t *offs, char **meta,

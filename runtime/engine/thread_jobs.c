@@ -12,11 +12,11 @@
 #define _GNU_SOURCE /* pthread_tryjoin_np */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include <lauxlib.h>
 #include <librdkafka/rdkafka.h>
@@ -37,7 +37,7 @@
 #include "engine/thread_internal.h"
 #include "engine/vm.h"
 
-#define JOB_NICE 10 /* an opening job's niceness, above the stream threads' */
+#define JOB_NICE 10    /* an opening job's niceness, above the stream threads' */
 #define JOB_ATTEMPTS 5 /* openings of a task in a row that may fail for errors that pass */
 
 /* -- Opening, in the background ------------------------------------------------------------- */
@@ -81,8 +81,8 @@ static int open_slot(bk_thread_job_t *job, int k, bk_restore_item_t *items, int 
         bk_store_set_changelog(store, thr->kafka.producer, thr->kafka.changelog_rkts[st],
                                thr->tasks[s].partition);
         if (bk_store_logged(store)) {
-            items[(*n)++] = (bk_restore_item_t){store, plan->stores[st].changelog,
-                                                thr->tasks[s].partition, names[k], 0, 0};
+            items[(*n)++] = (bk_restore_item_t){
+                store, plan->stores[st].changelog, thr->tasks[s].partition, names[k], 0, 0};
         }
     }
     return 0;
@@ -140,7 +140,7 @@ static int recover_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, bk_re
         thr->dbs[s] = NULL;
         bk_plan_task_dir(thr->plan, thr->conf, thr->tasks[s], dir, sizeof(dir));
         int got = thr->cb.recover(thr->cb.recover_opaque, names[k], dir, changelogs, lo, m, what,
-                               sizeof(what), job->err, sizeof(job->err));
+                                  sizeof(what), job->err, sizeof(job->err));
         if (got < 0) {
             goto done;
         }
@@ -154,8 +154,7 @@ static int recover_slot(bk_thread_job_t *job, rd_kafka_t *consumer, int k, bk_re
                      (long long)lo[gap] - 1, what);
             goto done;
         }
-        bk_log_info("task %s: restored from the %s; the changelogs' tails follow", names[k],
-                    what);
+        bk_log_info("task %s: restored from the %s; the changelogs' tails follow", names[k], what);
         {
             char from[600];
             bk_events_emit("restored", "\"task\":\"%s\",\"from\":%s", names[k],
@@ -235,9 +234,8 @@ static void *job_main(void *arg)
         goto done;
     }
     atomic_fetch_or(&job->phase, 1 << BK_LIFE_RESTORING);
-    rc = bk_thread_read_committed(thr, consumer, job->tp_topic, job->tp_part, job->ntp,
-                                  job->tp_off, job->tp_meta, &job->stop, job->err,
-                                  sizeof(job->err));
+    rc = bk_thread_read_committed(thr, consumer, job->tp_topic, job->tp_part, job->ntp, job->tp_off,
+                                  job->tp_meta, &job->stop, job->err, sizeof(job->err));
     if (rc != 0) {
         job->retriable = rc == -2;
         goto done;
@@ -271,8 +269,8 @@ done:
     /* Done before the consumer goes: closing it takes ~100 ms, which the task need not
      * wait for. From here on the job struct is the stream thread's (it may free it). */
     job->done = 1;
-    bk_thread_wake_loop(thr); /* out of its wait for input: the task can go live now (thr outlives the job
-                * thread: the stream thread joins it before it ends) */
+    bk_thread_wake_loop(thr); /* out of its wait for input: the task can go live now (thr outlives
+                               * the job thread: the stream thread joins it before it ends) */
     if (consumer) {
         rd_kafka_consumer_close(consumer);
         rd_kafka_destroy(consumer);
@@ -618,7 +616,8 @@ static int go_live(bk_thread_t *thr, int slot, rd_kafka_topic_partition_list_t *
 }
 
 /* "0_1 0_4 ..." of slots into buf. */
-const char *bk_thread_slot_names(bk_thread_t *thr, const int32_t *slots, int n, char *buf, size_t size)
+const char *bk_thread_slot_names(bk_thread_t *thr, const int32_t *slots, int n, char *buf,
+                                 size_t size)
 {
     size_t len = 0;
     buf[0] = '\0';
@@ -634,7 +633,7 @@ const char *bk_thread_slot_names(bk_thread_t *thr, const int32_t *slots, int n, 
 
 /* The tasks of `slots` as a JSON array of names, for an event (cut to fit). */
 const char *bk_thread_slot_json(bk_thread_t *thr, const int32_t *slots, int n, char *buf,
-                             size_t size)
+                                size_t size)
 {
     char words[6000];
     return bk_events_words(buf, size, bk_thread_slot_names(thr, slots, n, words, sizeof(words)));
@@ -665,8 +664,9 @@ int bk_thread_job_finish(bk_thread_t *thr, bk_thread_job_t *job)
             /* the brokers did not answer for minutes (all down, or a partition without a
              * leader): the node lives on, and opens the tasks again from the start */
             bk_log_warn("%s: cannot open task(s) %.200s yet: %.700s: trying again (%d of %d)",
-                        thr->name, bk_thread_slot_names(thr, job->slots, job->n, list, sizeof(list)),
-                        job->err, attempt + 1, JOB_ATTEMPTS);
+                        thr->name,
+                        bk_thread_slot_names(thr, job->slots, job->n, list, sizeof(list)), job->err,
+                        attempt + 1, JOB_ATTEMPTS);
             stopped = 1;
             attempt++;
         } else if (!stopped) {
@@ -720,23 +720,24 @@ int bk_thread_job_finish(bk_thread_t *thr, bk_thread_job_t *job)
     }
     bk_log_info("%s: running %d task(s), with %s live in %lld ms (open %lld, restore %lld, "
                 "settle and init %lld) over %d partition(s)",
-                thr->name, thr->ntasks, bk_thread_slot_names(thr, job->slots, job->n, list, sizeof(list)),
+                thr->name, thr->ntasks,
+                bk_thread_slot_names(thr, job->slots, job->n, list, sizeof(list)),
                 (long long)(bk_clock_wall_ms() - job->t0), (long long)(job->t_open - job->t0),
                 (long long)(job->t_restore - job->t_open),
                 (long long)(bk_clock_wall_ms() - t_live0), nparts);
     {
         char tasks[6500];
-        bk_events_emit("live",
-                       "\"thread\":\"%s\",\"tasks\":%s,\"running\":%d,\"ms\":%lld,"
-                       "\"open_ms\":%lld,\"restore_ms\":%lld",
-                       thr->name, bk_thread_slot_json(thr, job->slots, job->n, tasks, sizeof(tasks)),
-                       thr->ntasks, (long long)(bk_clock_wall_ms() - job->t0),
-                       (long long)(job->t_open - job->t0), (long long)(job->t_restore - job->t_open));
+        bk_events_emit(
+            "live",
+            "\"thread\":\"%s\",\"tasks\":%s,\"running\":%d,\"ms\":%lld,"
+            "\"open_ms\":%lld,\"restore_ms\":%lld",
+            thr->name, bk_thread_slot_json(thr, job->slots, job->n, tasks, sizeof(tasks)),
+            thr->ntasks, (long long)(bk_clock_wall_ms() - job->t0),
+            (long long)(job->t_open - job->t0), (long long)(job->t_restore - job->t_open));
     }
     job_free(job);
     return 0;
 }
-
 
 int bk_thread_jobs_poll(bk_thread_t *thr)
 {

@@ -84,8 +84,8 @@ static int write_barriers(bk_thread_t *thr, int slot, int t, int topic)
 {
     const bk_plan_t *plan = thr->plan;
     char v[64];
-    int n = snprintf(v, sizeof(v), "%d %d %d", plan->topics[topic].generation, bk_plan_passthrough_input(plan, t),
-                     thr->tasks[slot].partition);
+    int n = snprintf(v, sizeof(v), "%d %d %d", plan->topics[topic].generation,
+                     bk_plan_passthrough_input(plan, t), thr->tasks[slot].partition);
 
     for (int p = 0; p < plan->topics[topic].partitions; p++) {
         rd_kafka_headers_t *h = rd_kafka_headers_new(1);
@@ -93,8 +93,7 @@ static int write_barriers(bk_thread_t *thr, int slot, int t, int topic)
         rd_kafka_header_add(h, BARRIER_HEADER, -1, v, n);
         for (;;) {
             err = rd_kafka_producev(thr->kafka.producer, RD_KAFKA_V_RKT(thr->kafka.out_rkts[topic]),
-                                    RD_KAFKA_V_PARTITION(p), RD_KAFKA_V_HEADERS(h),
-                                    RD_KAFKA_V_END);
+                                    RD_KAFKA_V_PARTITION(p), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_END);
             if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
                 break;
             }
@@ -170,7 +169,8 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
          * than at its next metadata refresh, which its records to them (and this thread's
          * next commit, which flushes them) would wait for: 0.7 s on Kafka */
         const struct rd_kafka_metadata *md;
-        if (rd_kafka_metadata(thr->kafka.producer, 1, NULL, &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (rd_kafka_metadata(thr->kafka.producer, 1, NULL, &md, 2000) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR) {
             rd_kafka_metadata_destroy(md);
         }
     }
@@ -179,8 +179,7 @@ int bk_thread_moves_after_commit(bk_thread_t *thr)
      * from each task, then everything to the new one */
     for (int t = 0; t < thr->seen.topics; t++) {
         int from, to;
-        if (plan->topics[t].pass_to < 0 ||
-            (to = newest(thr, t)) == bk_thread_pass_target(thr, t)) {
+        if (plan->topics[t].pass_to < 0 || (to = newest(thr, t)) == bk_thread_pass_target(thr, t)) {
             continue;
         }
         from = bk_thread_pass_target(thr, t);
@@ -257,7 +256,8 @@ int bk_thread_moves_live(bk_thread_t *thr, int slot)
     if (!sub->passthrough) {
         /* by input partition, with state: a grown input puts its keys elsewhere (the
          * leader moves it: node/node_growth.c) */
-        thr->moves.keycheck[slot] = sub->generation == 0 && bk_plan_sub_logged(plan, thr->tasks[slot].sub);
+        thr->moves.keycheck[slot] =
+            sub->generation == 0 && bk_plan_sub_logged(plan, thr->tasks[slot].sub);
         gen0_stop(thr, slot); /* opened after the move: before it processes anything */
         if (all_read(thr, slot) && bk_tasklife_processing(&thr->life, slot)) {
             bk_log_info("task %s: every passthrough task's barrier was read before it was "
@@ -311,16 +311,15 @@ void bk_thread_moves_foreign(bk_thread_t *thr, int slot, int t, const rd_kafka_m
     int was = plan->subs[thr->tasks[slot].sub].partitions, now = thr->tp.parts[t];
     char err[256];
     thr->moves.keycheck[slot] = 0;
-    if (now <= was && bk_kafka_partitions(thr->kafka.consumer, &name, 1, &now, 2000, err,
-                                          sizeof(err)) != 0) {
+    if (now <= was &&
+        bk_kafka_partitions(thr->kafka.consumer, &name, 1, &now, 2000, err, sizeof(err)) != 0) {
         now = was; /* not known: as if it had not grown */
     }
     if (now <= was) {
         bk_log_warn("task %s: %s [%d] offset %lld has a key that murmur2 puts in another "
                     "partition: the topic's producer partitions otherwise, so a growth of it "
                     "could not be followed exactly (keys are checked no more)",
-                    BK_TASK_NAME(thr->tasks[slot]), name, (int)m->partition,
-                    (long long)m->offset);
+                    BK_TASK_NAME(thr->tasks[slot]), name, (int)m->partition, (long long)m->offset);
         return;
     }
     /* written after the growth, by a producer that partitions by murmur2 over the new
@@ -329,8 +328,8 @@ void bk_thread_moves_foreign(bk_thread_t *thr, int slot, int t, const rd_kafka_m
     bk_log_info("task %s: stops at %s [%d] offset %lld, a key of another task's: the topic "
                 "grew from %d to %d partitions; the passthrough reads on from here once "
                 "subtopology %d moves to generation 1",
-                BK_TASK_NAME(thr->tasks[slot]), name, (int)m->partition, (long long)m->offset,
-                was, now, thr->tasks[slot].sub);
+                BK_TASK_NAME(thr->tasks[slot]), name, (int)m->partition, (long long)m->offset, was,
+                now, thr->tasks[slot].sub);
     if (bk_tasklife_processing(&thr->life, slot)) {
         bk_thread_life(thr, slot, BK_LIFE_HELD);
     }
@@ -365,7 +364,8 @@ int bk_thread_moves_barrier(bk_thread_t *thr, const rd_kafka_message_t *m, int t
     if (k < 0 || k >= nk || q < 0 || q >= nq) {
         return 1;
     }
-    if (!thr->moves.barriers[slot] && !(thr->moves.barriers[slot] = calloc((size_t)(nq * nk + 7) / 8, 1))) {
+    if (!thr->moves.barriers[slot] &&
+        !(thr->moves.barriers[slot] = calloc((size_t)(nq * nk + 7) / 8, 1))) {
         snprintf(thr->err, sizeof(thr->err), "out of memory");
         return -1;
     }
@@ -400,7 +400,8 @@ char *bk_thread_moves_meta(const bk_thread_t *thr, int slot)
     int barriers = thr->moves.barriers[slot] && bits > 0, sealed = bk_thread_seal_done(thr, slot);
     int64_t st = thr->slot.time ? thr->slot.time[slot] : -1;
     size_t cap = sizeof(META_PREFIX) + 2 * (size_t)bytes + sizeof(BK_THREAD_SEALED_META) +
-                 sizeof(TIME_META) + 24, len = 0;
+                 sizeof(TIME_META) + 24,
+           len = 0;
     char *meta;
     /* "beck.barriers=<hex>;beck.sealed;beck.st=<ms>", each part when there is one */
     if ((!barriers && !sealed && st < 0) || !(meta = malloc(cap))) {
@@ -414,8 +415,8 @@ char *bk_thread_moves_meta(const bk_thread_t *thr, int slot)
         }
     }
     if (sealed) {
-        len += (size_t)snprintf(meta + len, cap - len, "%s%s", len ? ";" : "",
-                                BK_THREAD_SEALED_META);
+        len +=
+            (size_t)snprintf(meta + len, cap - len, "%s%s", len ? ";" : "", BK_THREAD_SEALED_META);
     }
     if (st >= 0) {
         snprintf(meta + len, cap - len, "%s%s%lld", len ? ";" : "", TIME_META, (long long)st);

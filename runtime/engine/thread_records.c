@@ -14,8 +14,8 @@
 #include <lauxlib.h>
 #include <librdkafka/rdkafka.h>
 
-#include "base/events.h"
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/ffi.h"
 #include "base/hash.h"
 #include "base/log.h"
@@ -121,12 +121,11 @@ static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
             rd_kafka_header_add(copy, BK_DEDUP_HEADER, -1, src, sizeof(src));
         }
         err = rd_kafka_producev(
-            thr->kafka.producer, RD_KAFKA_V_RKT(thr->kafka.out_rkts[to]), RD_KAFKA_V_PARTITION(part),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(m->key, m->key_len),
-            RD_KAFKA_V_VALUE(m->payload, m->len),
-            RD_KAFKA_V_TIMESTAMP(rd_kafka_message_timestamp(m, NULL) > 0
-                                     ? rd_kafka_message_timestamp(m, NULL)
-                                     : 0),
+            thr->kafka.producer, RD_KAFKA_V_RKT(thr->kafka.out_rkts[to]),
+            RD_KAFKA_V_PARTITION(part), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_VALUE(m->payload, m->len),
+            RD_KAFKA_V_TIMESTAMP(
+                rd_kafka_message_timestamp(m, NULL) > 0 ? rd_kafka_message_timestamp(m, NULL) : 0),
             RD_KAFKA_V_HEADERS(copy), RD_KAFKA_V_END);
         if (!err) {
             break;
@@ -139,8 +138,7 @@ static int pass_on(bk_thread_t *thr, const rd_kafka_message_t *m, int t, int tp)
             snprintf(thr->err, sizeof(thr->err),
                      "task %s: cannot forward record %s/%d/%lld to %s [%d]: %s",
                      BK_TASK_NAME(thr->tasks[slot]), plan->topics[t].name, (int)m->partition,
-                     (long long)m->offset, plan->topics[to].name, (int)part,
-                     rd_kafka_err2str(err));
+                     (long long)m->offset, plan->topics[to].name, (int)part, rd_kafka_err2str(err));
             return -1;
         }
         rd_kafka_poll(thr->kafka.producer, 5);
@@ -198,8 +196,8 @@ static int take(bk_thread_t *thr, rd_kafka_message_t *m, int t, int tp, int *j)
     }
     slot = thr->tp.task_of[t][m->partition];
     if (thr->moves.keycheck[slot] && m->key && m->key_len > 0 &&
-        bk_hash_partition(m->key, m->key_len,
-                          thr->plan->subs[thr->tasks[slot].sub].partitions) != m->partition) {
+        bk_hash_partition(m->key, m->key_len, thr->plan->subs[thr->tasks[slot].sub].partitions) !=
+            m->partition) {
         bk_thread_moves_foreign(thr, slot, t, m);
     }
     if (bk_tasklife_state(&thr->life, slot) >= BK_LIFE_HELD &&
@@ -251,8 +249,9 @@ static int take_ordered(bk_thread_t *thr, int j)
         if (!ordered(thr, s)) {
             continue;
         }
-        while (j < thr->opt.batch_size && bk_tasklife_running(&thr->life, s) &&
-               (m = bk_order_next(&thr->batch.order, thr->tp.slot[s], thr->tp.nslot[s], now, &tp))) {
+        while (
+            j < thr->opt.batch_size && bk_tasklife_running(&thr->life, s) &&
+            (m = bk_order_next(&thr->batch.order, thr->tp.slot[s], thr->tp.nslot[s], now, &tp))) {
             if (take(thr, m, thr->tp.topic[tp], tp, &j) != 0) {
                 return drop_batch(thr, j, 0, 0);
             }
@@ -277,14 +276,14 @@ int bk_thread_fill_batch(bk_thread_t *thr, int n)
                             (int)m->partition, rd_kafka_message_errstr(m));
             } else if (thr->batch.merges && m->rkt && (t = topic_of(thr, m->rkt)) >= 0 &&
                        m->partition < thr->tp.parts[t] && (tp = thr->tp.of[t][m->partition]) >= 0) {
-                bk_order_eof(&thr->batch.order, tp); /* at its end: a task waiting for it may go on */
+                bk_order_eof(&thr->batch.order,
+                             tp); /* at its end: a task waiting for it may go on */
             }
             rd_kafka_message_destroy(m);
             continue;
         }
         t = topic_of(thr, m->rkt);
-        if (t < 0 || m->partition >= thr->tp.parts[t] ||
-            (tp = thr->tp.of[t][m->partition]) < 0) {
+        if (t < 0 || m->partition >= thr->tp.parts[t] || (tp = thr->tp.of[t][m->partition]) < 0) {
             rd_kafka_message_destroy(m); /* not ours: cannot happen with assign() */
             continue;
         }
@@ -358,11 +357,12 @@ static int dead_letter(bk_thread_t *thr, int idx, const char *msg)
     snprintf(num, sizeof(num), "%lld", (long long)rec->offset);
     rd_kafka_header_add(hdrs, "beck.offset", -1, num, -1);
     for (;;) {
-        err = rd_kafka_producev(
-            thr->kafka.producer, RD_KAFKA_V_RKT(thr->kafka.dlq_rkt), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_VALUE(m->payload, m->len),
-            RD_KAFKA_V_TIMESTAMP(rec->timestamp > 0 ? rec->timestamp : 0), RD_KAFKA_V_HEADERS(hdrs),
-            RD_KAFKA_V_END);
+        err = rd_kafka_producev(thr->kafka.producer, RD_KAFKA_V_RKT(thr->kafka.dlq_rkt),
+                                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                RD_KAFKA_V_KEY(m->key, m->key_len),
+                                RD_KAFKA_V_VALUE(m->payload, m->len),
+                                RD_KAFKA_V_TIMESTAMP(rec->timestamp > 0 ? rec->timestamp : 0),
+                                RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             break;
         }
@@ -405,8 +405,8 @@ static int handle_error(bk_thread_t *thr, int idx, const char *msg)
             bk_livestats_add(&thr->live->task[rec->task].dlq, 1);
         }
         bk_log_warn("task %s: record %s/%d/%lld sent to %s: %s", BK_TASK_NAME(*task), topic,
-                    (int)rec->partition, (long long)rec->offset, rd_kafka_topic_name(thr->kafka.dlq_rkt),
-                    msg);
+                    (int)rec->partition, (long long)rec->offset,
+                    rd_kafka_topic_name(thr->kafka.dlq_rkt), msg);
         return 0;
     case POLICY_FAIL:
         break;
@@ -439,17 +439,16 @@ static int handle_error(bk_thread_t *thr, int idx, const char *msg)
         bk_events_emit("parked",
                        "\"task\":\"%s\",\"topic\":%s,\"partition\":%d,\"offset\":%lld,"
                        "\"error\":%s",
-                       BK_TASK_NAME(*task), bk_events_str(t, sizeof(t), topic),
-                       (int)rec->partition, (long long)rec->offset,
-                       bk_events_str(m, sizeof(m), msg));
+                       BK_TASK_NAME(*task), bk_events_str(t, sizeof(t), topic), (int)rec->partition,
+                       (long long)rec->offset, bk_events_str(m, sizeof(m), msg));
     }
     bk_log_error("task %s: process failed on record %s/%d/%lld: %s. on_error=fail: this task "
                  "stops at its last commit, the others go on. To go past the record: beck skip "
                  "-b %s --app %s --topic %s --partition %d --offset %lld [--to-dlq] (the task "
                  "goes on within %d s); or fix the topology and restart the node",
                  BK_TASK_NAME(*task), topic, (int)rec->partition, (long long)rec->offset, msg,
-                 bk_conf_str(thr->conf, BK_CONF_BROKERS), thr->plan->id, topic,
-                 (int)rec->partition, (long long)rec->offset, PARKED_CHECK_MS / 1000);
+                 bk_conf_str(thr->conf, BK_CONF_BROKERS), thr->plan->id, topic, (int)rec->partition,
+                 (long long)rec->offset, PARKED_CHECK_MS / 1000);
     if (!thr->park.task[rec->task].on) {
         thr->park.task[rec->task] =
             (bk_thread_parked_t){1, rec->task, rec->topic, rec->partition, rec->offset};

@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/events.h"
 #include "base/ffi.h"
 #include "base/log.h"
 #include "base/task.h"
 #include "engine/changelog.h"
-#include "base/clock.h"
 #include "engine/drained.h"
 #include "engine/thread_internal.h"
 

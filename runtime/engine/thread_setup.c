@@ -351,11 +351,11 @@ static int start_producer(bk_thread_t *thr)
         const char *extra[] = {"transactional.id", tid, "transaction.timeout.ms", "10000", NULL};
         thr->txn.inc_used = atomic_load(&thr->txn.inc);
         bk_thread_txn_id(thr, tid, sizeof(tid));
-        thr->kafka.producer = bk_kafka_new_with(thr->conf, BK_KAFKA_PRODUCER, cid, extra, thr, dr_msg_cb,
-                                          thr->err, sizeof(thr->err));
+        thr->kafka.producer = bk_kafka_new_with(thr->conf, BK_KAFKA_PRODUCER, cid, extra, thr,
+                                                dr_msg_cb, thr->err, sizeof(thr->err));
     } else {
-        thr->kafka.producer = bk_kafka_new(thr->conf, BK_KAFKA_PRODUCER, cid, thr, dr_msg_cb, thr->err,
-                                     sizeof(thr->err));
+        thr->kafka.producer = bk_kafka_new(thr->conf, BK_KAFKA_PRODUCER, cid, thr, dr_msg_cb,
+                                           thr->err, sizeof(thr->err));
     }
     if (!thr->kafka.producer) {
         return -1;
@@ -368,7 +368,8 @@ static int start_producer(bk_thread_t *thr)
     if (thr->opt.policy == POLICY_DLQ) {
         thr->kafka.dlq_rkt = rd_kafka_topic_new(thr->kafka.producer, dlq, NULL);
     }
-    thr->kafka.changelog_rkts = calloc((size_t)plan->cap_stores + 1, sizeof(*thr->kafka.changelog_rkts));
+    thr->kafka.changelog_rkts =
+        calloc((size_t)plan->cap_stores + 1, sizeof(*thr->kafka.changelog_rkts));
     thr->handles.ready = -1;
     make_handles(thr);
     return 0;
@@ -448,12 +449,13 @@ int bk_thread_start_kafka(bk_thread_t *thr)
 
     snprintf(cid, sizeof(cid), "%s-%s-%d", plan->id, "consumer", thr->index);
     thr->kafka.consumer = bk_kafka_new_with(thr->conf, BK_KAFKA_CONSUMER, cid,
-                                      thr->batch.merges ? eof_settings : NULL, thr, NULL, thr->err,
-                                      sizeof(thr->err));
+                                            thr->batch.merges ? eof_settings : NULL, thr, NULL,
+                                            thr->err, sizeof(thr->err));
     if (!thr->kafka.consumer) {
         return -1;
     }
-    bk_order_init(&thr->batch.order, thr->kafka.consumer, bk_conf_int(thr->conf, BK_CONF_MAX_TASK_IDLE_MS));
+    bk_order_init(&thr->batch.order, thr->kafka.consumer,
+                  bk_conf_int(thr->conf, BK_CONF_MAX_TASK_IDLE_MS));
     if (start_producer(thr) != 0) {
         return -1;
     }

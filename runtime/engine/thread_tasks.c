@@ -12,11 +12,11 @@
 #define _GNU_SOURCE /* pthread_tryjoin_np */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include <lauxlib.h>
 #include <librdkafka/rdkafka.h>
@@ -36,7 +36,6 @@
 #include "engine/taskdb.h"
 #include "engine/thread_internal.h"
 #include "engine/vm.h"
-
 
 /* -- Asks, from the node's thread --------------------------------------------------------- */
 
@@ -249,7 +248,8 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
             bk_log_error("%s: dropping task %s: %s", thr->name, BK_TASK_NAME(thr->tasks[slot]),
                          thr->err);
         }
-        bk_thread_free_slot(thr, slot, crc == 0); /* open for the next owner if its writes are synced */
+        bk_thread_free_slot(thr, slot,
+                            crc == 0); /* open for the next owner if its writes are synced */
         if (at >= 0) {
             thr->owned[at] = thr->owned[--thr->ntasks];
         }
@@ -258,7 +258,8 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
     rd_kafka_topic_partition_list_destroy(list);
     if (kerr) {
         snprintf(thr->err, sizeof(thr->err), "cannot unassign the partitions of task(s) %s: %s",
-                 bk_thread_slot_names(thr, slots, n, names, sizeof(names)), rd_kafka_error_string(kerr));
+                 bk_thread_slot_names(thr, slots, n, names, sizeof(names)),
+                 rd_kafka_error_string(kerr));
         rd_kafka_error_destroy(kerr);
         return -1;
     }
@@ -271,10 +272,9 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
                     (long long)(bk_clock_wall_ms() - t0), thr->ntasks);
         {
             char tasks[6500];
-            bk_events_emit("released",
-                           "\"thread\":\"%s\",\"tasks\":%s,\"committed\":false,\"running\":%d",
-                           thr->name, bk_thread_slot_json(thr, slots, n, tasks, sizeof(tasks)),
-                           thr->ntasks);
+            bk_events_emit(
+                "released", "\"thread\":\"%s\",\"tasks\":%s,\"committed\":false,\"running\":%d",
+                thr->name, bk_thread_slot_json(thr, slots, n, tasks, sizeof(tasks)), thr->ntasks);
         }
         return 0;
     }
@@ -285,9 +285,9 @@ static int remove_live(bk_thread_t *thr, const int32_t *slots, int n)
                 (long long)thr->commit.took[1], (long long)thr->commit.took[2], thr->ntasks);
     {
         char tasks[6500];
-        bk_events_emit("released",
-                       "\"thread\":\"%s\",\"tasks\":%s,\"committed\":true,\"running\":%d",
-                       thr->name, bk_thread_slot_json(thr, slots, n, tasks, sizeof(tasks)), thr->ntasks);
+        bk_events_emit(
+            "released", "\"thread\":\"%s\",\"tasks\":%s,\"committed\":true,\"running\":%d",
+            thr->name, bk_thread_slot_json(thr, slots, n, tasks, sizeof(tasks)), thr->ntasks);
     }
     return 0;
 }
@@ -386,7 +386,8 @@ int bk_thread_redo(bk_thread_t *thr, const int32_t *gone, int ngone)
                      "taken for dead and its tasks moved, or another process runs with its "
                      "node_id): nothing since the last commit was committed, task(s) %s "
                      "dropped; waiting for the node to rejoin",
-                     thr->name, why, id, bk_thread_slot_names(thr, again, nagain, names, sizeof(names)));
+                     thr->name, why, id,
+                     bk_thread_slot_names(thr, again, nagain, names, sizeof(names)));
         {
             char tasks[6500];
             bk_events_emit("producer_fenced", "\"thread\":\"%s\",\"tasks\":%s", thr->name,
@@ -490,8 +491,8 @@ int bk_thread_unpark_listed(bk_thread_t *thr)
         }
         bk_log_info("task %s: record %s/%d/%lld is listed by beck skip (%s): the task starts "
                     "again from its last commit and goes past it",
-                    BK_TASK_NAME(thr->tasks[s]), topic, (int)p->partition,
-                    (long long)p->offset, note);
+                    BK_TASK_NAME(thr->tasks[s]), topic, (int)p->partition, (long long)p->offset,
+                    note);
         go[n++] = s;
     }
     for (int k = 0; k < n; k++) {
@@ -653,7 +654,8 @@ int bk_thread_check_inputs(bk_thread_t *thr)
             names[n++] = plan->topics[t].name;
         }
     }
-    if (n > 0 && bk_kafka_partitions(thr->kafka.consumer, names, n, counts, 2000, err, sizeof(err)) != 0) {
+    if (n > 0 &&
+        bk_kafka_partitions(thr->kafka.consumer, names, n, counts, 2000, err, sizeof(err)) != 0) {
         bk_log_debug("%s: cannot look at the inputs' partitions now: %s", thr->name, err);
         n = 0;
     }
@@ -679,15 +681,13 @@ int bk_thread_check_inputs(bk_thread_t *thr)
                             "it moves to generation 1, by key group (a cluster app's leader "
                             "moves it; their records wait in Kafka meanwhile: "
                             "docs/repartitioning.md)",
-                            plan->topics[t].name, old, grown, plan->topics[t].sub, old,
-                            grown - 1);
+                            plan->topics[t].name, old, grown, plan->topics[t].sub, old, grown - 1);
             } else if (thr->index == 0) {
                 bk_log_warn("input topic %s grew from %d to %d partitions: subtopology %d "
                             "reads it by input partition and keeps no changelog; partitions "
                             "%d to %d are read once the app starts again with as many tasks "
                             "(their records wait in Kafka meanwhile)",
-                            plan->topics[t].name, old, grown, plan->topics[t].sub, old,
-                            grown - 1);
+                            plan->topics[t].name, old, grown, plan->topics[t].sub, old, grown - 1);
             }
             continue;
         }

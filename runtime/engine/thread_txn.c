@@ -77,7 +77,8 @@ static int txn_timeout(bk_thread_t *thr)
 int bk_thread_txn_start(bk_thread_t *thr)
 {
     int64_t t0 = bk_clock_mono_ms();
-    TRY("initializing the transactions", rd_kafka_init_transactions(thr->kafka.producer, txn_timeout(thr)));
+    TRY("initializing the transactions",
+        rd_kafka_init_transactions(thr->kafka.producer, txn_timeout(thr)));
     TRY("beginning a transaction", rd_kafka_begin_transaction(thr->kafka.producer));
     bk_log_debug("%s: transactional producer ready in %lld ms", thr->name,
                  (long long)(bk_clock_mono_ms() - t0));
@@ -99,10 +100,12 @@ int bk_thread_txn_commit(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offs
         return -1;
     }
     if (offsets && offsets->cnt > 0) {
-        rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(thr->kafka.consumer);
+        rd_kafka_consumer_group_metadata_t *md =
+            rd_kafka_consumer_group_metadata(thr->kafka.consumer);
         int rc;
         if (!md) {
-            snprintf(thr->fail.dr_err, sizeof(thr->fail.dr_err), "the consumer has no group metadata");
+            snprintf(thr->fail.dr_err, sizeof(thr->fail.dr_err),
+                     "the consumer has no group metadata");
             thr->fail.delivery = 1;
             return -1;
         }
@@ -112,7 +115,8 @@ int bk_thread_txn_commit(bk_thread_t *thr, rd_kafka_topic_partition_list_t *offs
             return -1;
         }
     }
-    TRY("committing the transaction", rd_kafka_commit_transaction(thr->kafka.producer, txn_timeout(thr)));
+    TRY("committing the transaction",
+        rd_kafka_commit_transaction(thr->kafka.producer, txn_timeout(thr)));
     TRY("beginning a transaction", rd_kafka_begin_transaction(thr->kafka.producer));
     return 0;
 }

@@ -51,8 +51,8 @@ static int bound_changelog(rd_kafka_t *rk, const bk_plan_store_t *st, int64_t ke
 {
     const char *names[] = {"cleanup.policy", "retention.ms", "segment.ms"};
     char values[3][BK_KAFKA_CONFIG_MAX], ms[32];
-    const char *want[] = {"cleanup.policy", "compact,delete", "retention.ms", ms, "segment.ms",
-                          ms, NULL};
+    const char *want[] = {
+        "cleanup.policy", "compact,delete", "retention.ms", ms, "segment.ms", ms, NULL};
     snprintf(ms, sizeof(ms), "%lld", (long long)keep);
     if (bk_kafka_topic_configs(rk, st->changelog, names, 3, values, 10000, err, errsz) != 0) {
         return -1;
@@ -71,8 +71,8 @@ static int bound_changelog(rd_kafka_t *rk, const bk_plan_store_t *st, int64_t ke
 }
 
 /* The changelogs of stores [from, to). */
-static int ensure_changelogs(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk,
-                             int rf, int from, int to, char *err, size_t errsz)
+static int ensure_changelogs(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_t *rk, int rf,
+                             int from, int to, char *err, size_t errsz)
 {
     int dev = bk_kafka_dev_broker();
     int64_t keep = bk_conf_int(conf, BK_CONF_CHANGELOG_RETENTION_MS);
@@ -106,8 +106,13 @@ static int ensure_changelogs(const bk_plan_t *plan, const bk_conf_t *conf, rd_ka
              * retention and a day more, as Kafka Streams gives its window changelogs. */
             char retention[32], bounded[32];
             const char *kv[] = {"cleanup.policy", "compact", NULL};
-            const char *kvb[] = {"cleanup.policy", "compact,delete", "retention.ms", bounded,
-                                 "segment.ms", bounded, NULL};
+            const char *kvb[] = {"cleanup.policy",
+                                 "compact,delete",
+                                 "retention.ms",
+                                 bounded,
+                                 "segment.ms",
+                                 bounded,
+                                 NULL};
             const char *win[] = {"cleanup.policy", "compact,delete", "retention.ms", retention,
                                  NULL};
             snprintf(retention, sizeof(retention), "%lld",
@@ -199,8 +204,8 @@ static int pin_to_state(bk_plan_t *plan, rd_kafka_t *rk, int s, char *err, size_
             bk_log_warn("subtopology %d reads %s, which has %d partitions now, by input "
                         "partition, and its state is in %d (changelog %s): it runs %d tasks, "
                         "and partitions %d to %d are read once it moves to generation 1",
-                        s, plan->topics[sub->topics[0]].name, sub->partitions, have,
-                        st->changelog, have, have, sub->partitions - 1);
+                        s, plan->topics[sub->topics[0]].name, sub->partitions, have, st->changelog,
+                        have, have, sub->partitions - 1);
             sub->partitions = have;
         }
         return 0;
@@ -354,8 +359,7 @@ int bk_topics_ensure_grown(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafk
             return -1;
         }
         if (have == 0) {
-            if (bk_kafka_create_topic(rk, t->name, t->partitions, rf, NULL, err,
-                                      errsz) != 0) {
+            if (bk_kafka_create_topic(rk, t->name, t->partitions, rf, NULL, err, errsz) != 0) {
                 return -1;
             }
             for (int tries = 0; tries < 100 && have == 0; tries++) {
@@ -370,8 +374,9 @@ int bk_topics_ensure_grown(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafk
         /* the generation's partitioner sends key groups to its task count's partitions:
          * another width would send records to partitions no task reads */
         if (have != t->partitions) {
-            snprintf(err, errsz, "topic %s has %d partitions; generation %d of subtopology %d "
-                                 "has %d tasks",
+            snprintf(err, errsz,
+                     "topic %s has %d partitions; generation %d of subtopology %d "
+                     "has %d tasks",
                      t->name, have, t->generation, t->sub, t->partitions);
             return -1;
         }
@@ -383,8 +388,8 @@ int bk_topics_ensure_grown(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafk
      * passthroughs switch to it once it has (bk_plan_set_ready), so that no stream thread's
      * commit waits for its records to it, and with it every task of the thread */
     for (int i = from_topic; i < ntopics + nstores - from_store; i++) {
-        const char *name = i < ntopics ? plan->topics[i].name
-                                       : plan->stores[from_store + i - ntopics].changelog;
+        const char *name =
+            i < ntopics ? plan->topics[i].name : plan->stores[from_store + i - ntopics].changelog;
         int ms;
         if (i >= ntopics && !plan->stores[from_store + i - ntopics].logged) {
             continue;

@@ -20,17 +20,17 @@
 #include "cluster/member.h"
 #include "cluster/reconcile.h"
 #include "engine/brokerwatch.h"
-#include "engine/diskwatch.h"
-#include "engine/global.h"
-#include "engine/drained.h"
 #include "engine/crew.h"
 #include "engine/db.h"
+#include "engine/diskwatch.h"
+#include "engine/drained.h"
+#include "engine/global.h"
 #include "engine/hooks.h"
 #include "engine/kafka.h"
 #include "engine/taskdb.h"
 #include "node/node_cleanup.h"
-#include "node/node_growth.h"
 #include "node/node_fence.h"
+#include "node/node_growth.h"
 #include "node/node_moves.h"
 #include "node/node_queries.h"
 #include "replica/archive.h"
@@ -54,7 +54,6 @@ static void task_drained(void *opaque, int32_t task)
                     (int)task);
     }
 }
-
 
 /* Snapshots asked for the running tasks whose state is due for the archive. */
 static void archive_ask(bk_archive_t *a, bk_crew_t *crew, const int32_t *running, int n,
@@ -276,7 +275,6 @@ static char *json_names(char **names, const int32_t *which, int n)
     return buf;
 }
 
-
 /* The event of an epoch applied (docs/events.md): what the node runs and stands by for. */
 static void epoch_event(member_node_t *mn, const bk_member_view_t *view, const int32_t *running,
                         int nrunning, int gained, int gave_up, int changed)
@@ -418,8 +416,7 @@ static int follow_moves(member_node_t *mn, const bk_member_view_t *view)
     if (strcmp(view->generations, have) == 0) {
         return 0;
     }
-    if (bk_node_moves_follow(mn->plan, mn->conf, mn->L, view->generations, err,
-                             sizeof(err)) != 0) {
+    if (bk_node_moves_follow(mn->plan, mn->conf, mn->L, view->generations, err, sizeof(err)) != 0) {
         bk_log_error("cannot follow the app's moves (%s): %s", view->generations, err);
         return -1;
     }
@@ -428,10 +425,10 @@ static int follow_moves(member_node_t *mn, const bk_member_view_t *view)
     bk_bootstrap_grow(mn->boot, n);
     bk_node_moves_origins(mn->plan, mn->origin, was, n);
     mn->ntasks = n; /* the member hears of them from retire_replaced */
-    bk_log_info("app %s: moves %s: %d task(s), %d new (%s to %s)", mn->plan->id,
-                view->generations, n, n - was, n > was ? mn->names[was] : "-",
-                n > was ? mn->names[n - 1] : "-");
-    bk_events_emit("moves", "\"moves\":\"%s\",\"tasks\":%d,\"new\":%d,\"first\":\"%s\","
+    bk_log_info("app %s: moves %s: %d task(s), %d new (%s to %s)", mn->plan->id, view->generations,
+                n, n - was, n > was ? mn->names[was] : "-", n > was ? mn->names[n - 1] : "-");
+    bk_events_emit("moves",
+                   "\"moves\":\"%s\",\"tasks\":%d,\"new\":%d,\"first\":\"%s\","
                    "\"last\":\"%s\"",
                    view->generations, n, n - was, n > was ? mn->names[was] : "-",
                    n > was ? mn->names[n - 1] : "-");
@@ -580,9 +577,8 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     if (q.endpoint[0]) {
         mc.endpoint = q.endpoint;
     }
-    if (!mn.names || !mn.running || !mn.standing || !mn.scratch || !mn.held ||
-        !mn.assignable || !mn.origin || !mn.told || !mn.was_sb || !mn.sb_ready ||
-        !mn.due ||
+    if (!mn.names || !mn.running || !mn.standing || !mn.scratch || !mn.held || !mn.assignable ||
+        !mn.origin || !mn.told || !mn.was_sb || !mn.sb_ready || !mn.due ||
         bk_reconcile_actions_new(&mn.actions, mn.cap) != 0) {
         bk_log_error("cannot join app %s: out of memory", plan->id);
         failed = 1;
@@ -613,9 +609,9 @@ static int run_member(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks,
     }
     bk_crew_set_drained(&mn.crew, task_drained, mn.member);
     {
-        bk_bootstrap_env_t env = {plan,     conf,      mn.member, mc.node_id, mn.ntasks,
-                                  mn.cap,   mn.tasks,  mn.names,  bk_node_crew_ask,   bk_node_crew_take,
-                                  &mn,      hooks,     mn.pool};
+        bk_bootstrap_env_t env = {plan,   conf,     mn.member, mc.node_id,       mn.ntasks,
+                                  mn.cap, mn.tasks, mn.names,  bk_node_crew_ask, bk_node_crew_take,
+                                  &mn,    hooks,    mn.pool};
         mn.boot = bk_bootstrap_new(&env);
     }
     mn.fetch = bk_drainfetch_new(plan, conf, mn.member, mc.node_id);
@@ -835,8 +831,7 @@ int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_S
     {
         /* before any task opens: what a crash left of an install in the state directory */
         char app_dir[4096];
-        snprintf(app_dir, sizeof(app_dir), "%s/%s", bk_conf_str(conf, BK_CONF_STATE_DIR),
-                 plan->id);
+        snprintf(app_dir, sizeof(app_dir), "%s/%s", bk_conf_str(conf, BK_CONF_STATE_DIR), plan->id);
         if (bk_install_recover(app_dir) < 0) {
             bk_log_warn("cannot read the state directory %s: %s", app_dir, strerror(errno));
         }
@@ -858,7 +853,7 @@ int bk_node_run(bk_plan_t *plan, const bk_conf_t *conf, bk_hooks_t *hooks, lua_S
         rc = rc < 0 ? 1 : 0;
     } else {
         rc = bk_conf_int(conf, BK_CONF_CLUSTER) ? run_member(plan, conf, hooks, L, &set)
-                                                 : run_alone(plan, conf, hooks, &set);
+                                                : run_alone(plan, conf, hooks, &set);
     }
     bk_global_stop(globals); /* after the stream threads: they read the tables */
     bk_diskwatch_stop();

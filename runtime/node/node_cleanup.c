@@ -9,14 +9,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/events.h"
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "engine/drained.h"
 #include "engine/kafka.h"
 
-#define AGAIN_MS 2000 /* a directory in use is tried again this often */
+#define AGAIN_MS 2000  /* a directory in use is tried again this often */
 #define PURGE_TRIES 10 /* DeleteRecords of a changelog made compact,delete, 300 ms apart */
 
 enum { RETIRED = 1, DIRS_DONE = 2, TOPICS_DONE = 4, DRAINED_DONE = 8, LOGS_DONE = 16, SEALED = 32 };
@@ -99,8 +99,8 @@ static int remove_dirs(bk_node_cleanup_t *c, int s)
                     "director%s%s",
                     sub->generation, sub->of, removed, removed == 1 ? "y" : "ies",
                     left ? " (more once their owners here close them)" : "");
-        bk_events_emit("retired", "\"subtopology\":%d,\"generation\":%d,\"removed\":%d",
-                       sub->of, sub->generation, removed);
+        bk_events_emit("retired", "\"subtopology\":%d,\"generation\":%d,\"removed\":%d", sub->of,
+                       sub->generation, removed);
     }
     return left == 0;
 }
@@ -133,9 +133,8 @@ static void remove_drained(bk_node_cleanup_t *c, int s)
 static rd_kafka_t *admin_of(bk_node_cleanup_t *c)
 {
     char err[1024];
-    if (!c->admin &&
-        !(c->admin = bk_kafka_new(c->conf, BK_KAFKA_ADMIN, "beck-cleanup", NULL, NULL, err,
-                                  sizeof(err)))) {
+    if (!c->admin && !(c->admin = bk_kafka_new(c->conf, BK_KAFKA_ADMIN, "beck-cleanup", NULL, NULL,
+                                               err, sizeof(err)))) {
         bk_log_warn("cleanup: no admin client: %s", err);
     }
     return c->admin;
@@ -264,8 +263,10 @@ static void purge_changelogs(bk_node_cleanup_t *c, int s, int m)
 {
     const bk_plan_t *plan = c->plan;
     char why[160];
-    snprintf(why, sizeof(why), "generation %d of subtopology %d is sealed (its changelogs hold "
-             "its whole state)", plan->subs[m].generation, plan->subs[m].of);
+    snprintf(why, sizeof(why),
+             "generation %d of subtopology %d is sealed (its changelogs hold "
+             "its whole state)",
+             plan->subs[m].generation, plan->subs[m].of);
     for (int i = 0; i < plan->nstores; i++) {
         const bk_plan_store_t *st = &plan->stores[i];
         if (st->sub == s && st->logged && st->changelog) {

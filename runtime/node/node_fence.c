@@ -20,8 +20,8 @@ static int fenced(const bk_node_fence_t *f, const char *node, uint64_t inc)
     return 0;
 }
 
-int bk_node_fence_gone(bk_node_fence_t *f, const bk_conf_t *conf, const char *app,
-                       const char *self, const bk_member_view_t *view)
+int bk_node_fence_gone(bk_node_fence_t *f, const bk_conf_t *conf, const char *app, const char *self,
+                       const bk_member_view_t *view)
 {
     int rc = 0;
     for (int32_t i = 0; i < view->npeers; i++) {
@@ -37,8 +37,8 @@ int bk_node_fence_gone(bk_node_fence_t *f, const bk_conf_t *conf, const char *ap
             continue;
         }
         t0 = bk_clock_mono_ms();
-        if (bk_fence_incarnation(conf, app, p->id, p->incarnation, p->threads, err,
-                                 sizeof(err)) != 0) {
+        if (bk_fence_incarnation(conf, app, p->id, p->incarnation, p->threads, err, sizeof(err)) !=
+            0) {
             bk_log_warn("exactly-once: cannot fence node %s (incarnation %" PRIu64 "): %s; "
                         "trying again",
                         p->id, p->incarnation, err);

@@ -58,14 +58,14 @@ typedef struct member_node_s {
     int told_tasks;
     bk_reconcile_actions_t actions; /* apply_view's, kept to spare allocations */
     int nrun, nstand;
-    uint64_t logged_epoch;  /* the last epoch a line was logged for */
-    bk_taskdb_pool_t *pool; /* DBs kept open from one owner (thread, standby) to the next */
-    bk_bootstrap_t *boot;   /* cold bootstrap, both sides */
-    bk_drainfetch_t *fetch; /* drained checkpoints brought here, and served */
+    uint64_t logged_epoch;      /* the last epoch a line was logged for */
+    bk_taskdb_pool_t *pool;     /* DBs kept open from one owner (thread, standby) to the next */
+    bk_bootstrap_t *boot;       /* cold bootstrap, both sides */
+    bk_drainfetch_t *fetch;     /* drained checkpoints brought here, and served */
     bk_node_cleanup_t *cleanup; /* retired generations' directories, topics, checkpoints */
     int was_lost;               /* the last view applied said the member was lost */
     bk_node_growth_t *growth;   /* inputs grown under generation 0: moved (the leader) */
-    uint8_t *was_sb;        /* [ntasks] a standby here, not started as active since */
+    uint8_t *was_sb;            /* [ntasks] a standby here, not started as active since */
     bk_standby_t *standby;
     bk_livestats_t *live; /* the node's live counters (task states too), or NULL */
     /* [cap] per standing task: 1 when the runner was told it may build it (standby_ready);
@@ -73,20 +73,20 @@ typedef struct member_node_s {
     uint8_t *sb_ready;
     int sb_waiting;
     int64_t sb_ready_at; /* when restart_ready first saw one of them ready (mono), 0: not */
-    const bk_member_view_t *view; /* the latest view (run_member's) */
-    bk_archive_t *arch; /* the snapshot archive, or NULL */
-    recover_ctx_t rctx; /* what recovering from it needs */
+    const bk_member_view_t *view;     /* the latest view (run_member's) */
+    bk_archive_t *arch;               /* the snapshot archive, or NULL */
+    recover_ctx_t rctx;               /* what recovering from it needs */
     int64_t rebuilt_at[REBUILDS_MAX]; /* when damaged replicas were last rebuilt (mono) */
     int nrebuilt;
     int64_t restarted_at[REBUILDS_MAX]; /* ... when the runner was started again after another
                                          * failure */
     int nrestarted;
-    int32_t *due;       /* [ntasks] archive_ask's */
+    int32_t *due; /* [ntasks] archive_ask's */
     bk_thread_stats_t total;
-    uint64_t instance;     /* the member's incarnation the threads' transactional ids name */
-    int fence;             /* exactly-once on a real cluster: fence gone incarnations */
+    uint64_t instance; /* the member's incarnation the threads' transactional ids name */
+    int fence;         /* exactly-once on a real cluster: fence gone incarnations */
     bk_node_fence_t fenced;
-    int fence_held;        /* a fence failed: the view waits, tried again at fence_at (mono) */
+    int fence_held; /* a fence failed: the view waits, tried again at fence_at (mono) */
     int64_t fence_at;
 } member_node_t;
 
@@ -103,8 +103,7 @@ void bk_node_restart_ready(member_node_t *mn);
  * passthrough once the generation it feeds can take its records, a later generation's task
  * once the tasks of the one before whose key groups overlap its have drained); the others
  * are held until a later view. 0, or 1 when the crew could not take them. */
-int bk_node_start_ready(member_node_t *mn, const bk_member_view_t *view, const int32_t *ids,
-                        int n);
+int bk_node_start_ready(member_node_t *mn, const bk_member_view_t *view, const int32_t *ids, int n);
 /* The active's side of cold bootstrap: a snapshot asked of the thread running `task`, and
  * the snapshots made (those for the archive go to it on the way). */
 int bk_node_crew_ask(void *opaque, int32_t task, const char *req);

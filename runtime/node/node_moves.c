@@ -60,14 +60,15 @@ static int under_way(const bk_plan_t *plan, const bk_member_view_t *view, int su
     if (drained == n) {
         return 0;
     }
-    snprintf(why, size, "the move of subtopology %d to %d tasks is under way (%d of the %d "
-                        "tasks it replaces have drained)",
+    snprintf(why, size,
+             "the move of subtopology %d to %d tasks is under way (%d of the %d "
+             "tasks it replaces have drained)",
              sub, plan->subs[bk_plan_generation_sub(plan, sub, g)].partitions, drained, n);
     return 1;
 }
 
-void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
-                           const bk_member_view_t *view, const bk_member_note_t *note)
+void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member, const bk_member_view_t *view,
+                           const bk_member_note_t *note)
 {
     long sub = word_int(note->text, "sub"), tasks = word_int(note->text, "tasks");
     int now, ntasks, cap, gen0;
@@ -96,12 +97,14 @@ void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
     if (sub < 0 || tasks < 0) {
         snprintf(why, sizeof(why), "'%.200s' is not \"sub=S tasks=N\"", note->text);
     } else if (sub < plan->nsubs && plan->subs[sub].passthrough) {
-        snprintf(why, sizeof(why), "subtopology %ld is the passthrough that feeds subtopology "
-                                   "%d's generations: move %d (--subtopology %d)",
+        snprintf(why, sizeof(why),
+                 "subtopology %ld is the passthrough that feeds subtopology "
+                 "%d's generations: move %d (--subtopology %d)",
                  sub, plan->subs[sub].of, plan->subs[sub].of, plan->subs[sub].of);
     } else if (sub >= plan->nsubs || plan->subs[sub].of != sub) {
-        snprintf(why, sizeof(why), "the topology has no subtopology %ld (beck describe lists "
-                                   "them)",
+        snprintf(why, sizeof(why),
+                 "the topology has no subtopology %ld (beck describe lists "
+                 "them)",
                  sub);
     } else if (tasks < 1 || tasks > MAX_TASKS) {
         snprintf(why, sizeof(why), "%ld tasks: 1 to %d can be run", tasks, MAX_TASKS);
@@ -111,11 +114,12 @@ void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
         /* one move of a subtopology at a time: its passthrough writes barriers to the
          * generation it leaves, which must be the one that drains */
     } else if (ntasks + tasks > cap) {
-        snprintf(why, sizeof(why), "%ld more tasks do not fit in the %d this app's task table "
-                                   "has room for",
+        snprintf(why, sizeof(why),
+                 "%ld more tasks do not fit in the %d this app's task table "
+                 "has room for",
                  tasks, cap);
-    } else if (bk_member_add_generation(member, (int32_t)sub, (int32_t)tasks,
-                                        view->ngenerations) != 0) {
+    } else if (bk_member_add_generation(member, (int32_t)sub, (int32_t)tasks, view->ngenerations) !=
+               0) {
         snprintf(why, sizeof(why), "the move could not be written to the control topic");
     }
     if (why[0]) {
@@ -197,8 +201,8 @@ static int drained_of(const bk_member_view_t *view, int first, int n)
     return d;
 }
 
-void bk_node_moves_progress(const bk_plan_t *plan, const bk_member_view_t *view,
-                            bk_hooks_t *hooks, int32_t *told)
+void bk_node_moves_progress(const bk_plan_t *plan, const bk_member_view_t *view, bk_hooks_t *hooks,
+                            int32_t *told)
 {
     int nsubs = plan->nsubs;
     for (int s = 0; s < nsubs; s++) {

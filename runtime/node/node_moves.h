@@ -23,8 +23,8 @@
  * a subtopology with a task count of its own, the `tasks` setting; N is 1 to 4,096 and not
  * its count now; the node's tables have room) and adds it (bk_member_add_generation).
  * What it did or why it refused goes to the log. */
-void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member,
-                           const bk_member_view_t *view, const bk_member_note_t *note);
+void bk_node_moves_on_note(const bk_plan_t *plan, bk_member_t *member, const bk_member_view_t *view,
+                           const bk_member_note_t *note);
 
 /* How many tasks subtopology `sub` (a topology's own) runs in its latest generation; 0 when
  * it has none of its own (it reads its input by partition). */
@@ -40,8 +40,8 @@ void bk_node_moves_origins(const bk_plan_t *plan, int32_t *origin, int from, int
  * (hooks.h; hooks may be NULL): the move (a new generation), each task of the generation it
  * replaces that drained, and its end (all drained). told[s] (room for plan->cap_subs, -1
  * at first) is the drained count last told of generation subtopology s. Main thread. */
-void bk_node_moves_progress(const bk_plan_t *plan, const bk_member_view_t *view,
-                            bk_hooks_t *hooks, int32_t *told);
+void bk_node_moves_progress(const bk_plan_t *plan, const bk_member_view_t *view, bk_hooks_t *hooks,
+                            int32_t *told);
 
 /* The view's list of moves (generations) is longer than the plan's: the plan grows by them
  * (bk_plan_grow, the topology described again in L) and their topics are made

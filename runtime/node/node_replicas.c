@@ -23,16 +23,16 @@
 #include "cluster/member.h"
 #include "cluster/reconcile.h"
 #include "engine/brokerwatch.h"
-#include "engine/diskwatch.h"
-#include "engine/global.h"
-#include "engine/drained.h"
 #include "engine/crew.h"
 #include "engine/db.h"
+#include "engine/diskwatch.h"
+#include "engine/drained.h"
+#include "engine/global.h"
 #include "engine/hooks.h"
 #include "engine/taskdb.h"
 #include "node/node_cleanup.h"
-#include "node/node_growth.h"
 #include "node/node_fence.h"
+#include "node/node_growth.h"
 #include "node/node_moves.h"
 #include "node/node_queries.h"
 #include "replica/archive.h"
@@ -47,8 +47,8 @@ static void standby_progress(void *opaque, int32_t task, int64_t offset, int64_t
 }
 
 int bk_node_archive_recover(void *opaque, const char *task, const char *task_dir,
-                           char *const *changelogs, const int64_t *lo, int n, char *what,
-                           size_t what_size, char *err, size_t err_size)
+                            char *const *changelogs, const int64_t *lo, int n, char *what,
+                            size_t what_size, char *err, size_t err_size)
 {
     const recover_ctx_t *rc = opaque;
     return bk_archive_recover(rc->conf, rc->plan->id, task, task_dir, changelogs, lo, n, what,
@@ -251,8 +251,7 @@ static int pass_ready(const member_node_t *mn, const bk_member_view_t *view, bk_
  * before): their changelogs end there, and the task may be built (engine/build.h). A task of
  * generation 0, and one of a sealed generation (its own changelogs restore it), need not
  * wait. */
-static int drained_before(const member_node_t *mn, const bk_member_view_t *view,
-                          bk_task_id_t t)
+static int drained_before(const member_node_t *mn, const bk_member_view_t *view, bk_task_id_t t)
 {
     const bk_plan_t *plan = mn->plan;
     int prev = bk_plan_prev_generation(plan, t.sub), first, lo, hi;
@@ -299,8 +298,8 @@ void bk_node_restart_ready(member_node_t *mn)
     if (now > 0 && mn->sb_ready_at == 0) {
         mn->sb_ready_at = bk_clock_mono_ms();
     }
-    if (now > 0 && (now == mn->sb_waiting ||
-                    bk_clock_mono_ms() - mn->sb_ready_at >= RESTART_READY_MS)) {
+    if (now > 0 &&
+        (now == mn->sb_waiting || bk_clock_mono_ms() - mn->sb_ready_at >= RESTART_READY_MS)) {
         mn->sb_ready_at = 0;
         bk_log_info("%d standby replica(s) of a later generation may be built now: the tasks "
                     "they are built from have drained",
@@ -354,8 +353,7 @@ static int build_ready(const member_node_t *mn, const bk_member_view_t *view, in
 /* Gives the crew the tasks of `ids` that are ready (build_ready) and holds the bk_node_others, then
  * those held before that are ready now; a held task the node no longer runs is let go. 0, or
  * 1 if a stream thread failed. */
-int bk_node_start_ready(member_node_t *mn, const bk_member_view_t *view, const int32_t *ids,
-                       int n)
+int bk_node_start_ready(member_node_t *mn, const bk_member_view_t *view, const int32_t *ids, int n)
 {
     int32_t *go = mn->scratch;
     int ngo = 0, kept = 0;

@@ -40,8 +40,7 @@ int bk_preflight_local(const bk_conf_t *conf, char *errstr, size_t errstr_size)
         return -1;
     }
     if (bk_fs_mkdirs(dir) != 0) {
-        snprintf(errstr, errstr_size, "cannot create state directory %s: %s", dir,
-                 strerror(errno));
+        snprintf(errstr, errstr_size, "cannot create state directory %s: %s", dir, strerror(errno));
         return -1;
     }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -72,8 +71,8 @@ int bk_preflight_brokers(rd_kafka_t *admin, const bk_conf_t *conf, int timeout_m
 }
 
 /* The view read to the end of the log as it was when the observer started. */
-static int read_to_end(bk_member_t *obs, bk_member_view_t *view, const char *topic,
-                       char *errstr, size_t errstr_size)
+static int read_to_end(bk_member_t *obs, bk_member_view_t *view, const char *topic, char *errstr,
+                       size_t errstr_size)
 {
     int64_t deadline = bk_clock_mono_ms() + READ_TIMEOUT_MS;
     for (;;) {
@@ -112,9 +111,9 @@ static void live_list(const bk_member_view_t *v, char *out, size_t size)
             snprintf(out + len, size - len, ", ...");
             return;
         }
-        len += (size_t)snprintf(out + len, size - len, "%s%s (last heartbeat %.1f s ago)",
-                                n > 1 ? ", " : "", p->id,
-                                (double)(v->log_time - p->last_ts) / 1000.0);
+        len +=
+            (size_t)snprintf(out + len, size - len, "%s%s (last heartbeat %.1f s ago)",
+                             n > 1 ? ", " : "", p->id, (double)(v->log_time - p->last_ts) / 1000.0);
         if (len >= size) {
             return;
         }
@@ -227,8 +226,8 @@ int bk_preflight_members(const bk_plan_t *plan, const bk_conf_t *conf, rd_kafka_
                  plan->id, view.generations, topic);
         goto done;
     }
-    if (cluster && id_held(obs, &view, node_id, (int)bk_conf_int(conf, BK_CONF_HEARTBEAT_MS),
-                           &inc)) {
+    if (cluster &&
+        id_held(obs, &view, node_id, (int)bk_conf_int(conf, BK_CONF_HEARTBEAT_MS), &inc)) {
         snprintf(errstr, errstr_size,
                  "node id %s is held by a live member of app %s (incarnation %" PRIu64
                  ", heartbeating in %s): a second process with its id would end it. Give this "

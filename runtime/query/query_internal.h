@@ -1,7 +1,7 @@
 /* query_internal.h - the insides of the query server, shared by its files only: query.c
  * (the HTTP glue: threads, dispatch, token, replies), query_stores.c (a store's keys, local or
- * routed), query_scan.c (its ranges, gathered and merged), query_status.c (health, readiness, assignment, metrics), query_page.c
- * (the status page). */
+ * routed), query_scan.c (its ranges, gathered and merged), query_status.c (health, readiness,
+ * assignment, metrics), query_page.c (the status page). */
 #ifndef BK_QUERY_INTERNAL_H
 #define BK_QUERY_INTERNAL_H
 

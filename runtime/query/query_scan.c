@@ -117,8 +117,9 @@ enum MHD_Result bk_query_internal_scan(bk_qreq_t *r)
         goto out;
     }
     s.limit = bk_query_limit(r);
-    if (!store || !bk_query_find_store(r->q->env.plan, store) || !task || bk_task_parse(task, &tid) != 0 ||
-        s.limit < 0 || hex_arg(r, "from", buf[0], &s.from, &s.fromlen) != 0 ||
+    if (!store || !bk_query_find_store(r->q->env.plan, store) || !task ||
+        bk_task_parse(task, &tid) != 0 || s.limit < 0 ||
+        hex_arg(r, "from", buf[0], &s.from, &s.fromlen) != 0 ||
         hex_arg(r, "to", buf[1], &s.to, &s.tolen) != 0 ||
         hex_arg(r, "prefix", buf[2], &s.prefix, &s.plen) != 0 ||
         hex_arg(r, "after", buf[3], &s.after, &s.afterlen) != 0) {
@@ -231,9 +232,9 @@ static enum MHD_Result global_scan(bk_qreq_t *r, bk_global_t *g, int table, cons
     bk_scanpage_t pg = {0};
     bk_jbuf_t b = {0};
     enum MHD_Result ret;
-    int more = bk_dbread_page(bk_global_db(g), table, s->from, s->fromlen, s->to, s->tolen,
-                              s->prefix, s->plen, s->after, s->afterlen, s->limit, add_to_page,
-                              &pg);
+    int more =
+        bk_dbread_page(bk_global_db(g), table, s->from, s->fromlen, s->to, s->tolen, s->prefix,
+                       s->plen, s->after, s->afterlen, s->limit, add_to_page, &pg);
     if (more < 0) {
         bk_scanpage_free(&pg);
         return bk_query_error(r, 500, -1, "global table %s: the scan failed", name);

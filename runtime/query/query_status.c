@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/events.h"
 #include "base/task.h"
 #include "engine/dbread.h"
 #include "engine/diskwatch.h"
 #include "engine/global.h"
 #include "engine/tasklife.h"
-#include "base/clock.h"
 #include "query/query_internal.h"
 
 enum MHD_Result bk_query_healthz(bk_qreq_t *r)
@@ -151,8 +151,7 @@ static void tasks_json(bk_qreq_t *r, bk_jbuf_t *b)
     for (int t = 0; live && all && t < ntasks && t < live->ntasks; t++) {
         const bk_livestats_task_t *ts = &live->task[t];
         for (int sb = 0; sb < 2; sb++) { /* its active here, then its standby */
-            int64_t st = atomic_load_explicit(sb ? &ts->sb_life : &ts->life,
-                                              memory_order_relaxed);
+            int64_t st = atomic_load_explicit(sb ? &ts->sb_life : &ts->life, memory_order_relaxed);
             int64_t since = atomic_load_explicit(sb ? &ts->sb_life_since_ms : &ts->life_since_ms,
                                                  memory_order_relaxed);
             if (st == BK_LIFE_FREE) {
@@ -303,7 +302,8 @@ static void replica_metrics(bk_qreq_t *r, bk_jbuf_t *b)
             head(b, "beck_state_disk_free_bytes", "gauge",
                  "free bytes on the state directory's filesystem");
             sample(r, b, "beck_state_disk_free_bytes", NULL, NULL, NULL, avail);
-            head(b, "beck_state_disk_size_bytes", "gauge", "the state directory's filesystem's size");
+            head(b, "beck_state_disk_size_bytes", "gauge",
+                 "the state directory's filesystem's size");
             sample(r, b, "beck_state_disk_size_bytes", NULL, NULL, NULL, size);
         }
     }

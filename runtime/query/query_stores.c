@@ -34,7 +34,7 @@ const char *bk_query_role_name(int role)
 /* Takes the local replica of tid that may answer (roles; a standby only within max_lag):
  * 0 and *rd, or -1. */
 int bk_query_take_local(bk_qreq_t *r, bk_task_id_t tid, int roles, long long max_lag,
-                      bk_taskdb_read_t *rd)
+                        bk_taskdb_read_t *rd)
 {
     if (bk_taskdb_read_begin(r->q->env.pool, tid, roles, rd) != 0) {
         return -1;
@@ -78,7 +78,9 @@ enum MHD_Result bk_query_stores(bk_qreq_t *r)
         bk_jbuf_printf(&b, "%s{\"store\":", w++ ? "," : "");
         bk_jbuf_str(&b, s->name, strlen(s->name));
         bk_jbuf_printf(&b, ",\"kind\":\"%s\",\"logged\":%s,\"changelog\":",
-                       s->versioned ? "versioned" : s->window ? "window" : "key-value",
+                       s->versioned ? "versioned"
+                       : s->window  ? "window"
+                                    : "key-value",
                        s->logged ? "true" : "false");
         if (s->logged) {
             /* the changelog written now: the serving generation's copy's, after a move */
@@ -94,8 +96,8 @@ enum MHD_Result bk_query_stores(bk_qreq_t *r)
             bk_jbuf_lit(&b, "null");
         }
         /* the tasks serving it now: its latest generation's */
-        bk_jbuf_printf(&b, ",\"subtopology\":%d,\"tasks\":%d,\"serving_subtopology\":%d",
-                       s->sub, plan->subs[sub].partitions, sub);
+        bk_jbuf_printf(&b, ",\"subtopology\":%d,\"tasks\":%d,\"serving_subtopology\":%d", s->sub,
+                       plan->subs[sub].partitions, sub);
         bk_jbuf_lit(&b, ",\"key_serde\":");
         if (s->key_serde) {
             bk_jbuf_str(&b, s->key_serde, strlen(s->key_serde));
@@ -432,8 +434,8 @@ static enum MHD_Result global_key(bk_qreq_t *r, bk_global_t *g, int table, const
     bk_jbuf_lit(&b, ",\"global\":true,\"node\":");
     bk_jbuf_str(&b, r->q->env.node_id, strlen(r->q->env.node_id));
     bk_jbuf_lit(&b, ",\"lag\":");
-    bk_jbuf_raw(&b, num, (size_t)snprintf(num, sizeof(num), "%lld",
-                                          (long long)bk_global_lag(g, table)));
+    bk_jbuf_raw(&b, num,
+                (size_t)snprintf(num, sizeof(num), "%lld", (long long)bk_global_lag(g, table)));
     bk_jbuf_lit(&b, "}");
     bk_dbread_unpin(pin);
     return bk_query_reply(r, rc == 1 ? 200 : rc == 0 ? 404 : 500, &b, -1);
@@ -443,8 +445,8 @@ static enum MHD_Result global_key(bk_qreq_t *r, bk_global_t *g, int table, const
  * its latest version at p + ff*8 ([time][1 | 0][value]), older ones at p + [valid to] +
  * [time] ([1 | 0][value]). extra: the as-of time, or NULL for the latest. */
 static int versioned_local(bk_qreq_t *r, const bk_plan_store_t *ps, bk_task_id_t tid,
-                           const char *key, size_t klen, int roles, long long max_lag,
-                           bk_jbuf_t *b, unsigned *status, const void *extra)
+                           const char *key, size_t klen, int roles, long long max_lag, bk_jbuf_t *b,
+                           unsigned *status, const void *extra)
 {
     const int64_t *as_of = extra;
     bk_taskdb_read_t rd;
@@ -468,7 +470,8 @@ static int versioned_local(bk_qreq_t *r, const bk_plan_store_t *ps, bk_task_id_t
         return -1;
     }
     si = bk_dbread_store(rd.db, ps->name);
-    rc = si < 0 ? -1 : bk_dbread_get_pinned(rd.db, si, k, plen + 8, &v, &vl, &pin, err, sizeof(err));
+    rc =
+        si < 0 ? -1 : bk_dbread_get_pinned(rd.db, si, k, plen + 8, &v, &vl, &pin, err, sizeof(err));
     if (rc == 1 && vl >= 9) {
         lt = bk_query_get64((const unsigned char *)v);
         if (!as_of || lt <= *as_of) {
@@ -496,7 +499,8 @@ static int versioned_local(bk_qreq_t *r, const bk_plan_store_t *ps, bk_task_id_t
             memset(hi + plen + 8, 0xff, 16);
             it = bk_dbread_iter(rd.db, si, BK_FFI_ITER_RANGE, k, plen + 8, hi, plen + 24);
         }
-        if (it && bk_ffi_store_iter_next(it, &ik, &ikl, &iv, &ivl) && ikl >= plen + 16 && ivl >= 1) {
+        if (it && bk_ffi_store_iter_next(it, &ik, &ikl, &iv, &ivl) && ikl >= plen + 16 &&
+            ivl >= 1) {
             int64_t t0 = bk_query_get64((const unsigned char *)ik + plen + 8);
             if (t0 <= *as_of) {
                 ts = t0;

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/events.h"
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "engine/drained.h"
@@ -23,7 +23,6 @@
 #include "replica/install.h"
 #include "replica/sftp.h"
 #include "replica/standby.h"
-
 
 int32_t bk_bootstrap_task_by_name(const bk_bootstrap_t *b, const char *name)
 {
@@ -325,10 +324,10 @@ static void fetch_task(bk_bootstrap_t *b, batch_t *x, job_t *j, bk_sftp_session_
         char err[512];
         int logged;
         /* opened through the pool, so that the pool counts it out until it is back */
-        bk_db_t *db = store_of ? bk_taskdb_open(b->env.pool, b->env.plan, conf,
-                                                b->env.tasks[j->task], store_of, &logged, err,
-                                                sizeof(err))
-                               : NULL;
+        bk_db_t *db = store_of
+                          ? bk_taskdb_open(b->env.pool, b->env.plan, conf, b->env.tasks[j->task],
+                                           store_of, &logged, err, sizeof(err))
+                          : NULL;
         /* a failure here is the standby runner's to report when it opens it itself */
         bk_taskdb_release(b->env.pool, b->env.tasks[j->task], db, 1);
         free(store_of);
@@ -532,21 +531,25 @@ static void end_job(bk_bootstrap_t *b, int32_t t, int ok, const char *why)
          * yet or had given it up (a move's handoffs), is no fault: it is asked again */
         int passing = why && (strstr(why, "busy:") || strstr(why, NO_SNAPSHOT) ||
                               strstr(why, "made no snapshot of it"));
-        bk_log(said ? BK_LOG_DEBUG : passing ? BK_LOG_INFO : BK_LOG_WARN,
+        bk_log(said      ? BK_LOG_DEBUG
+               : passing ? BK_LOG_INFO
+                         : BK_LOG_WARN,
                "bootstrap %s: failed: %s; a later generation's replica has no changelog to start "
                "from: asked for again every %d ms until it has one",
                b->env.names[t], why, RETRY_LATER_MS);
         if (!said && !passing) {
             char w[1100];
-            bk_events_emit("bootstrap_failed", "\"task\":\"%s\",\"error\":%s,\"fallback\":\"retry\"",
-                           b->env.names[t], bk_events_str(w, sizeof(w), why));
+            bk_events_emit("bootstrap_failed",
+                           "\"task\":\"%s\",\"error\":%s,\"fallback\":\"retry\"", b->env.names[t],
+                           bk_events_str(w, sizeof(w), why));
         }
     } else if (!ok) {
         char w[1100];
         bk_log_warn("bootstrap %s: failed: %s; the standby restores from the changelog instead",
                     b->env.names[t], why);
-        bk_events_emit("bootstrap_failed", "\"task\":\"%s\",\"error\":%s,\"fallback\":\"changelog\"",
-                       b->env.names[t], bk_events_str(w, sizeof(w), why ? why : ""));
+        bk_events_emit("bootstrap_failed",
+                       "\"task\":\"%s\",\"error\":%s,\"fallback\":\"changelog\"", b->env.names[t],
+                       bk_events_str(w, sizeof(w), why ? why : ""));
     }
 }
 

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/events.h"
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "engine/drained.h"

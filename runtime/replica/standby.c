@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "base/events.h"
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/task.h"
@@ -34,7 +34,6 @@
  * entry replica in ~8 minutes */
 #define SCRUB_MS 100
 #define SCRUB_ENTRIES 2000
-
 
 bk_standby_t *bk_standby_new(const bk_plan_t *plan, const bk_conf_t *conf,
                              const bk_task_id_t *tasks, const int32_t *ids, int ntasks,
@@ -85,15 +84,15 @@ void bk_standby_life(bk_standby_t *sb, int t, bk_life_t to)
 }
 
 /* Whether task t may go to cold bootstrap and has no directory yet: a fresh replica. Its
- * DB is opened only once bk_standby_assign() keeps it here: creating 32 empty DBs (their fsyncs) only
- * to close them again cost a fresh node's cold bootstrap ~400 ms (scripts/bench/bootstrap).
- * A pooled DB always has its directory, so it is never taken for fresh. */
+ * DB is opened only once bk_standby_assign() keeps it here: creating 32 empty DBs (their fsyncs)
+ * only to close them again cost a fresh node's cold bootstrap ~400 ms (scripts/bench/bootstrap). A
+ * pooled DB always has its directory, so it is never taken for fresh. */
 static int is_fresh(const bk_standby_t *sb, int t)
 {
     char dir[4096];
     struct stat st;
-    if (!sb->boot_on ||
-        (sb->boot_mode[t] != BK_BOOTSTRAP_MODE_AUTO && sb->boot_mode[t] != BK_BOOTSTRAP_MODE_FORCE)) {
+    if (!sb->boot_on || (sb->boot_mode[t] != BK_BOOTSTRAP_MODE_AUTO &&
+                         sb->boot_mode[t] != BK_BOOTSTRAP_MODE_FORCE)) {
         return 0;
     }
     bk_plan_task_dir(sb->plan, sb->conf, sb->tasks[t], dir, sizeof(dir));
@@ -185,8 +184,7 @@ static int open_dbs(bk_standby_t *sb)
                 sb->boot_lag[t] = BK_STANDBY_UNBUILT_LAG; /* being built elsewhere */
                 continue;
             }
-            if (sb->unbuilt[t] &&
-                (!sb->boot_on || sb->boot_mode[t] == BK_BOOTSTRAP_MODE_NEVER)) {
+            if (sb->unbuilt[t] && (!sb->boot_on || sb->boot_mode[t] == BK_BOOTSTRAP_MODE_NEVER)) {
                 /* built here as its active is, from the changelogs of the generations
                  * before (build_task), once those have drained; then tailed */
                 if (!sb->ready[t] && !bk_plan_sealed(plan, sb->tasks[t].sub)) {
@@ -231,8 +229,9 @@ static const char *boot_reason(bk_standby_t *sb, int t, char *why, size_t size)
         return NULL;
     }
     if (sb->unbuilt[t]) {
-        snprintf(why, size, "a later generation's task: its changelog does not hold the state "
-                            "it was built from");
+        snprintf(why, size,
+                 "a later generation's task: its changelog does not hold the state "
+                 "it was built from");
         return why;
     }
     for (int i = 0; i < sb->nitems; i++) {
@@ -336,8 +335,7 @@ int bk_standby_assign(bk_standby_t *sb)
         parts[i] = sb->items[i].partition;
     }
     /* a broker down, a leader moving or a move's changelog not known yet pass: tried again */
-    err = bk_kafka_watermarks(sb->consumer, topics, parts, sb->nitems, los, his, 60000,
-                              &sb->stop);
+    err = bk_kafka_watermarks(sb->consumer, topics, parts, sb->nitems, los, his, 60000, &sb->stop);
     if (err) {
         snprintf(sb->err, sizeof(sb->err),
                  "standby: cannot read the offsets of %d changelog "
@@ -582,8 +580,8 @@ int bk_standby_tail(bk_standby_t *sb)
          * the fetcher if it stopped on a full queue (fetchkick.h) */
         ssize_t got = rd_kafka_consume_batch_queue(q, 0, msgs, 1000);
         if (got == 0) {
-            got = rd_kafka_consume_batch_queue(q, bk_fetchkick_idle(&kick, sb->consumer, 100),
-                                               msgs, 1);
+            got = rd_kafka_consume_batch_queue(q, bk_fetchkick_idle(&kick, sb->consumer, 100), msgs,
+                                               1);
         }
         bk_fetchkick_took(&kick, msgs, got > 0 ? (size_t)got : 0);
         int64_t now = bk_clock_mono_ms();
@@ -656,7 +654,8 @@ static void *standby_main(void *arg)
         if (rc == 0 && !sb->stop) {
             rc = bk_standby_assign(sb);
         } else {
-            bk_standby_drop_unopened(sb); /* stopped before bk_standby_assign(): what is open is checkpointed */
+            bk_standby_drop_unopened(
+                sb); /* stopped before bk_standby_assign(): what is open is checkpointed */
         }
     }
     /* queries may read the replicas from now on (taskdb.h); report() keeps their lags; a

@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "base/events.h"
 #include "base/clock.h"
+#include "base/events.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/task.h"
@@ -51,12 +51,14 @@ static int64_t records_in(bk_standby_t *sb, const char **topics, const int32_t *
 {
     int64_t *lo = calloc((size_t)n + 1, sizeof(*lo)), *hi = calloc((size_t)n + 1, sizeof(*hi));
     int64_t sum = 0;
-    rd_kafka_resp_err_t err = lo && hi ? bk_kafka_watermarks(sb->consumer, topics, parts, n, lo,
-                                                             hi, 60000, &sb->stop)
-                                       : RD_KAFKA_RESP_ERR__FAIL;
+    rd_kafka_resp_err_t err =
+        lo && hi ? bk_kafka_watermarks(sb->consumer, topics, parts, n, lo, hi, 60000, &sb->stop)
+                 : RD_KAFKA_RESP_ERR__FAIL;
     if (err) {
-        snprintf(sb->err, sizeof(sb->err), "standby: cannot read the offsets of %d changelog "
-                 "partition(s): %s", n, rd_kafka_err2str(err));
+        snprintf(sb->err, sizeof(sb->err),
+                 "standby: cannot read the offsets of %d changelog "
+                 "partition(s): %s",
+                 n, rd_kafka_err2str(err));
         sb->retriable = bk_kafka_retriable(err);
         sum = -1;
     }
@@ -105,8 +107,8 @@ int bk_standby_build_task(bk_standby_t *sb, int t)
         snprintf(text, sizeof(text), "sealed: restored from its own changelogs\n");
     } else {
         int ns = bk_build_sources(plan, task, NULL, topics + n, parts + n, max - n);
-        bk_build_in_t in = {plan, sb->consumer, task, store_of, NULL,
-                            name, &sb->stop,   build_progress, &bp};
+        bk_build_in_t in = {plan, sb->consumer, task,           store_of, NULL,
+                            name, &sb->stop,    build_progress, &bp};
         if (ns < 0) {
             snprintf(sb->err, sizeof(sb->err), "standby %s: too many changelogs to build from",
                      name);
@@ -151,7 +153,8 @@ done:
     return rc;
 }
 
-/* Forgets the items whose stores are not open (fresh tasks bk_standby_assign() would have opened). */
+/* Forgets the items whose stores are not open (fresh tasks bk_standby_assign() would have opened).
+ */
 void bk_standby_drop_unopened(bk_standby_t *sb)
 {
     int w = 0;

@@ -53,10 +53,10 @@ struct bk_standby_s {
     bk_db_t **dbs; /* [ntasks], NULL for a task without a logged store */
     char *corrupt; /* [ntasks] 1: its store was found damaged (bk_standby_corrupt) */
     bk_dbverify_t *scrub;
-    int scrub_t; /* the replica being scrubbed */
-    char *fresh;   /* [ntasks] 1: no state on disk yet, DB opened only if kept here */
-    char *unbuilt; /* [ntasks] 1: a later generation's task not built here */
-    char *build;   /* [ntasks] 1: ... that this runner builds from changelogs (build_task) */
+    int scrub_t;    /* the replica being scrubbed */
+    char *fresh;    /* [ntasks] 1: no state on disk yet, DB opened only if kept here */
+    char *unbuilt;  /* [ntasks] 1: a later generation's task not built here */
+    char *build;    /* [ntasks] 1: ... that this runner builds from changelogs (build_task) */
     uint8_t *ready; /* [ntasks] bk_standby_set_ready's */
     item_t *items;
     int nitems;
