@@ -33,7 +33,7 @@ describe("a subtopology moved to another task count while it runs", function()
   after_each(helpers.cleanup)
 
   it("counts every key exactly, in order, through two moves", function()
-    gen.two_moves { input = 3, tasks0 = 10, first = 8, keys = KEYS, start = start,
+    gen.two_moves { input = 3, tasks0 = 10, each = 5, first = 8, keys = KEYS, start = start,
                     states = states, sshd = sshd_fixture.start, min_builds = 11, last = 3,
                     running = 8,
                     emptied = { "stamped-counts-changelog-g1", "stamped-counts-changelog-g2" } }
