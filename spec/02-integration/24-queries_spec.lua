@@ -177,20 +177,17 @@ describe("queries over HTTP", function()
                    "standbys of " .. rows[i].task)
     end
     assert.matches('data%-epoch="' .. status.epoch .. '"', dom)
-    -- and what nb serves as an active shows its life there: live (/v1/status's tasks)
-    local lives = 0
-    for state in dom:gmatch('<tr data%-task="[%d_]+" data%-role="active" data%-state="([^"]*)">') do
-      assert.equal("live", state)
-      lives = lives + 1
+    -- and what nb serves shows its life there (/v1/status's tasks): each active live, each
+    -- standby replica tailing its changelogs
+    for role, want in pairs { active = "live", standby = "tailing" } do
+      local n = 0
+      for state in dom:gmatch('<tr data%-task="[%d_]+" data%-role="' .. role ..
+                              '" data%-state="([^"]*)">') do
+        assert.equal(want, state, role)
+        n = n + 1
+      end
+      assert.is_true(n > 0, "no " .. role .. " replica of nb's shows its state on the page")
     end
-    assert.is_true(lives > 0, "no active task of nb's shows its state on the page")
-    -- and each standby replica nb keeps tails its changelogs
-    local tailing = 0
-    for state in dom:gmatch('<tr data%-task="[%d_]+" data%-role="standby" data%-state="([^"]*)">') do
-      assert.equal("tailing", state)
-      tailing = tailing + 1
-    end
-    assert.is_true(tailing > 0, "no standby of nb's shows its state on the page")
     st = helpers.run({ "chromium", "--headless", "--no-sandbox", "--disable-gpu",
                        "--virtual-time-budget=5000", "--window-size=1100,900",
                        "--screenshot=" .. shot, urls.nb .. "/#token=" .. TOKEN },
